@@ -1,0 +1,142 @@
+import type { ModelShape } from '../model/shape.js';
+import type { TransferDirection } from '../scheduler/outputs.js';
+
+/**
+ * The JS-facing contract of the native Device (DESIGN.md section 4): one per
+ * rank, used from that rank's worker thread. `host` is always available;
+ * `cuda` only where the addon was built with nvcc and a GPU is present.
+ */
+export type BackendName = 'host' | 'cuda';
+
+/**
+ * `cross-layer`: a GPU block is one contiguous region holding every layer's K
+ * and V. `per-layer`: each layer's part of a block is its own region.
+ */
+export type KvLayout = 'cross-layer' | 'per-layer';
+
+export interface DeviceOptions {
+  readonly backend: BackendName;
+  readonly rank: number;
+  readonly tp: number;
+  /** CUDA device ordinal (ignored by the host backend). */
+  readonly deviceIndex: number;
+  readonly model: ModelShape;
+  /** Tokens per GPU block. */
+  readonly blockSize: number;
+  readonly layout: KvLayout;
+  readonly numGpuBlocks: number;
+  /** Offloaded (CPU) blocks; each holds `offloadFactor` GPU blocks. May be 0. */
+  readonly numCpuBlocks: number;
+  readonly offloadFactor: number;
+  /** Size of each CPU tier allocation (pinned on CUDA); default 1 GiB. */
+  readonly cpuChunkBytes?: number;
+  /** Called as CPU tier chunks are allocated. */
+  readonly onAllocProgress?: (allocatedBytes: number, totalBytes: number) => void;
+}
+
+export interface DeviceInfo {
+  readonly backend: BackendName;
+  /** e.g. "host (x86_64)" or "NVIDIA H100 80GB HBM3". */
+  readonly deviceName: string;
+  /** Bytes of one GPU block on this rank. */
+  readonly bytesPerGpuBlock: number;
+  /** Bytes of one CPU (offloaded) block on this rank = offloadFactor * bytesPerGpuBlock. */
+  readonly bytesPerCpuBlock: number;
+  readonly gpuBytes: number;
+  readonly cpuBytes: number;
+  readonly cpuChunks: number;
+}
+
+export interface TransferSubmission {
+  readonly jobId: number;
+  readonly direction: TransferDirection;
+  readonly gpuBlockIds: ArrayLike<number>;
+  readonly cpuBlockIds: ArrayLike<number>;
+  /** Loads only: GPU sub-blocks of the first CPU block to skip. */
+  readonly firstSubBlock?: number;
+  /**
+   * Stores only (default true): order the copy after the compute already
+   * submitted on the compute stream. false exists for the test that shows why
+   * the ordering matters.
+   */
+  readonly orderAfterCompute?: boolean;
+  /** Jobs that must finish before this one starts (stream/event ordering). */
+  readonly after?: readonly number[];
+}
+
+export interface DeviceJobResult {
+  readonly jobId: number;
+  readonly direction: TransferDirection;
+  readonly ok: boolean;
+  readonly failedGpuBlockIds: readonly number[];
+  readonly bytes: number;
+  readonly elapsedMs: number;
+}
+
+/**
+ * One forward step, packed. Request i computes tokens
+ * tokens[tokenOffsets[i] .. tokenOffsets[i+1]) at positions
+ * startPositions[i], startPositions[i]+1, ... through the block table
+ * blockTables[blockTableOffsets[i] .. blockTableOffsets[i+1]).
+ */
+export interface ForwardBatch {
+  readonly numRequests: number;
+  readonly blockTableOffsets: Int32Array;
+  readonly blockTables: Int32Array;
+  readonly startPositions: Int32Array;
+  readonly tokenOffsets: Int32Array;
+  readonly tokens: Int32Array;
+  /** 1 where a token is sampled after this step. */
+  readonly sample: Uint8Array;
+}
+
+export interface ForwardOptions {
+  /** Jobs (loads, fenced stores) the forward must wait for on the device. */
+  readonly after?: readonly number[];
+}
+
+/** Fault injection in the transfer path (tests and chaos runs). */
+export interface DeviceFaults {
+  /** GPU block ids whose loads fail. */
+  readonly loadFailBlocks?: readonly number[];
+  /** Probability that each loaded GPU block fails. */
+  readonly loadFailProbability?: number;
+  /** At most this many block load failures from now on (default unlimited). */
+  readonly loadFailLimit?: number;
+  /** Probability that a store job fails. */
+  readonly storeFailProbability?: number;
+  /** Delay before every job starts, in ms. */
+  readonly delayMs?: number;
+  /** Seed of the fault RNG (deterministic per device). */
+  readonly seed?: number;
+}
+
+export interface FaultCounters {
+  readonly loadBlocksFailed: number;
+  readonly storesFailed: number;
+  readonly jobsDelayed: number;
+}
+
+export interface Device {
+  readonly info: DeviceInfo;
+  submitTransfer(job: TransferSubmission): void;
+  /** Jobs finished since the last poll, in completion order. */
+  pollFinished(): DeviceJobResult[];
+  /** Resolves when every listed job has finished (ok or not). */
+  waitJobs(jobIds: readonly number[]): Promise<void>;
+  /** Number of submitted jobs not yet finished. */
+  pendingJobs(): number;
+  /** Runs one step of the reference model; resolves with this rank's digest per request (0 where not sampled). */
+  forward(batch: ForwardBatch, options?: ForwardOptions): Promise<Uint32Array>;
+  setFaults(faults: DeviceFaults): void;
+  faultCounters(): FaultCounters;
+  /** Waits until every stream is idle. */
+  synchronize(): Promise<void>;
+  /** Test and bench access to one block's bytes (synchronous, stream-unordered). */
+  readGpuBlock(blockId: number): Buffer;
+  writeGpuBlock(blockId: number, data: Uint8Array): void;
+  readCpuBlock(blockId: number): Buffer;
+  writeCpuBlock(blockId: number, data: Uint8Array): void;
+  /** Frees device and host memory and stops the streams; later calls throw. */
+  close(): void;
+}

@@ -1,0 +1,52 @@
+import { z } from 'zod';
+
+/**
+ * The shape of the reference model: what the device allocates and computes.
+ * `computeNsPerToken` is the whole model's busy compute per new token; each of
+ * `tp` ranks emulates `computeNsPerToken / tp` of it.
+ */
+export interface ModelShape {
+  readonly name: string;
+  readonly layers: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly vocabSize: number;
+  readonly modelSeed: number;
+  readonly computeNsPerToken: number;
+}
+
+export const modelShapeSchema = z
+  .object({
+    name: z.string().min(1),
+    layers: z.number().int().min(1).max(1024),
+    kvHeads: z.number().int().min(1).max(1024),
+    headDim: z.number().int().min(2).max(4096),
+    vocabSize: z.number().int().min(2).max(2 ** 31 - 1),
+    modelSeed: z.number().int().min(0).max(0xffffffff),
+    computeNsPerToken: z.number().int().min(0).max(1e9),
+  })
+  .strict();
+
+/** Bytes of one KV element (16-bit). */
+export const KV_ELEMENT_BYTES = 2;
+
+/** KV elements of one token position over all layers, K and V, and all heads. */
+export function elementsPerToken(shape: ModelShape): number {
+  return shape.layers * 2 * shape.kvHeads * shape.headDim;
+}
+
+/** KV elements of one token position held by one of `tp` ranks. */
+export function elementsPerTokenPerRank(shape: ModelShape, tp: number): number {
+  return elementsPerToken(shape) / tp;
+}
+
+/** Bytes of one GPU block (blockSize tokens) on one rank. */
+export function bytesPerGpuBlock(shape: ModelShape, tp: number, blockSize: number): number {
+  return elementsPerTokenPerRank(shape, tp) * blockSize * KV_ELEMENT_BYTES;
+}
+
+/** Heads held by rank `rank` of `tp`: [first, first + count). */
+export function rankHeads(shape: ModelShape, tp: number, rank: number): { first: number; count: number } {
+  const count = shape.kvHeads / tp;
+  return { first: rank * count, count };
+}

@@ -1,0 +1,77 @@
+import type { BlockHash } from '../core/block-hash.js';
+import type { ModelRunnerOutput, OffloadStepMetadata } from './outputs.js';
+import type { Request } from './request.js';
+
+/**
+ * The scheduler-side hooks of a KV connector (DESIGN.md section 2), called by
+ * the Scheduler at fixed points of a step. The Scheduler never knows which
+ * tier is behind them.
+ */
+
+/** Tokens beyond the GPU prefix hit that the connector can provide. */
+export interface ExternalMatch {
+  readonly numTokens: number;
+  /** true: loaded asynchronously; the request waits (waitingForRemoteKvs) until the load job finished. */
+  readonly loadAsync: boolean;
+}
+
+/** A load job issued for a request after its blocks were allocated. */
+export interface IssuedLoad {
+  readonly jobId: number;
+  /** Index (in the request's block table) of the first GPU block the load writes. */
+  readonly firstBlockIndex: number;
+  /** GPU block ids the load writes, in table order. */
+  readonly gpuBlockIds: readonly number[];
+  /** Hashes of those GPU blocks, in the same order. */
+  readonly blockHashes: readonly BlockHash[];
+}
+
+/** One scheduled request of the step being built, as the connector sees it. */
+export interface ScheduledRequestView {
+  readonly request: Request;
+  /** The request's whole GPU block table after this step's allocation. */
+  readonly blockIds: readonly number[];
+  /** Tokens computed this step. */
+  readonly numScheduledTokens: number;
+  /** true when the request was (re)scheduled with a fresh block table (new or resumed). */
+  readonly fresh: boolean;
+}
+
+export interface StepView {
+  readonly step: number;
+  readonly scheduled: readonly ScheduledRequestView[];
+  readonly preemptedReqIds: readonly string[];
+}
+
+export interface SchedulerConnector {
+  /**
+   * Tokens beyond `numComputedTokens` (the GPU prefix hit) available from the
+   * connector, or null for "not now: ask again in a later step".
+   */
+  getNumNewMatchedTokens(request: Request, numComputedTokens: number): ExternalMatch | null;
+
+  /**
+   * Called after blocks were allocated for a request that got an external
+   * match; issues the load. `blockIds` is the request's whole table.
+   */
+  updateStateAfterAlloc(request: Request, blockIds: readonly number[], numExternalTokens: number): IssuedLoad | null;
+
+  /** Connector metadata for the step that was just scheduled. */
+  buildConnectorMeta(step: StepView): OffloadStepMetadata;
+
+  /** Applies the merged worker output of a step (job completions). */
+  updateConnectorOutput(output: ModelRunnerOutput): void;
+
+  /**
+   * A request finished or was aborted. Returns true when freeing its GPU
+   * blocks must wait until every store reading them completed on every rank
+   * (the request then appears in a later output's finishedSending).
+   */
+  requestFinished(request: Request, blockIds: readonly number[]): boolean;
+
+  /** true while jobs are in flight or stores are waiting to be submitted. */
+  hasPendingWork(): boolean;
+
+  /** Forgets everything the tier held (a rank's CPU shard was lost). */
+  reset(): void;
+}

@@ -1,0 +1,122 @@
+/**
+ * The step protocol's data, shared by the main thread and the rank workers
+ * (DESIGN.md section 2). Everything here is plain data: it crosses threads by
+ * structured clone.
+ */
+
+export type TransferDirection = 'gpuToCpu' | 'cpuToGpu';
+
+/** One transfer job as the scheduler assigns it; every rank runs its shard of it. */
+export interface TransferJobSpec {
+  /** Scheduler-assigned, unique for the engine's lifetime. */
+  readonly jobId: number;
+  /** The request the job belongs to; null for write-back stores of evicted blocks. */
+  readonly reqId: string | null;
+  readonly direction: TransferDirection;
+  /** GPU block ids, in order. */
+  readonly gpuBlockIds: readonly number[];
+  /** CPU (offloaded) block ids, in order; each holds `offloadFactor` GPU blocks. */
+  readonly cpuBlockIds: readonly number[];
+  /**
+   * GPU sub-blocks of the first CPU block to skip: a load after a GPU prefix
+   * hit that ends mid offloaded block starts inside it. Always 0 for stores.
+   * gpuBlockIds.length === cpuBlockIds.length * offloadFactor - firstSubBlock.
+   */
+  readonly firstSubBlock: number;
+  /**
+   * A store whose GPU blocks are reused this step (write-back of an evicted
+   * block): it is submitted at once, and this step's loads and forward wait
+   * until it has read its blocks.
+   */
+  readonly fence: boolean;
+}
+
+/** Connector metadata of one step (scheduler side -> worker side). */
+export interface OffloadStepMetadata {
+  /** Requests preempted this step: their stores are flushed before anything can overwrite their blocks. */
+  readonly flushReqIds: readonly string[];
+  /** Stores chosen this step; non-fenced ones are submitted at the start of the next step. */
+  readonly stores: readonly TransferJobSpec[];
+  /** Loads issued this step (CPU -> GPU). */
+  readonly loads: readonly TransferJobSpec[];
+}
+
+/** One request's part of a step. */
+export interface ScheduledRequest {
+  readonly reqId: string;
+  /** The full block table: set when the request is new to the workers or resumed after preemption. */
+  readonly blockIds: readonly number[] | null;
+  /** Blocks appended to the table since the previous step (empty when blockIds is set). */
+  readonly newBlockIds: readonly number[];
+  /** Position of the first token computed this step (= computed tokens before the step). */
+  readonly startPosition: number;
+  /** Tokens computed this step, at positions startPosition, startPosition + 1, ... */
+  readonly tokens: readonly number[];
+  /** Whether a token is sampled after this step (last prompt chunk, or decode). */
+  readonly sample: boolean;
+  /** The request's sampling seed (uint32). */
+  readonly seed: number;
+}
+
+/** What the scheduler decided for one step; the same object goes to every rank. */
+export interface SchedulerOutput {
+  readonly step: number;
+  /** Requests computing tokens this step, in batch order. */
+  readonly requests: readonly ScheduledRequest[];
+  readonly totalScheduledTokens: number;
+  /** Requests preempted while building this step: workers drop their block tables. */
+  readonly preemptedReqIds: readonly string[];
+  /** Requests finished or aborted since the previous step: workers drop their state. */
+  readonly finishedReqIds: readonly string[];
+  /** Offloading connector metadata, or null when offloading is off. */
+  readonly offload: OffloadStepMetadata | null;
+}
+
+/** Outcome of one transfer job on one rank, or merged over ranks. */
+export interface JobResult {
+  readonly jobId: number;
+  readonly direction: TransferDirection;
+  readonly ok: boolean;
+  /** GPU blocks a failed load left invalid (poisoned). */
+  readonly failedGpuBlockIds: readonly number[];
+  readonly bytes: number;
+  /** Device time of the job in milliseconds (max over ranks once merged). */
+  readonly elapsedMs: number;
+}
+
+/** The worker-side connector's report of one step on one rank. */
+export interface KVConnectorOutput {
+  readonly finishedJobs: readonly JobResult[];
+  /** Finished requests whose stores are all done on this rank. */
+  readonly finishedSending: readonly string[];
+  /** Requests whose load job finished (ok or not) on this rank. */
+  readonly finishedRecving: readonly string[];
+  /** GPU block ids whose load failed on this rank. */
+  readonly invalidBlockIds: readonly number[];
+  /** When > 0, the number of ranks that report each job and request from now on. */
+  readonly expectedFinishedCount?: number;
+}
+
+/** One rank's result of one step. */
+export interface RankStepOutput {
+  readonly rank: number;
+  readonly step: number;
+  /** Requests sampled this step, in batch order, and this rank's digest of each. */
+  readonly sampledReqIds: readonly string[];
+  readonly digests: readonly number[];
+  readonly connector: KVConnectorOutput;
+  /** Wall time the rank spent in the step, and in the forward pass, in ms. */
+  readonly stepMs: number;
+  readonly forwardMs: number;
+}
+
+/** The ranks' outputs merged (KVOutputAggregator), as the scheduler consumes them. */
+export interface ModelRunnerOutput {
+  readonly step: number;
+  /** Sampled token per request, from the digests of every rank. */
+  readonly sampledTokens: ReadonlyMap<string, number>;
+  readonly finishedJobs: readonly JobResult[];
+  readonly finishedSending: ReadonlySet<string>;
+  readonly finishedRecving: ReadonlySet<string>;
+  readonly invalidBlockIds: ReadonlySet<number>;
+}
