@@ -1,0 +1,106 @@
+import type { BackendName, KvLayout } from '../device/types.js';
+import type { ModelShape } from '../model/shape.js';
+
+/**
+ * The library API's types: what an embedding service or the CLI hands the
+ * engine and gets back.
+ */
+
+export type EvictionPolicyName = 'lru' | 'arc';
+/** 'on-compute' (default), 'on-evict' (write-back), or { reuse: k } (store blocks seen at least k times). */
+export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
+export type FailurePolicy = 'recompute' | 'fail';
+
+/** Engine configuration before defaults are applied (validated by zod, errors name the field). */
+export interface EngineConfigInput {
+  /** A preset name (src/model/presets.ts) or a full shape. Default 'tiny'. */
+  model?: string | ModelShape;
+  tp?: number;
+  backend?: 'auto' | BackendName;
+  layout?: KvLayout;
+  blockSize?: number;
+  /** GPU KV blocks per rank (each rank holds its heads of every block). */
+  gpuBlocks?: number;
+  /** Offloading: off when `offload` is false or neither cpuBlocks nor cpuBytes is given. */
+  offload?: boolean;
+  cpuBlocks?: number;
+  /** Total CPU tier bytes over all ranks. */
+  cpuBytes?: number;
+  offloadFactor?: number;
+  eviction?: EvictionPolicyName;
+  storePolicy?: StorePolicyName;
+  maxNumBatchedTokens?: number;
+  maxNumSeqs?: number;
+  maxModelLen?: number;
+  enableChunkedPrefill?: boolean;
+  enablePrefixCaching?: boolean;
+  failurePolicy?: FailurePolicy;
+  /** Fault plan string (see src/faults/plan.ts) and its seed. */
+  faults?: string;
+  faultSeed?: number;
+  rankRestart?: boolean;
+  stepDeadlineMs?: number;
+  /** Override the model's compute emulation (ns per token, whole model). */
+  computeNsPerToken?: number;
+}
+
+export interface RequestSpec {
+  /** Optional caller id (must be unique among live requests); generated when absent. */
+  readonly id?: string;
+  readonly promptTokens: ArrayLike<number>;
+  readonly maxTokens: number;
+  readonly seed?: number;
+  readonly stopToken?: number | null;
+  readonly cacheSalt?: string | null;
+}
+
+export type FinishReason = 'length' | 'stopped' | 'aborted' | 'error';
+
+export interface FinishedRequest {
+  readonly id: string;
+  readonly promptTokens: Int32Array;
+  readonly outputTokens: readonly number[];
+  readonly maxTokens: number;
+  readonly seed: number;
+  readonly stopToken: number | null;
+  readonly finishReason: FinishReason;
+  readonly errorMessage: string | null;
+  /** Engine clock (ms since engine start). */
+  readonly arrivalMs: number;
+  readonly firstTokenMs: number | null;
+  readonly finishMs: number;
+  readonly numPreemptions: number;
+  /** Prompt tokens served from the GPU prefix cache / the CPU tier at first schedule. */
+  readonly gpuPrefixHitTokens: number;
+  readonly cpuTierHitTokens: number;
+}
+
+export interface TransferCounters {
+  jobs: number;
+  failedJobs: number;
+  bytes: number;
+  /** Sum of job device time (ms). */
+  busyMs: number;
+}
+
+export interface EngineMetrics {
+  steps: number;
+  preemptions: number;
+  requests: { added: number; finished: number; aborted: number; failed: number };
+  tokens: { prompt: number; output: number; prefillComputed: number };
+  hits: { gpuPrefixTokens: number; cpuTierTokens: number };
+  transfers: { gpuToCpu: TransferCounters; cpuToGpu: TransferCounters };
+  loadFailures: { blocks: number; requestsRecovered: number };
+  storeFailures: number;
+  rankRestarts: number;
+  /** Blocks still referenced / CPU blocks still in flight (should be 0 once idle). */
+  leaks: { gpuBlocks: number; cpuBlocks: number };
+}
+
+export interface StepReport {
+  readonly step: number;
+  /** Requests that finished in this step. */
+  readonly finished: readonly FinishedRequest[];
+  /** Tokens appended this step, per request. */
+  readonly newTokens: ReadonlyMap<string, readonly number[]>;
+}
