@@ -1,0 +1,169 @@
+import { z } from 'zod';
+import { KvtierError } from '../core/errors.js';
+
+/**
+ * Fault plans: one format for tests, the library config and `--faults`.
+ *
+ *   load-fail:rank=1,p=0.05;store-fail:rank=*,p=0.01;delay:rank=2,ms=3;crash:rank=1,step=40;hang:rank=0,step=25
+ *
+ * Rules are separated by ';', a rule is `kind:key=value,...`. `rank=*` (the
+ * default) targets every rank. `load-fail` also takes `blocks=3|7` (GPU block
+ * ids), `after=STEP` (active from that step on) and `count=N` (at most N failed
+ * blocks on each targeted rank).
+ */
+export class FaultPlanError extends KvtierError {
+  constructor(message: string) {
+    super('ERR_KVTIER_FAULT_PLAN', message);
+  }
+}
+
+const rankField = z.union([z.literal('*'), z.number().int().min(0)]);
+const probability = z.number().min(0).max(1);
+const step = z.number().int().min(0);
+
+const loadFail = z
+  .object({
+    kind: z.literal('load-fail'),
+    rank: rankField.default('*'),
+    p: probability.default(0),
+    blocks: z.array(z.number().int().min(0)).default([]),
+    after: step.default(0),
+    count: z.number().int().min(1).nullable().default(null),
+  })
+  .strict()
+  .refine((r) => r.p > 0 || r.blocks.length > 0, { message: 'load-fail needs p=... or blocks=...' });
+
+const storeFail = z
+  .object({
+    kind: z.literal('store-fail'),
+    rank: rankField.default('*'),
+    p: probability,
+    after: step.default(0),
+  })
+  .strict();
+
+const delay = z
+  .object({
+    kind: z.literal('delay'),
+    rank: rankField.default('*'),
+    ms: z.number().min(0).max(60_000),
+    after: step.default(0),
+  })
+  .strict();
+
+const crash = z
+  .object({
+    kind: z.literal('crash'),
+    rank: rankField.default('*'),
+    step,
+    /** 'throw': an uncaught error in the rank; 'exit': the rank's thread exits. */
+    how: z.enum(['throw', 'exit']).default('throw'),
+  })
+  .strict();
+
+const hang = z
+  .object({
+    kind: z.literal('hang'),
+    rank: rankField.default('*'),
+    step,
+  })
+  .strict();
+
+export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, crash, hang]);
+export type FaultRule = z.output<typeof faultRuleSchema>;
+export type FaultKind = FaultRule['kind'];
+
+export interface FaultPlan {
+  readonly rules: readonly FaultRule[];
+  readonly seed: number;
+}
+
+const KNOWN_KEYS: Record<FaultKind, readonly string[]> = {
+  'load-fail': ['rank', 'p', 'blocks', 'after', 'count'],
+  'store-fail': ['rank', 'p', 'after'],
+  delay: ['rank', 'ms', 'after'],
+  crash: ['rank', 'step', 'how'],
+  hang: ['rank', 'step'],
+};
+
+function isKind(kind: string): kind is FaultKind {
+  return Object.prototype.hasOwnProperty.call(KNOWN_KEYS, kind);
+}
+
+function parseNumber(kind: string, key: string, raw: string): number {
+  const value = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(value)) {
+    throw new FaultPlanError(`fault plan: ${kind}: ${key}=${raw} is not a number`);
+  }
+  return value;
+}
+
+function parseValue(kind: FaultKind, key: string, raw: string): unknown {
+  if (key === 'rank') return raw === '*' ? '*' : parseNumber(kind, key, raw);
+  if (key === 'how') return raw;
+  if (key === 'blocks') return raw.split('|').map((b) => parseNumber(kind, key, b));
+  return parseNumber(kind, key, raw);
+}
+
+function parseRule(text: string): FaultRule {
+  const colon = text.indexOf(':');
+  const kind = (colon < 0 ? text : text.slice(0, colon)).trim();
+  if (!isKind(kind)) {
+    throw new FaultPlanError(`fault plan: unknown fault kind '${kind}' (known: ${Object.keys(KNOWN_KEYS).join(', ')})`);
+  }
+  const fields: Record<string, unknown> = { kind };
+  const body = colon < 0 ? '' : text.slice(colon + 1).trim();
+  for (const pair of body === '' ? [] : body.split(',')) {
+    const eq = pair.indexOf('=');
+    if (eq < 0) throw new FaultPlanError(`fault plan: ${kind}: '${pair}' is not key=value`);
+    const key = pair.slice(0, eq).trim();
+    const raw = pair.slice(eq + 1).trim();
+    if (!KNOWN_KEYS[kind].includes(key)) {
+      throw new FaultPlanError(`fault plan: ${kind}: unknown key '${key}' (known: ${KNOWN_KEYS[kind].join(', ')})`);
+    }
+    if (key in fields) throw new FaultPlanError(`fault plan: ${kind}: key '${key}' given twice`);
+    fields[key] = parseValue(kind, key, raw);
+  }
+  const parsed = faultRuleSchema.safeParse(fields);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
+    throw new FaultPlanError(`fault plan: ${kind}: ${where}${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** Parses a fault plan string; an empty string is the empty plan. */
+export function parseFaultPlan(text: string, seed = 0): FaultPlan {
+  const rules = text
+    .split(';')
+    .map((r) => r.trim())
+    .filter((r) => r !== '')
+    .map(parseRule);
+  return { rules, seed };
+}
+
+/** Checks the plan's ranks against the engine's tp. */
+export function validateFaultPlanRanks(plan: FaultPlan, tp: number): void {
+  for (const rule of plan.rules) {
+    if (rule.rank !== '*' && rule.rank >= tp) {
+      throw new FaultPlanError(`fault plan: ${rule.kind}: rank=${rule.rank} but tp is ${tp}`);
+    }
+  }
+}
+
+export function rulesForRank(plan: FaultPlan, rank: number): FaultRule[] {
+  return plan.rules.filter((r) => r.rank === '*' || r.rank === rank);
+}
+
+/** Renders a plan back to its string form (round-trips through parseFaultPlan). */
+export function formatFaultPlan(plan: FaultPlan): string {
+  return plan.rules
+    .map((rule) => {
+      const parts = Object.entries(rule)
+        .filter(([key, value]) => key !== 'kind' && value !== null && !(Array.isArray(value) && value.length === 0))
+        .map(([key, value]) => `${key}=${Array.isArray(value) ? value.join('|') : String(value)}`);
+      return `${rule.kind}:${parts.join(',')}`;
+    })
+    .join(';');
+}

@@ -1,0 +1,73 @@
+import type { DeviceFaults } from '../device/types.js';
+import { mix } from '../model/mix.js';
+import type { FaultRule } from './plan.js';
+
+export type RankDeath = { kind: 'crash'; how: 'throw' | 'exit' } | { kind: 'hang' };
+
+/**
+ * Turns one rank's fault rules into what its device injects at each step,
+ * and tells the rank when it must die.
+ */
+export class RankFaults {
+  private appliedKey = '';
+  private loadFailuresSoFar = 0;
+
+  constructor(
+    private readonly rules: readonly FaultRule[],
+    private readonly seed: number,
+    private readonly rank: number,
+  ) {}
+
+  /** Records block load failures seen on this rank (they count against `count`). */
+  noteLoadFailures(blocks: number): void {
+    this.loadFailuresSoFar += blocks;
+  }
+
+  /** How the rank dies at `step`, if a rule says so. */
+  deathAt(step: number): RankDeath | null {
+    for (const rule of this.rules) {
+      if (rule.kind === 'crash' && rule.step === step) return { kind: 'crash', how: rule.how };
+      if (rule.kind === 'hang' && rule.step === step) return { kind: 'hang' };
+    }
+    return null;
+  }
+
+  /**
+   * The device faults active at `step`, or null when they are unchanged since
+   * the last call (so the device's fault RNG is not reseeded every step).
+   */
+  deviceFaultsAt(step: number): DeviceFaults | null {
+    const active = this.rules.filter(
+      (r) => (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay') && r.after <= step,
+    );
+    const key = active.map((r) => this.rules.indexOf(r)).join(',');
+    if (key === this.appliedKey) return null;
+    this.appliedKey = key;
+
+    const blocks = new Set<number>();
+    let loadKeep = 1;
+    let storeKeep = 1;
+    let delayMs = 0;
+    let limit: number | null = 0;
+    for (const rule of active) {
+      if (rule.kind === 'load-fail') {
+        for (const b of rule.blocks) blocks.add(b);
+        loadKeep *= 1 - rule.p;
+        limit = limit === null || rule.count === null ? null : limit + rule.count;
+      } else if (rule.kind === 'store-fail') {
+        storeKeep *= 1 - rule.p;
+      } else if (rule.kind === 'delay') {
+        delayMs = Math.max(delayMs, rule.ms);
+      }
+    }
+    const hasLoadRule = active.some((r) => r.kind === 'load-fail');
+    return {
+      loadFailBlocks: [...blocks],
+      loadFailProbability: 1 - loadKeep,
+      loadFailLimit: !hasLoadRule ? 0 : limit === null ? undefined : Math.max(0, limit - this.loadFailuresSoFar),
+      storeFailProbability: 1 - storeKeep,
+      delayMs,
+      seed: mix((this.seed ^ Math.imul(this.rank + 1, 0x9e3779b9) ^ Math.imul(step + 1, 0x85ebca6b)) >>> 0),
+    };
+  }
+}

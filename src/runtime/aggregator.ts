@@ -1,0 +1,157 @@
+import { EngineError } from '../core/errors.js';
+import { sampleToken } from '../model/reference.js';
+import type {
+  JobResult,
+  ModelRunnerOutput,
+  RankStepOutput,
+  SchedulerOutput,
+} from '../scheduler/outputs.js';
+
+interface PendingJob {
+  remaining: number;
+  ok: boolean;
+  failedGpuBlockIds: Set<number>;
+  bytes: number;
+  elapsedMs: number;
+  direction: JobResult['direction'];
+}
+
+/**
+ * Merges the ranks' outputs of a step (DESIGN.md section 2, step 3). A job or
+ * request counts as finished only when every rank reported it (ranks may
+ * report in different steps); a job failed if any rank's part failed;
+ * failed-load block ids are the union over ranks; the ranks' digests sum to
+ * the digest the sampled token is drawn from.
+ */
+export class KVOutputAggregator {
+  private expected: number;
+  private readonly jobs = new Map<number, PendingJob>();
+  private readonly sending = new Map<string, number>();
+  private readonly recving = new Map<string, number>();
+
+  constructor(
+    worldSize: number,
+    private readonly vocabSize: number,
+  ) {
+    if (!Number.isInteger(worldSize) || worldSize < 1) throw new EngineError(`aggregator: worldSize ${worldSize} must be >= 1`);
+    this.expected = worldSize;
+  }
+
+  /** Ranks that must report each job or request first seen from now on. */
+  get expectedFinishedCount(): number {
+    return this.expected;
+  }
+
+  aggregate(outputs: readonly RankStepOutput[], schedulerOutput: SchedulerOutput): ModelRunnerOutput {
+    const step = schedulerOutput.step;
+    for (const out of outputs) {
+      if (out.step !== step) throw new EngineError(`rank ${out.rank} answered step ${out.step} for step ${step}`);
+      const changed = out.connector.expectedFinishedCount;
+      if (changed !== undefined && changed > 0) this.expected = changed;
+    }
+
+    const finishedJobs: JobResult[] = [];
+    const finishedSending = new Set<string>();
+    const finishedRecving = new Set<string>();
+    const invalidBlockIds = new Set<number>();
+
+    for (const out of outputs) {
+      for (const job of out.connector.finishedJobs) {
+        const merged = this.mergeJob(job);
+        if (merged) finishedJobs.push(merged);
+      }
+      for (const reqId of out.connector.finishedSending) {
+        if (this.countDown(this.sending, reqId)) finishedSending.add(reqId);
+      }
+      for (const reqId of out.connector.finishedRecving) {
+        if (this.countDown(this.recving, reqId)) finishedRecving.add(reqId);
+      }
+      for (const blockId of out.connector.invalidBlockIds) invalidBlockIds.add(blockId);
+    }
+
+    return {
+      step,
+      sampledTokens: this.sampleTokens(outputs, schedulerOutput),
+      finishedJobs,
+      finishedSending,
+      finishedRecving,
+      invalidBlockIds,
+    };
+  }
+
+  /** Jobs some but not all ranks reported. */
+  pendingJobIds(): number[] {
+    return [...this.jobs.keys()];
+  }
+
+  /** Forgets partial reports (after the ranks were reset together). */
+  reset(): void {
+    this.jobs.clear();
+    this.sending.clear();
+    this.recving.clear();
+  }
+
+  private mergeJob(part: JobResult): JobResult | null {
+    let job = this.jobs.get(part.jobId);
+    if (!job) {
+      job = {
+        remaining: this.expected,
+        ok: true,
+        failedGpuBlockIds: new Set(),
+        bytes: 0,
+        elapsedMs: 0,
+        direction: part.direction,
+      };
+      this.jobs.set(part.jobId, job);
+    }
+    job.ok &&= part.ok;
+    for (const id of part.failedGpuBlockIds) job.failedGpuBlockIds.add(id);
+    job.bytes += part.bytes;
+    job.elapsedMs = Math.max(job.elapsedMs, part.elapsedMs);
+    job.remaining -= 1;
+    if (job.remaining > 0) return null;
+    this.jobs.delete(part.jobId);
+    return {
+      jobId: part.jobId,
+      direction: job.direction,
+      ok: job.ok,
+      failedGpuBlockIds: [...job.failedGpuBlockIds].sort((a, b) => a - b),
+      bytes: job.bytes,
+      elapsedMs: job.elapsedMs,
+    };
+  }
+
+  private countDown(counts: Map<string, number>, reqId: string): boolean {
+    const remaining = (counts.get(reqId) ?? this.expected) - 1;
+    if (remaining > 0) {
+      counts.set(reqId, remaining);
+      return false;
+    }
+    counts.delete(reqId);
+    return true;
+  }
+
+  private sampleTokens(outputs: readonly RankStepOutput[], schedulerOutput: SchedulerOutput): Map<string, number> {
+    const tokens = new Map<string, number>();
+    const sampled = schedulerOutput.requests.filter((r) => r.sample);
+    if (sampled.length === 0) return tokens;
+    const sums = new Array<number>(sampled.length).fill(0);
+    for (const out of outputs) {
+      if (out.sampledReqIds.length !== sampled.length || out.digests.length !== sampled.length) {
+        throw new EngineError(`rank ${out.rank} returned ${out.digests.length} digests for ${sampled.length} sampled requests`);
+      }
+      for (let i = 0; i < sampled.length; i++) {
+        if (out.sampledReqIds[i] !== sampled[i].reqId) {
+          throw new EngineError(`rank ${out.rank} sampled ${out.sampledReqIds[i]} where ${sampled[i].reqId} was expected`);
+        }
+        sums[i] = (sums[i] + out.digests[i]) >>> 0;
+      }
+    }
+    for (let i = 0; i < sampled.length; i++) {
+      const req = sampled[i];
+      const position = req.startPosition + req.tokens.length;
+      tokens.set(req.reqId, sampleToken(sums[i], req.seed, position, this.vocabSize));
+    }
+    return tokens;
+  }
+}

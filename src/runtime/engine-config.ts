@@ -1,0 +1,129 @@
+import { z } from 'zod';
+import { ConfigError } from '../core/errors.js';
+import { isModelPresetName, MODEL_PRESET_NAMES, MODEL_PRESETS } from '../model/presets.js';
+import { modelShapeSchema, type ModelShape } from '../model/shape.js';
+import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from './engine-types.js';
+
+const positiveInt = z.number().int().min(1);
+
+const storePolicySchema = z.union([
+  z.literal('on-compute'),
+  z.literal('on-evict'),
+  z.string().regex(/^reuse:[1-9][0-9]*$/, 'expected on-compute, on-evict or reuse:K with K >= 1'),
+]);
+
+export const engineConfigSchema = z
+  .object({
+    model: z.union([z.string(), modelShapeSchema]).default('tiny'),
+    tp: positiveInt.max(64).default(1),
+    backend: z.enum(['auto', 'host', 'cuda']).default('auto'),
+    layout: z.enum(['cross-layer', 'per-layer']).default('cross-layer'),
+    blockSize: positiveInt.max(4096).default(16),
+    gpuBlocks: positiveInt.default(1024),
+    offload: z.boolean().default(true),
+    cpuBlocks: z.number().int().min(0).optional(),
+    cpuBytes: z.number().int().min(0).optional(),
+    offloadFactor: positiveInt.max(64).default(1),
+    eviction: z.enum(['lru', 'arc']).default('lru'),
+    storePolicy: storePolicySchema.default('on-compute'),
+    maxNumBatchedTokens: positiveInt.default(2048),
+    maxNumSeqs: positiveInt.default(256),
+    maxModelLen: positiveInt.optional(),
+    enableChunkedPrefill: z.boolean().default(true),
+    enablePrefixCaching: z.boolean().default(true),
+    failurePolicy: z.enum(['recompute', 'fail']).default('recompute'),
+    faults: z.string().default(''),
+    faultSeed: z.number().int().min(0).max(0xffffffff).default(0),
+    rankRestart: z.boolean().default(false),
+    stepDeadlineMs: positiveInt.default(60_000),
+    computeNsPerToken: z.number().int().min(0).optional(),
+  })
+  .strict();
+
+/** The engine configuration with every default applied and the model resolved. */
+export interface EngineConfig {
+  readonly model: ModelShape;
+  readonly tp: number;
+  readonly backend: 'auto' | 'host' | 'cuda';
+  readonly layout: 'cross-layer' | 'per-layer';
+  readonly blockSize: number;
+  readonly gpuBlocks: number;
+  /** Offloading is on when enabled and a CPU capacity was given. */
+  readonly offload: boolean;
+  readonly cpuBlocks: number | undefined;
+  readonly cpuBytes: number | undefined;
+  readonly offloadFactor: number;
+  readonly eviction: EvictionPolicyName;
+  readonly storePolicy: StorePolicyName;
+  readonly maxNumBatchedTokens: number;
+  readonly maxNumSeqs: number;
+  readonly maxModelLen: number;
+  readonly enableChunkedPrefill: boolean;
+  readonly enablePrefixCaching: boolean;
+  readonly failurePolicy: FailurePolicy;
+  readonly faults: string;
+  readonly faultSeed: number;
+  readonly rankRestart: boolean;
+  readonly stepDeadlineMs: number;
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const field = issue.path.length > 0 ? issue.path.join('.') : 'config';
+  return `${field}: ${issue.message}`;
+}
+
+/** Validates a config and applies defaults; errors name the field. */
+export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
+  const parsed = engineConfigSchema.safeParse(input);
+  if (!parsed.success) throw new ConfigError(`invalid engine config: ${describeIssue(parsed.error.issues[0])}`);
+  const c = parsed.data;
+
+  let model: ModelShape;
+  if (typeof c.model === 'string') {
+    if (!isModelPresetName(c.model)) {
+      throw new ConfigError(`invalid engine config: model: unknown preset '${c.model}' (known: ${MODEL_PRESET_NAMES.join(', ')})`);
+    }
+    model = MODEL_PRESETS[c.model];
+  } else {
+    model = c.model;
+  }
+  if (c.computeNsPerToken !== undefined) model = { ...model, computeNsPerToken: c.computeNsPerToken };
+  if (model.kvHeads % c.tp !== 0) {
+    throw new ConfigError(`invalid engine config: tp: ${c.tp} does not divide the model's ${model.kvHeads} KV heads`);
+  }
+  if (c.cpuBlocks !== undefined && c.cpuBytes !== undefined) {
+    throw new ConfigError('invalid engine config: cpuBlocks and cpuBytes: give one of them, not both');
+  }
+  const capacity = c.gpuBlocks * c.blockSize;
+  const maxModelLen = c.maxModelLen ?? Math.min(131_072, capacity);
+  if (maxModelLen > capacity) {
+    throw new ConfigError(
+      `invalid engine config: maxModelLen: ${maxModelLen} tokens exceed the GPU KV cache (${c.gpuBlocks} blocks x ${c.blockSize} tokens)`,
+    );
+  }
+  const offload = c.offload && ((c.cpuBlocks ?? 0) > 0 || (c.cpuBytes ?? 0) > 0);
+  return {
+    model,
+    tp: c.tp,
+    backend: c.backend,
+    layout: c.layout,
+    blockSize: c.blockSize,
+    gpuBlocks: c.gpuBlocks,
+    offload,
+    cpuBlocks: c.cpuBlocks,
+    cpuBytes: c.cpuBytes,
+    offloadFactor: c.offloadFactor,
+    eviction: c.eviction,
+    storePolicy: c.storePolicy as StorePolicyName,
+    maxNumBatchedTokens: c.maxNumBatchedTokens,
+    maxNumSeqs: c.maxNumSeqs,
+    maxModelLen,
+    enableChunkedPrefill: c.enableChunkedPrefill,
+    enablePrefixCaching: c.enablePrefixCaching,
+    failurePolicy: c.failurePolicy,
+    faults: c.faults,
+    faultSeed: c.faultSeed,
+    rankRestart: c.rankRestart,
+    stepDeadlineMs: c.stepDeadlineMs,
+  };
+}

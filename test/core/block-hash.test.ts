@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { blockHashes, extendBlockHashes, hashBlock } from '../../src/core/block-hash.js';
+
+describe('chained block hashes', () => {
+  const tokens = Array.from({ length: 64 }, (_, i) => (i * 37) % 1000);
+
+  it('hash only full blocks, 16 hex digits each', () => {
+    const hashes = blockHashes(tokens.slice(0, 50), 16);
+    expect(hashes).toHaveLength(3);
+    for (const h of hashes) expect(h).toMatch(/^[0-9a-f]{16}$/);
+  });
+
+  it('are equal for equal prefixes and differ after the first differing block', () => {
+    const other = tokens.slice();
+    other[40] = 999;
+    const a = blockHashes(tokens, 16);
+    const b = blockHashes(other, 16);
+    expect(b.slice(0, 2)).toEqual(a.slice(0, 2));
+    expect(b[2]).not.toBe(a[2]);
+    // Chaining: a later block differs even though its own tokens are equal.
+    expect(b[3]).not.toBe(a[3]);
+  });
+
+  it('depend on the extra key (cache salt)', () => {
+    expect(blockHashes(tokens, 16, 'tenant-a')[0]).not.toBe(blockHashes(tokens, 16)[0]);
+    expect(blockHashes(tokens, 16, 'tenant-a')).toEqual(blockHashes(tokens, 16, 'tenant-a'));
+  });
+
+  it('are extended incrementally, one block at a time, to the same values', () => {
+    const hashes: string[] = [];
+    for (let n = 0; n <= tokens.length; n += 5) extendBlockHashes(hashes, tokens, n, 16);
+    extendBlockHashes(hashes, tokens, tokens.length, 16);
+    expect(hashes).toEqual(blockHashes(tokens, 16));
+  });
+
+  it('are stable across processes (no random seeds): a fixed input has a fixed hash', () => {
+    expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toBe(hashBlock(null, Int32Array.from([1, 2, 3, 4]), 0, 4));
+    expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toMatchInlineSnapshot(`"a9cccf004da3919d"`);
+  });
+});

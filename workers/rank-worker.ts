@@ -1,0 +1,224 @@
+import * as Comlink from 'comlink';
+import { performance } from 'node:perf_hooks';
+import { parentPort } from 'node:worker_threads';
+import { openDevice } from '../src/device/device.js';
+import { cudaDeviceCount } from '../src/device/native.js';
+import type { Device, ForwardBatch } from '../src/device/types.js';
+import { RankFaults } from '../src/faults/rank-faults.js';
+import { threadEndpoint } from '../src/runtime/comlink-endpoint.js';
+import type { RankFaultStats, RankInit, RankReady, RankWorkerApi } from '../src/runtime/rank-protocol.js';
+import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../src/scheduler/outputs.js';
+import { WorkerConnector } from './worker-connector.js';
+
+/** How long an idle step waits for an in-flight transfer before answering. */
+const IDLE_WAIT_MS = 2;
+
+/**
+ * One tensor-parallel rank: owns its Device and runs the step protocol of
+ * DESIGN.md section 2 for every SchedulerOutput the executor sends.
+ */
+class RankWorker implements RankWorkerApi {
+  private device: Device | null = null;
+  private connector: WorkerConnector | null = null;
+  private faults: RankFaults | null = null;
+  private rank = -1;
+  /** Block table of every request the workers know about. */
+  private readonly tables = new Map<string, number[]>();
+
+  async init(init: RankInit): Promise<RankReady> {
+    const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
+    this.rank = init.rank;
+    const device = await openDevice({
+      backend: init.backend,
+      rank: init.rank,
+      tp: init.tp,
+      deviceIndex,
+      model: init.model,
+      blockSize: init.blockSize,
+      layout: init.layout,
+      numGpuBlocks: init.numGpuBlocks,
+      numCpuBlocks: init.numCpuBlocks,
+      offloadFactor: init.offloadFactor,
+    });
+    this.device = device;
+    this.connector = new WorkerConnector(device, init.testSwitches ?? {});
+    this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank);
+    const info = device.info;
+    return {
+      rank: init.rank,
+      backend: info.backend,
+      deviceName: info.deviceName,
+      deviceIndex,
+      bytesPerGpuBlock: info.bytesPerGpuBlock,
+      bytesPerCpuBlock: info.bytesPerCpuBlock,
+      gpuBytes: info.gpuBytes,
+      cpuBytes: info.cpuBytes,
+    };
+  }
+
+  async executeStep(step: SchedulerOutput): Promise<RankStepOutput> {
+    const device = this.requireDevice();
+    const connector = this.connector!;
+    const started = performance.now();
+    await this.applyFaults(step.step);
+
+    const meta = step.offload;
+    // a. Preempted requests' stores read their blocks before anything can overwrite them.
+    if (meta) await connector.flushPreempted(step.step, meta.flushReqIds);
+    for (const reqId of step.preemptedReqIds) this.tables.delete(reqId);
+    for (const reqId of step.finishedReqIds) this.tables.delete(reqId);
+    connector.markFinished(step.finishedReqIds);
+
+    // b. Last step's stores, fenced write-backs, then this step's loads.
+    const fenced = meta ? connector.startTransfers(step.step, meta) : [];
+
+    // c. The forward waits (on the device) for fenced stores and for loads writing blocks it reads.
+    const enteringBlocks = this.updateTables(step.requests);
+    const after = [...fenced, ...connector.loadsWriting(enteringBlocks)];
+    let forwardMs = 0;
+    let digests: Uint32Array | null = null;
+    const forward = step.requests.length > 0 ? this.forward(device, step.requests, after) : null;
+
+    // d. This step's stores, submitted at the next step's start.
+    if (meta) connector.queueStores(step.step, meta);
+
+    if (forward) {
+      const t0 = performance.now();
+      digests = await forward;
+      forwardMs = performance.now() - t0;
+    } else {
+      await connector.waitForProgress(IDLE_WAIT_MS);
+    }
+
+    // e. Report.
+    const output = connector.collect();
+    let failedBlocks = 0;
+    for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
+    if (failedBlocks > 0) this.faults!.noteLoadFailures(failedBlocks);
+    const sampledReqIds: string[] = [];
+    const sampledDigests: number[] = [];
+    step.requests.forEach((req, i) => {
+      if (!req.sample) return;
+      sampledReqIds.push(req.reqId);
+      sampledDigests.push(digests![i]);
+    });
+    return {
+      rank: this.rank,
+      step: step.step,
+      sampledReqIds,
+      digests: sampledDigests,
+      connector: output,
+      stepMs: performance.now() - started,
+      forwardMs,
+    };
+  }
+
+  async reset(): Promise<void> {
+    await this.connector?.drainAndReset();
+    this.tables.clear();
+  }
+
+  async pendingJobs(): Promise<number> {
+    return this.connector?.pendingCount() ?? 0;
+  }
+
+  async transferLog(): Promise<unknown[]> {
+    return [...(this.connector?.transferLog() ?? [])];
+  }
+
+  async faultStats(): Promise<RankFaultStats> {
+    return this.device ? this.device.faultCounters() : { loadBlocksFailed: 0, storesFailed: 0, jobsDelayed: 0 };
+  }
+
+  async shutdown(): Promise<void> {
+    if (!this.device) return;
+    await this.connector?.drainAndReset();
+    await this.device.synchronize();
+    this.device.close();
+    this.device = null;
+    this.connector = null;
+  }
+
+  private requireDevice(): Device {
+    if (!this.device) throw new Error(`rank ${this.rank}: device is not open`);
+    return this.device;
+  }
+
+  private async applyFaults(step: number): Promise<void> {
+    const faults = this.faults!;
+    const death = faults.deathAt(step);
+    if (death?.kind === 'hang') {
+      // Never answer: the executor's step deadline must catch it.
+      await new Promise<never>(() => {});
+    }
+    if (death?.kind === 'crash') {
+      const message = `injected crash at step ${step}`;
+      if (death.how === 'exit') process.exit(70);
+      // Thrown outside the RPC handler, so it is an uncaught error of the thread.
+      setImmediate(() => {
+        throw new Error(message);
+      });
+      await new Promise<never>(() => {});
+    }
+    const deviceFaults = faults.deviceFaultsAt(step);
+    if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
+  }
+
+  /** Applies table changes; returns the blocks that entered a table this step. */
+  private updateTables(requests: readonly ScheduledRequest[]): number[] {
+    const entering: number[] = [];
+    for (const req of requests) {
+      if (req.blockIds !== null) {
+        const table = [...req.blockIds];
+        this.tables.set(req.reqId, table);
+        for (const id of table) entering.push(id);
+      } else {
+        const table = this.tables.get(req.reqId);
+        if (!table) throw new Error(`rank ${this.rank}: step sends new blocks for unknown request ${req.reqId}`);
+        for (const id of req.newBlockIds) {
+          table.push(id);
+          entering.push(id);
+        }
+      }
+    }
+    return entering;
+  }
+
+  private forward(device: Device, requests: readonly ScheduledRequest[], after: number[]): Promise<Uint32Array> {
+    const n = requests.length;
+    const blockTableOffsets = new Int32Array(n + 1);
+    const tokenOffsets = new Int32Array(n + 1);
+    const startPositions = new Int32Array(n);
+    const sample = new Uint8Array(n);
+    let blocks = 0;
+    let tokens = 0;
+    for (let i = 0; i < n; i++) {
+      const req = requests[i];
+      blocks += this.tables.get(req.reqId)!.length;
+      tokens += req.tokens.length;
+      blockTableOffsets[i + 1] = blocks;
+      tokenOffsets[i + 1] = tokens;
+      startPositions[i] = req.startPosition;
+      sample[i] = req.sample ? 1 : 0;
+    }
+    const blockTables = new Int32Array(blocks);
+    const tokenIds = new Int32Array(tokens);
+    for (let i = 0; i < n; i++) {
+      blockTables.set(this.tables.get(requests[i].reqId)!, blockTableOffsets[i]);
+      tokenIds.set(requests[i].tokens, tokenOffsets[i]);
+    }
+    const batch: ForwardBatch = {
+      numRequests: n,
+      blockTableOffsets,
+      blockTables,
+      startPositions,
+      tokenOffsets,
+      tokens: tokenIds,
+      sample,
+    };
+    return device.forward(batch, { after });
+  }
+}
+
+if (!parentPort) throw new Error('rank-worker must run in a worker thread');
+Comlink.expose(new RankWorker(), threadEndpoint(parentPort));

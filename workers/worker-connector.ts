@@ -1,0 +1,233 @@
+import type { Device, DeviceJobResult } from '../src/device/types.js';
+import type {
+  JobResult,
+  KVConnectorOutput,
+  OffloadStepMetadata,
+  TransferJobSpec,
+} from '../src/scheduler/outputs.js';
+
+/**
+ * Test-only switches that turn off one reference behaviour each, so scenario
+ * tests can show that the behaviour is what keeps outputs correct.
+ */
+export interface WorkerConnectorTestSwitches {
+  /** Do not flush preempted requests' stores before this step's writes. */
+  readonly skipPreemptionFlush?: boolean;
+  /** Submit stores without ordering them after the compute that wrote their blocks. */
+  readonly storesIgnoreCompute?: boolean;
+  /** Submit stores right after the forward that computed them instead of at the next step's start. */
+  readonly submitStoresImmediately?: boolean;
+  /** Keep a log of every submission (for ordering assertions). */
+  readonly recordTransfers?: boolean;
+}
+
+/** When and where each job was submitted, for ordering assertions. */
+export interface TransferLogEntry {
+  readonly jobId: number;
+  readonly direction: TransferJobSpec['direction'];
+  readonly reqId: string | null;
+  /** Step whose metadata carried the job. */
+  readonly issuedStep: number;
+  /** Step during which the rank submitted it. */
+  readonly submittedStep: number;
+  readonly phase: 'flush' | 'start' | 'after-forward';
+}
+
+interface InFlightJob {
+  readonly spec: TransferJobSpec;
+}
+
+/**
+ * The worker side of the offloading connector (DESIGN.md section 2, steps a-e):
+ * submits and tracks this rank's transfer jobs and reports their completion.
+ */
+export class WorkerConnector {
+  private readonly inFlight = new Map<number, InFlightJob>();
+  /** Stores of the previous step, submitted at the start of the next one. */
+  private deferred: { spec: TransferJobSpec; issuedStep: number }[] = [];
+  /** Store jobs (deferred or in flight) of each request. */
+  private readonly storesByReq = new Map<string, Set<number>>();
+  /** GPU block -> in-flight load job writing it. */
+  private readonly loadingBlocks = new Map<number, number>();
+  /** Requests the scheduler finished whose stores are still running here. */
+  private readonly finishedReqs = new Set<string>();
+  private readonly log: TransferLogEntry[] = [];
+
+  constructor(
+    private readonly device: Device,
+    private readonly switches: WorkerConnectorTestSwitches = {},
+  ) {}
+
+  /**
+   * Step a: submit the deferred stores of preempted requests and wait until
+   * every store reading their blocks finished, before anything this step can
+   * overwrite those blocks.
+   */
+  async flushPreempted(step: number, reqIds: readonly string[]): Promise<void> {
+    if (reqIds.length === 0 || this.switches.skipPreemptionFlush) return;
+    const flushed = new Set(reqIds);
+    const keep: typeof this.deferred = [];
+    for (const entry of this.deferred) {
+      if (entry.spec.reqId !== null && flushed.has(entry.spec.reqId)) this.submit(entry.spec, entry.issuedStep, step, 'flush');
+      else keep.push(entry);
+    }
+    this.deferred = keep;
+    const waitFor: number[] = [];
+    for (const reqId of reqIds) for (const jobId of this.storesByReq.get(reqId) ?? []) waitFor.push(jobId);
+    if (waitFor.length > 0) await this.device.waitJobs(waitFor);
+  }
+
+  /**
+   * Step b: submit the stores deferred from the previous step, then this
+   * step's fenced write-back stores, then this step's loads (which wait for the
+   * fenced stores: they may overwrite the same blocks). Returns the jobs the
+   * forward must wait for.
+   */
+  startTransfers(step: number, meta: OffloadStepMetadata): number[] {
+    for (const { spec, issuedStep } of this.deferred) this.submit(spec, issuedStep, step, 'start');
+    this.deferred = [];
+    const fenced: number[] = [];
+    for (const spec of meta.stores) {
+      if (!spec.fence) continue;
+      this.submit(spec, step, step, 'start');
+      fenced.push(spec.jobId);
+    }
+    for (const spec of meta.loads) this.submit(spec, step, step, 'start', fenced);
+    return fenced;
+  }
+
+  /** In-flight loads writing any of `blockIds` (the forward that reads them must wait). */
+  loadsWriting(blockIds: Iterable<number>): number[] {
+    if (this.loadingBlocks.size === 0) return [];
+    const jobs = new Set<number>();
+    for (const id of blockIds) {
+      const job = this.loadingBlocks.get(id);
+      if (job !== undefined) jobs.add(job);
+    }
+    return [...jobs];
+  }
+
+  /**
+   * Step d: queue this step's (non-fenced) stores. They are submitted at the
+   * start of the next step, ordered after the compute that wrote their blocks.
+   */
+  queueStores(step: number, meta: OffloadStepMetadata): void {
+    for (const spec of meta.stores) {
+      if (spec.fence) continue;
+      if (spec.reqId !== null) this.storesOf(spec.reqId).add(spec.jobId);
+      if (this.switches.submitStoresImmediately) this.submit(spec, step, step, 'after-forward');
+      else this.deferred.push({ spec, issuedStep: step });
+    }
+  }
+
+  /** The scheduler finished these requests: report each once its stores are done. */
+  markFinished(reqIds: readonly string[]): void {
+    for (const reqId of reqIds) this.finishedReqs.add(reqId);
+  }
+
+  /** Step e: collect finished jobs and what they mean for requests and blocks. */
+  collect(): KVConnectorOutput {
+    const finishedJobs: JobResult[] = [];
+    const finishedRecving: string[] = [];
+    const invalidBlockIds: number[] = [];
+    for (const result of this.device.pollFinished()) {
+      const job = this.inFlight.get(result.jobId);
+      if (!job) continue;
+      this.inFlight.delete(result.jobId);
+      finishedJobs.push(toJobResult(result));
+      const { spec } = job;
+      if (spec.direction === 'cpuToGpu') {
+        for (const id of spec.gpuBlockIds) if (this.loadingBlocks.get(id) === spec.jobId) this.loadingBlocks.delete(id);
+        if (spec.reqId !== null) finishedRecving.push(spec.reqId);
+        for (const id of result.failedGpuBlockIds) invalidBlockIds.push(id);
+      } else if (spec.reqId !== null) {
+        const stores = this.storesByReq.get(spec.reqId);
+        stores?.delete(spec.jobId);
+        if (stores && stores.size === 0) this.storesByReq.delete(spec.reqId);
+      }
+    }
+    const finishedSending: string[] = [];
+    for (const reqId of this.finishedReqs) {
+      if (this.storesByReq.has(reqId)) continue;
+      finishedSending.push(reqId);
+      this.finishedReqs.delete(reqId);
+    }
+    return { finishedJobs, finishedSending, finishedRecving, invalidBlockIds };
+  }
+
+  /** Jobs submitted and not finished, plus stores waiting for the next step. */
+  pendingCount(): number {
+    return this.inFlight.size + this.deferred.length;
+  }
+
+  /** Waits for any in-flight job (bounded), so idle steps do not spin. */
+  async waitForProgress(timeoutMs: number): Promise<void> {
+    if (this.inFlight.size === 0) return;
+    const ids = [...this.inFlight.keys()];
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.any(ids.map((id) => this.device.waitJobs([id]))), timeout]);
+    clearTimeout(timer);
+  }
+
+  /** Waits for every submitted job, then forgets all state (the ranks agreed a rank's tier was lost). */
+  async drainAndReset(): Promise<void> {
+    const ids = [...this.inFlight.keys()];
+    if (ids.length > 0) await this.device.waitJobs(ids);
+    this.device.pollFinished();
+    this.inFlight.clear();
+    this.deferred = [];
+    this.storesByReq.clear();
+    this.loadingBlocks.clear();
+    this.finishedReqs.clear();
+  }
+
+  transferLog(): readonly TransferLogEntry[] {
+    return this.log;
+  }
+
+  private storesOf(reqId: string): Set<number> {
+    let set = this.storesByReq.get(reqId);
+    if (!set) {
+      set = new Set();
+      this.storesByReq.set(reqId, set);
+    }
+    return set;
+  }
+
+  private submit(
+    spec: TransferJobSpec,
+    issuedStep: number,
+    step: number,
+    phase: TransferLogEntry['phase'],
+    after: readonly number[] = [],
+  ): void {
+    this.device.submitTransfer({
+      jobId: spec.jobId,
+      direction: spec.direction,
+      gpuBlockIds: spec.gpuBlockIds,
+      cpuBlockIds: spec.cpuBlockIds,
+      firstSubBlock: spec.firstSubBlock,
+      orderAfterCompute: spec.direction === 'gpuToCpu' ? !this.switches.storesIgnoreCompute : undefined,
+      after: after.length > 0 ? after : undefined,
+    });
+    this.inFlight.set(spec.jobId, { spec });
+    if (spec.direction === 'cpuToGpu') for (const id of spec.gpuBlockIds) this.loadingBlocks.set(id, spec.jobId);
+    if (this.switches.recordTransfers) {
+      this.log.push({ jobId: spec.jobId, direction: spec.direction, reqId: spec.reqId, issuedStep, submittedStep: step, phase });
+    }
+  }
+}
+
+function toJobResult(r: DeviceJobResult): JobResult {
+  return {
+    jobId: r.jobId,
+    direction: r.direction,
+    ok: r.ok,
+    failedGpuBlockIds: r.failedGpuBlockIds,
+    bytes: r.bytes,
+    elapsedMs: r.elapsedMs,
+  };
+}
