@@ -1,0 +1,60 @@
+import { ConfigError } from '../core/errors.js';
+import type { EvictionPolicyName } from '../runtime/engine-types.js';
+import { ArcOffloadingManager } from './arc-manager.js';
+import { LruOffloadingManager } from './lru-manager.js';
+import type { OffloadingManager } from './manager.js';
+import { ReuseFilterManager } from './reuse-filter-manager.js';
+
+export interface OffloadingManagerConfig {
+  readonly eviction: EvictionPolicyName;
+  /** Offloaded blocks the CPU tier holds (cpuTierGeometry(...).capacityBlocks). */
+  readonly capacityBlocks: number;
+  /** When set, store only blocks whose key lookups saw at least this many times. */
+  readonly reuseThreshold?: number;
+  /** Keys the reuse filter remembers; default max(65536, 4 x capacityBlocks). */
+  readonly reuseTrackerSize?: number;
+  /** Record stored/removed events (default false). */
+  readonly enableEvents?: boolean;
+}
+
+/**
+ * The tracker must remember keys for longer than the tier holds blocks, or a
+ * block would be forgotten before it could come back; a few times the
+ * capacity, with a floor for small tiers.
+ */
+const MIN_DEFAULT_TRACKER_SIZE = 65_536;
+const TRACKER_SIZE_PER_CAPACITY_BLOCK = 4;
+
+/** Builds the manager a config asks for; errors name the field and value. */
+export function createOffloadingManager(config: OffloadingManagerConfig): OffloadingManager {
+  const { eviction, capacityBlocks, reuseThreshold, reuseTrackerSize, enableEvents } = config;
+  if (!Number.isSafeInteger(capacityBlocks) || capacityBlocks < 1) {
+    throw new ConfigError(`capacityBlocks must be an integer >= 1, got ${String(capacityBlocks)}`);
+  }
+  if (enableEvents !== undefined && typeof enableEvents !== 'boolean') {
+    throw new ConfigError(`enableEvents must be a boolean, got ${String(enableEvents)}`);
+  }
+  const options = { capacityBlocks, enableEvents: enableEvents ?? false };
+  let manager: OffloadingManager;
+  if (eviction === 'lru') manager = new LruOffloadingManager(options);
+  else if (eviction === 'arc') manager = new ArcOffloadingManager(options);
+  else throw new ConfigError(`eviction must be 'lru' or 'arc', got ${JSON.stringify(eviction)}`);
+
+  if (reuseThreshold === undefined) {
+    if (reuseTrackerSize !== undefined) {
+      throw new ConfigError(`reuseTrackerSize (${String(reuseTrackerSize)}) needs reuseThreshold to be set`);
+    }
+    return manager;
+  }
+  if (!Number.isSafeInteger(reuseThreshold) || reuseThreshold < 1) {
+    throw new ConfigError(`reuseThreshold must be an integer >= 1, got ${String(reuseThreshold)}`);
+  }
+  if (reuseTrackerSize !== undefined && (!Number.isSafeInteger(reuseTrackerSize) || reuseTrackerSize < 1)) {
+    throw new ConfigError(`reuseTrackerSize must be an integer >= 1, got ${String(reuseTrackerSize)}`);
+  }
+  return new ReuseFilterManager(manager, {
+    threshold: reuseThreshold,
+    maxTrackerSize:
+      reuseTrackerSize ?? Math.max(MIN_DEFAULT_TRACKER_SIZE, TRACKER_SIZE_PER_CAPACITY_BLOCK * capacityBlocks),
+  });
+}

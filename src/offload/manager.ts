@@ -1,0 +1,363 @@
+import type { BlockHash } from '../core/block-hash.js';
+import { KvtierError } from '../core/errors.js';
+import { CpuBlockAllocator } from './cpu-block-allocator.js';
+import { OffloadingEventLog, type OffloadingEvent } from './events.js';
+
+/**
+ * The OffloadingManager (DESIGN.md section 3): the scheduler side's record of
+ * which offloaded blocks the CPU tier holds, where, and in which state. It
+ * moves no bytes; the connector turns its answers into transfer jobs.
+ *
+ * Keys are BlockHash strings: an offloaded block is `offloadFactor`
+ * consecutive GPU blocks keyed by the chained hash of its last GPU block
+ * (see `offloadKeys` in geometry.ts). The manager never interprets them.
+ *
+ * A block is in one of three states:
+ * - being stored: its store job is in flight. Not loadable, not evictable.
+ * - ready: loadable and evictable.
+ * - being loaded: ready and pinned by one or more in-flight loads. Loadable,
+ *   not evictable.
+ *
+ * Calling protocol for a connector:
+ * - Admission: `touch(keys)` then `lookup(keys)`; on a hit, `prepareLoad` the
+ *   hit keys, and `completeLoad` the same keys when the load job finished on
+ *   every rank (whether it succeeded or not: the CPU copy is still intact).
+ * - Stores: `prepareStore(keys)`; write `keysToStore` to `cpuBlockIds`; when
+ *   the job finished on every rank, `completeStore(keysToStore, ok)` with
+ *   exactly the keys that job wrote (never keys another job is writing).
+ * - A null from `prepareStore` means "no room now": nothing changed; try
+ *   again later.
+ */
+export interface OffloadingManager {
+  /**
+   * How many of `keys`, from the start, are held and ready, or null for "not
+   * now, ask again later" (the LRU and ARC managers always answer a number).
+   */
+  lookup(keys: readonly BlockHash[]): number | null;
+
+  /**
+   * Pins `keys` for a load and returns their CPU block ids in input order.
+   * Every key must be held and ready; otherwise nothing is pinned and an
+   * OffloadingManagerError names the first offending key.
+   */
+  prepareLoad(keys: readonly BlockHash[]): number[];
+
+  /** Marks `keys` as used now; the first key ends up the most recent. Unknown keys are ignored. */
+  touch(keys: readonly BlockHash[]): void;
+
+  /** Unpins keys pinned by `prepareLoad`. Throws, changing nothing, for a key not pinned. */
+  completeLoad(keys: readonly BlockHash[]): void;
+
+  /**
+   * Reserves CPU blocks for the keys of `keys` the tier does not hold yet
+   * (keys held in any state are skipped; duplicates count once). When room
+   * is short it evicts ready, unpinned blocks, oldest first by the eviction
+   * policy, never one of `keys`. Evicted blocks are freed at once.
+   *
+   * `admit`, when given, decides per absent key whether it is worth storing;
+   * a declined key is not stored and is listed in `declinedKeys`.
+   *
+   * Returns null, changing nothing, when not enough blocks can be evicted.
+   * Nothing to store gives an empty output, not null. New blocks start as
+   * being stored.
+   */
+  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null;
+
+  /**
+   * Ends the store of `keys` (the `keysToStore` of one `prepareStore`).
+   * Success: each block being stored becomes ready (one stored event).
+   * Failure: each block being stored is freed and forgotten, without an event
+   * (it was never announced). Ready blocks are untouched either way, unknown
+   * keys are ignored, and evictions the store caused stay done.
+   */
+  completeStore(keys: readonly BlockHash[], success: boolean): void;
+
+  /** Events recorded since the last call, oldest first (none when events are disabled). */
+  takeEvents(): OffloadingEvent[];
+
+  /**
+   * Forgets every block (a rank's CPU shard was lost, so every rank must treat
+   * the whole tier as lost): ready blocks produce one removed event, and the
+   * next ids handed out start from 0 again. Completions of loads or stores
+   * prepared before the reset must be dropped by the caller, not forwarded:
+   * their keys may name new blocks by then.
+   */
+  reset(): void;
+
+  stats(): OffloadingManagerStats;
+}
+
+/** Decides whether an absent key is worth storing (e.g. a reuse filter). */
+export type StoreAdmission = (key: BlockHash) => boolean;
+
+export interface PrepareStoreOutput {
+  /** The keys to write now, in input order. */
+  readonly keysToStore: readonly BlockHash[];
+  /** The CPU block id of each key of `keysToStore`, in the same order. */
+  readonly cpuBlockIds: readonly number[];
+  /** Blocks evicted to make room, in eviction order; already freed. */
+  readonly evictedKeys: readonly BlockHash[];
+  /** Absent keys the admission declined: neither held nor stored now. */
+  readonly declinedKeys: readonly BlockHash[];
+}
+
+export interface OffloadingManagerStats {
+  readonly capacityBlocks: number;
+  /** Blocks held in any state. */
+  readonly usedBlocks: number;
+  /** Loadable blocks, pinned ones included. */
+  readonly readyBlocks: number;
+  readonly beingStoredBlocks: number;
+  /** Ready blocks with at least one load in flight. */
+  readonly pinnedBlocks: number;
+  /** Blocks that lookups reported as hits, summed over lookups. */
+  readonly lookupHitBlocks: number;
+  /** Blocks `prepareStore` reserved. */
+  readonly storesAccepted: number;
+  readonly storesCompleted: number;
+  readonly storesFailed: number;
+  /** Absent blocks an admission filter declined. */
+  readonly storesDeclined: number;
+  /** `prepareStore` calls answered null (no room). */
+  readonly storesRejected: number;
+  readonly evictions: number;
+}
+
+/** An OffloadingManager was called out of protocol (loading an absent block, unpinning twice...). */
+export class OffloadingManagerError extends KvtierError {
+  constructor(message: string) {
+    super('ERR_KVTIER_OFFLOAD_MANAGER', message);
+  }
+}
+
+/**
+ * The ordering half of a manager: which blocks go first when room is needed.
+ * The block states live in CpuOffloadingManager; a policy only sees keys.
+ */
+export interface EvictionPolicy {
+  /** A new block entered the tier (it is being stored). */
+  admitted(key: BlockHash): void;
+  /** `key` was touched; `ready` is null when the tier holds no block for it. */
+  touched(key: BlockHash, ready: boolean | null): void;
+  /**
+   * The `count` blocks to evict next, in eviction order, among the keys
+   * `evictable` accepts, or null when there are fewer. Must change nothing:
+   * `evicted` applies the choice.
+   */
+  chooseVictims(count: number, evictable: (key: BlockHash) => boolean): BlockHash[] | null;
+  /** The keys `chooseVictims` returned were evicted, in that order. */
+  evicted(keys: readonly BlockHash[]): void;
+  /** A block left without being evicted (its store failed): keep no history of it. */
+  dropped(key: BlockHash): void;
+  /** Every block left the tier. */
+  reset(): void;
+}
+
+export interface CpuOffloadingManagerOptions {
+  /** Offloaded blocks the CPU tier holds (see cpuTierGeometry). */
+  readonly capacityBlocks: number;
+  /** Record stored/removed events for takeEvents (default false). */
+  readonly enableEvents?: boolean;
+}
+
+/** Reference count of a block being stored; ready blocks count their in-flight loads from 0. */
+const BEING_STORED = -1;
+
+interface CpuBlock {
+  readonly cpuBlockId: number;
+  /** BEING_STORED, 0 (ready) or the number of in-flight loads. */
+  refCnt: number;
+}
+
+/**
+ * The CPU tier's block states, allocation and events, with the eviction order
+ * delegated to an EvictionPolicy (LRU, ARC).
+ */
+export class CpuOffloadingManager implements OffloadingManager {
+  private readonly blocks = new Map<BlockHash, CpuBlock>();
+  private readonly allocator: CpuBlockAllocator;
+  private readonly events: OffloadingEventLog;
+  private beingStoredBlocks = 0;
+  private pinnedBlocks = 0;
+  private lookupHitBlocks = 0;
+  private storesAccepted = 0;
+  private storesCompleted = 0;
+  private storesFailed = 0;
+  private storesDeclined = 0;
+  private storesRejected = 0;
+  private evictions = 0;
+
+  constructor(
+    options: CpuOffloadingManagerOptions,
+    private readonly policy: EvictionPolicy,
+  ) {
+    this.allocator = new CpuBlockAllocator(options.capacityBlocks);
+    this.events = new OffloadingEventLog(options.enableEvents ?? false);
+  }
+
+  lookup(keys: readonly BlockHash[]): number {
+    let hits = 0;
+    for (const key of keys) {
+      const block = this.blocks.get(key);
+      if (block === undefined || block.refCnt === BEING_STORED) break;
+      hits++;
+    }
+    this.lookupHitBlocks += hits;
+    return hits;
+  }
+
+  prepareLoad(keys: readonly BlockHash[]): number[] {
+    const loaded = keys.map((key) => {
+      const block = this.blocks.get(key);
+      if (block === undefined) {
+        throw new OffloadingManagerError(`prepareLoad: key ${key} is not held by the CPU tier`);
+      }
+      if (block.refCnt === BEING_STORED) {
+        throw new OffloadingManagerError(`prepareLoad: key ${key} is still being stored`);
+      }
+      return block;
+    });
+    for (const block of loaded) {
+      if (block.refCnt === 0) this.pinnedBlocks++;
+      block.refCnt++;
+    }
+    return loaded.map((block) => block.cpuBlockId);
+  }
+
+  touch(keys: readonly BlockHash[]): void {
+    // Newest last: walking backwards leaves the first key the most recent.
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const block = this.blocks.get(keys[i]);
+      this.policy.touched(keys[i], block === undefined ? null : block.refCnt !== BEING_STORED);
+    }
+  }
+
+  completeLoad(keys: readonly BlockHash[]): void {
+    // Count repeats so a key listed twice must have been pinned twice.
+    const unpins = new Map<BlockHash, number>();
+    for (const key of keys) unpins.set(key, (unpins.get(key) ?? 0) + 1);
+    for (const [key, count] of unpins) {
+      const block = this.blocks.get(key);
+      if (block === undefined) {
+        throw new OffloadingManagerError(`completeLoad: key ${key} is not held by the CPU tier`);
+      }
+      if (block.refCnt < count) {
+        throw new OffloadingManagerError(
+          `completeLoad: key ${key} has ${Math.max(block.refCnt, 0)} loads in flight, cannot complete ${count}`,
+        );
+      }
+    }
+    for (const [key, count] of unpins) {
+      const block = this.blocks.get(key) as CpuBlock;
+      block.refCnt -= count;
+      if (block.refCnt === 0) this.pinnedBlocks--;
+    }
+  }
+
+  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
+    const inputKeys = new Set(keys);
+    const keysToStore: BlockHash[] = [];
+    const declinedKeys: BlockHash[] = [];
+    for (const key of inputKeys) {
+      if (this.blocks.has(key)) continue;
+      if (admit === undefined || admit(key)) keysToStore.push(key);
+      else declinedKeys.push(key);
+    }
+    if (keysToStore.length === 0) {
+      this.storesDeclined += declinedKeys.length;
+      return { keysToStore, cpuBlockIds: [], evictedKeys: [], declinedKeys };
+    }
+
+    // Choose every victim before touching anything, so a shortfall changes nothing.
+    const shortfall = keysToStore.length - this.allocator.numFree;
+    let evictedKeys: BlockHash[] = [];
+    if (shortfall > 0) {
+      const victims = this.policy.chooseVictims(shortfall, (key) => {
+        return !inputKeys.has(key) && this.blocks.get(key)?.refCnt === 0;
+      });
+      if (victims === null) {
+        this.storesRejected++;
+        return null;
+      }
+      evictedKeys = victims;
+      this.evict(evictedKeys);
+    }
+
+    const cpuBlockIds = this.allocator.allocate(keysToStore.length);
+    keysToStore.forEach((key, i) => {
+      this.blocks.set(key, { cpuBlockId: cpuBlockIds[i], refCnt: BEING_STORED });
+      this.policy.admitted(key);
+    });
+    this.beingStoredBlocks += keysToStore.length;
+    this.storesAccepted += keysToStore.length;
+    this.storesDeclined += declinedKeys.length;
+    return { keysToStore, cpuBlockIds, evictedKeys, declinedKeys };
+  }
+
+  completeStore(keys: readonly BlockHash[], success: boolean): void {
+    const stored: BlockHash[] = [];
+    for (const key of new Set(keys)) {
+      const block = this.blocks.get(key);
+      // Unknown or ready keys are not this store's to complete.
+      if (block === undefined || block.refCnt !== BEING_STORED) continue;
+      this.beingStoredBlocks--;
+      if (success) {
+        block.refCnt = 0;
+        stored.push(key);
+        this.storesCompleted++;
+      } else {
+        this.blocks.delete(key);
+        this.allocator.free(block.cpuBlockId);
+        this.policy.dropped(key);
+        this.storesFailed++;
+      }
+    }
+    this.events.record('stored', stored);
+  }
+
+  takeEvents(): OffloadingEvent[] {
+    return this.events.take();
+  }
+
+  reset(): void {
+    const announced: BlockHash[] = [];
+    for (const [key, block] of this.blocks) {
+      if (block.refCnt !== BEING_STORED) announced.push(key);
+    }
+    this.blocks.clear();
+    this.allocator.reset();
+    this.policy.reset();
+    this.beingStoredBlocks = 0;
+    this.pinnedBlocks = 0;
+    this.events.record('removed', announced);
+  }
+
+  stats(): OffloadingManagerStats {
+    const used = this.blocks.size;
+    return {
+      capacityBlocks: this.allocator.capacity,
+      usedBlocks: used,
+      readyBlocks: used - this.beingStoredBlocks,
+      beingStoredBlocks: this.beingStoredBlocks,
+      pinnedBlocks: this.pinnedBlocks,
+      lookupHitBlocks: this.lookupHitBlocks,
+      storesAccepted: this.storesAccepted,
+      storesCompleted: this.storesCompleted,
+      storesFailed: this.storesFailed,
+      storesDeclined: this.storesDeclined,
+      storesRejected: this.storesRejected,
+      evictions: this.evictions,
+    };
+  }
+
+  private evict(keys: readonly BlockHash[]): void {
+    for (const key of keys) {
+      const block = this.blocks.get(key) as CpuBlock;
+      this.blocks.delete(key);
+      this.allocator.free(block.cpuBlockId);
+    }
+    this.policy.evicted(keys);
+    this.evictions += keys.length;
+    this.events.record('removed', keys);
+  }
+}

@@ -1,0 +1,103 @@
+import type { BlockHash } from '../core/block-hash.js';
+import { ConfigError } from '../core/errors.js';
+import type { OffloadingEvent } from './events.js';
+import type {
+  OffloadingManager,
+  OffloadingManagerStats,
+  PrepareStoreOutput,
+  StoreAdmission,
+} from './manager.js';
+
+export interface ReuseFilterOptions {
+  /** A block is stored only once lookups have seen its key at least this many times (>= 1). */
+  readonly threshold: number;
+  /** Keys whose sightings are remembered; the least recently seen key is forgotten beyond this (>= 1). */
+  readonly maxTrackerSize: number;
+}
+
+/**
+ * Stores only blocks that came back: every key a lookup sees is counted in a
+ * bounded, least-recently-seen-first tracker, and `prepareStore` stores a key
+ * only once it was counted `threshold` times. Keys below the threshold are
+ * not stored (they come back in `declinedKeys`) but are still protected from
+ * eviction like every other input key. A key pushed out of the tracker starts
+ * again from zero. Everything else is the wrapped manager's.
+ *
+ * The tracker outlives `reset`: it records how requests reuse prefixes, which
+ * losing the tier's contents does not change.
+ */
+export class ReuseFilterManager implements OffloadingManager {
+  /** Sightings per key, least recently seen first. */
+  private readonly sightings = new Map<BlockHash, number>();
+  readonly threshold: number;
+  readonly maxTrackerSize: number;
+
+  constructor(
+    private readonly backing: OffloadingManager,
+    options: ReuseFilterOptions,
+  ) {
+    if (!Number.isSafeInteger(options.threshold) || options.threshold < 1) {
+      throw new ConfigError(`reuse filter: threshold must be an integer >= 1, got ${String(options.threshold)}`);
+    }
+    if (!Number.isSafeInteger(options.maxTrackerSize) || options.maxTrackerSize < 1) {
+      throw new ConfigError(
+        `reuse filter: maxTrackerSize must be an integer >= 1, got ${String(options.maxTrackerSize)}`,
+      );
+    }
+    this.threshold = options.threshold;
+    this.maxTrackerSize = options.maxTrackerSize;
+  }
+
+  lookup(keys: readonly BlockHash[]): number | null {
+    for (const key of keys) this.countSighting(key);
+    return this.backing.lookup(keys);
+  }
+
+  prepareLoad(keys: readonly BlockHash[]): number[] {
+    return this.backing.prepareLoad(keys);
+  }
+
+  touch(keys: readonly BlockHash[]): void {
+    this.backing.touch(keys);
+  }
+
+  completeLoad(keys: readonly BlockHash[]): void {
+    this.backing.completeLoad(keys);
+  }
+
+  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
+    const reused: StoreAdmission = (key) => this.sightingsOf(key) >= this.threshold;
+    return this.backing.prepareStore(keys, admit === undefined ? reused : (key) => reused(key) && admit(key));
+  }
+
+  completeStore(keys: readonly BlockHash[], success: boolean): void {
+    this.backing.completeStore(keys, success);
+  }
+
+  takeEvents(): OffloadingEvent[] {
+    return this.backing.takeEvents();
+  }
+
+  reset(): void {
+    this.backing.reset();
+  }
+
+  stats(): OffloadingManagerStats {
+    return this.backing.stats();
+  }
+
+  /** How many times lookups have seen `key` since it entered the tracker (0 if untracked). */
+  sightingsOf(key: BlockHash): number {
+    return this.sightings.get(key) ?? 0;
+  }
+
+  private countSighting(key: BlockHash): void {
+    const count = this.sightingsOf(key) + 1;
+    this.sightings.delete(key);
+    this.sightings.set(key, count);
+    if (this.sightings.size > this.maxTrackerSize) {
+      const oldest = this.sightings.keys().next().value as BlockHash;
+      this.sightings.delete(oldest);
+    }
+  }
+}

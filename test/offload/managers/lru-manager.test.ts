@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { keys, prepareStore, storeEachReady, storeReady } from './helpers.js';
+
+function lru(capacityBlocks: number): LruOffloadingManager {
+  return new LruOffloadingManager({ capacityBlocks, enableEvents: true });
+}
+
+describe('LRU manager', () => {
+  it('orders blocks by last use: new blocks are the newest, a touch moves its keys to the newest end', () => {
+    const manager = lru(5);
+    storeEachReady(manager, 1, 2, 3, 4);
+    manager.touch(keys(2, 1));
+    expect(manager.keysOldestFirst()).toEqual(keys(3, 4, 1, 2));
+    prepareStore(manager, 5);
+    expect(manager.keysOldestFirst()).toEqual(keys(3, 4, 1, 2, 5));
+  });
+
+  it('refreshes a block still being stored on touch, without making it evictable', () => {
+    const manager = lru(2);
+    prepareStore(manager, 1);
+    storeReady(manager, 2);
+    manager.touch(keys(1));
+    expect(manager.keysOldestFirst()).toEqual(keys(2, 1));
+    expect(prepareStore(manager, 3).evictedKeys).toEqual(keys(2));
+  });
+
+  it('runs a whole life cycle of stores, loads, touches, evictions and a failed store', () => {
+    const manager = lru(4);
+    expect(prepareStore(manager, 1, 2, 3).cpuBlockIds).toEqual([0, 1, 2]);
+    expect(manager.lookup(keys(1, 2, 3))).toBe(0);
+    manager.completeStore(keys(1, 2, 3), true);
+
+    // 4 takes the last fresh block; 5 needs one more and evicts the oldest, 1.
+    const second = prepareStore(manager, 2, 3, 4, 5);
+    expect(second).toMatchObject({ keysToStore: keys(4, 5), cpuBlockIds: [3, 0], evictedKeys: keys(1) });
+
+    // Everything is being stored or loaded: no room.
+    manager.prepareLoad(keys(2, 3));
+    expect(manager.prepareStore(keys(6))).toBeNull();
+    manager.completeLoad(keys(2, 3));
+    manager.completeStore(keys(4, 5), true);
+
+    const third = prepareStore(manager, 6, 7, 8);
+    expect(third).toMatchObject({ keysToStore: keys(6, 7, 8), cpuBlockIds: [3, 2, 1], evictedKeys: keys(2, 3, 4) });
+    manager.completeStore(keys(6, 7, 8), true);
+
+    manager.touch(keys(5, 6, 7));
+    expect(prepareStore(manager, 9).evictedKeys).toEqual(keys(8));
+    manager.completeStore(keys(9), false);
+
+    expect(manager.takeEvents()).toEqual([
+      { kind: 'stored', keys: keys(1, 2, 3), medium: 'cpu' },
+      { kind: 'removed', keys: keys(1), medium: 'cpu' },
+      { kind: 'stored', keys: keys(4, 5), medium: 'cpu' },
+      { kind: 'removed', keys: keys(2, 3, 4), medium: 'cpu' },
+      { kind: 'stored', keys: keys(6, 7, 8), medium: 'cpu' },
+      { kind: 'removed', keys: keys(8), medium: 'cpu' },
+    ]);
+    expect(manager.lookup(keys(5, 6, 7))).toBe(3);
+    expect(manager.stats()).toMatchObject({ usedBlocks: 3, evictions: 5, storesFailed: 1 });
+  });
+});

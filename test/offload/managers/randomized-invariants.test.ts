@@ -1,0 +1,266 @@
+import { describe, expect, it } from 'vitest';
+import type { BlockHash } from '../../../src/core/block-hash.js';
+import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
+import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import type { OffloadingManager, OffloadingManagerStats } from '../../../src/offload/manager.js';
+import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
+import { SeededRandom, keys } from './helpers.js';
+
+/**
+ * Random sequences of every manager call against a tiny tier, checked after
+ * each call against a plain model of what the tier must hold. The model is
+ * deliberately naive (a map of blocks and their states); the manager has to
+ * agree with it on every lookup, id, eviction and event.
+ */
+
+const CAPACITY = 4;
+const UNIVERSE = keys(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+const STEPS = 1000;
+const SEEDS = [1, 2, 3, 4, 5];
+const REUSE_THRESHOLD = 2;
+
+interface ModelBlock {
+  readonly id: number;
+  storing: boolean;
+  pins: number;
+}
+
+interface Subject {
+  readonly manager: OffloadingManager;
+  /** Answers lookups for the checks without counting as a sighting. */
+  readonly probe: OffloadingManager;
+  /** Whether the manager should store this absent key now. */
+  admits(key: BlockHash): boolean;
+  noteLookup(keys: readonly BlockHash[]): void;
+  /** Policy-specific checks against the keys held. */
+  checkPolicy(held: ReadonlySet<BlockHash>): void;
+}
+
+function sameKeys(actual: readonly BlockHash[], expected: ReadonlySet<BlockHash>): void {
+  expect(new Set(actual)).toEqual(expected);
+  expect(actual).toHaveLength(expected.size);
+}
+
+function lruSubject(): Subject {
+  const manager = new LruOffloadingManager({ capacityBlocks: CAPACITY, enableEvents: true });
+  return {
+    manager,
+    probe: manager,
+    admits: () => true,
+    noteLookup: () => {},
+    checkPolicy: (held) => sameKeys(manager.keysOldestFirst(), held),
+  };
+}
+
+function checkArc(manager: ArcOffloadingManager, held: ReadonlySet<BlockHash>): void {
+  const state = manager.arcState();
+  sameKeys([...state.t1, ...state.t2], held);
+  expect(state.b1.length).toBeLessThanOrEqual(CAPACITY);
+  expect(state.b2.length).toBeLessThanOrEqual(CAPACITY);
+  for (const ghost of [...state.b1, ...state.b2]) expect(held.has(ghost)).toBe(false);
+  expect(new Set([...state.b1, ...state.b2]).size).toBe(state.b1.length + state.b2.length);
+  expect(state.targetT1Size).toBeGreaterThanOrEqual(0);
+  expect(state.targetT1Size).toBeLessThanOrEqual(CAPACITY);
+}
+
+function arcSubject(): Subject {
+  const manager = new ArcOffloadingManager({ capacityBlocks: CAPACITY, enableEvents: true });
+  return {
+    manager,
+    probe: manager,
+    admits: () => true,
+    noteLookup: () => {},
+    checkPolicy: (held) => checkArc(manager, held),
+  };
+}
+
+function reuseFilterSubject(): Subject {
+  const backing = new ArcOffloadingManager({ capacityBlocks: CAPACITY, enableEvents: true });
+  // The tracker holds the whole key universe, so counts are never forgotten here.
+  const manager = new ReuseFilterManager(backing, { threshold: REUSE_THRESHOLD, maxTrackerSize: 64 });
+  const sightings = new Map<BlockHash, number>();
+  return {
+    manager,
+    probe: backing,
+    admits: (key) => (sightings.get(key) ?? 0) >= REUSE_THRESHOLD,
+    noteLookup: (seen) => {
+      for (const key of seen) sightings.set(key, (sightings.get(key) ?? 0) + 1);
+    },
+    checkPolicy: (held) => checkArc(backing, held),
+  };
+}
+
+class Scenario {
+  private readonly model = new Map<BlockHash, ModelBlock>();
+  private readonly storesInFlight: BlockHash[][] = [];
+  private readonly loadsInFlight: BlockHash[][] = [];
+  /** Keys announced by stored events and not removed since. */
+  private readonly announced = new Set<BlockHash>();
+  /** How often the interesting cases came up, so a run that never reached them fails. */
+  readonly seen = { refusedStores: 0, evictions: 0, declinedKeys: 0, failedStores: 0, resets: 0 };
+
+  constructor(
+    private readonly subject: Subject,
+    private readonly random: SeededRandom,
+  ) {}
+
+  private get manager(): OffloadingManager {
+    return this.subject.manager;
+  }
+
+  private randomKeys(maxLength: number): BlockHash[] {
+    const length = 1 + this.random.int(maxLength);
+    return Array.from({ length }, () => this.random.pick(UNIVERSE));
+  }
+
+  private isReady(key: BlockHash): boolean {
+    const block = this.model.get(key);
+    return block !== undefined && !block.storing;
+  }
+
+  step(): void {
+    const roll = this.random.next();
+    if (roll < 0.2) this.lookup();
+    else if (roll < 0.32) this.prepareLoad();
+    else if (roll < 0.44) this.completeLoad();
+    else if (roll < 0.66) this.prepareStore();
+    else if (roll < 0.84) this.completeStore();
+    else if (roll < 0.995) this.manager.touch(this.randomKeys(4));
+    else this.reset();
+    this.checkInvariants();
+  }
+
+  private lookup(): void {
+    const wanted = this.randomKeys(5);
+    let expected = 0;
+    while (expected < wanted.length && this.isReady(wanted[expected])) expected++;
+    this.subject.noteLookup(wanted);
+    expect(this.manager.lookup(wanted)).toBe(expected);
+  }
+
+  private prepareLoad(): void {
+    const ready = UNIVERSE.filter((key) => this.isReady(key));
+    if (ready.length === 0) return;
+    const wanted = Array.from({ length: 1 + this.random.int(3) }, () => this.random.pick(ready));
+    expect(this.manager.prepareLoad(wanted)).toEqual(wanted.map((key) => this.model.get(key)?.id));
+    for (const key of wanted) (this.model.get(key) as ModelBlock).pins++;
+    this.loadsInFlight.push(wanted);
+  }
+
+  private completeLoad(): void {
+    if (this.loadsInFlight.length === 0) return;
+    const [done] = this.loadsInFlight.splice(this.random.int(this.loadsInFlight.length), 1);
+    this.manager.completeLoad(done);
+    for (const key of done) (this.model.get(key) as ModelBlock).pins--;
+  }
+
+  private prepareStore(): void {
+    const wanted = this.randomKeys(4);
+    const input = new Set(wanted);
+    const absent = [...input].filter((key) => !this.model.has(key));
+    const toStore = absent.filter((key) => this.subject.admits(key));
+    const declined = absent.filter((key) => !this.subject.admits(key));
+    const free = CAPACITY - this.model.size;
+    const candidates = [...this.model].filter(([key, block]) => !input.has(key) && !block.storing && block.pins === 0);
+    const mustEvict = Math.max(0, toStore.length - free);
+    const before = this.manager.stats();
+
+    const out = this.manager.prepareStore(wanted);
+    if (mustEvict > candidates.length) {
+      // Refused: nothing but the refusal counter may change.
+      expect(out).toBeNull();
+      this.seen.refusedStores++;
+      expect(this.manager.stats()).toEqual({ ...before, storesRejected: before.storesRejected + 1 });
+      return;
+    }
+    expect(out).not.toBeNull();
+    if (out === null) return;
+    expect(out.keysToStore).toEqual(toStore);
+    expect(out.declinedKeys).toEqual(declined);
+    expect(out.evictedKeys).toHaveLength(mustEvict);
+    this.seen.evictions += mustEvict;
+    this.seen.declinedKeys += declined.length;
+    for (const key of out.evictedKeys) {
+      // Only ready, unpinned blocks outside the store's own keys may go.
+      expect(candidates.map(([candidate]) => candidate)).toContain(key);
+      this.model.delete(key);
+    }
+    const idsInUse = new Set([...this.model.values()].map((block) => block.id));
+    expect(out.cpuBlockIds).toHaveLength(toStore.length);
+    out.keysToStore.forEach((key, i) => {
+      const id = out.cpuBlockIds[i];
+      expect(id).toBeGreaterThanOrEqual(0);
+      expect(id).toBeLessThan(CAPACITY);
+      expect(idsInUse.has(id)).toBe(false);
+      idsInUse.add(id);
+      this.model.set(key, { id, storing: true, pins: 0 });
+    });
+    if (out.keysToStore.length > 0) this.storesInFlight.push([...out.keysToStore]);
+  }
+
+  private completeStore(): void {
+    if (this.storesInFlight.length === 0) return;
+    const [done] = this.storesInFlight.splice(this.random.int(this.storesInFlight.length), 1);
+    const success = this.random.chance(0.75);
+    this.manager.completeStore(done, success);
+    if (!success) this.seen.failedStores++;
+    for (const key of done) {
+      if (success) (this.model.get(key) as ModelBlock).storing = false;
+      else this.model.delete(key);
+    }
+  }
+
+  /** The tier is lost: jobs still in flight are dropped, as the engine drops them. */
+  private reset(): void {
+    this.manager.reset();
+    this.seen.resets++;
+    this.model.clear();
+    this.storesInFlight.length = 0;
+    this.loadsInFlight.length = 0;
+  }
+
+  private checkInvariants(): void {
+    const stats: OffloadingManagerStats = this.manager.stats();
+    const blocks = [...this.model.values()];
+    expect(stats.usedBlocks).toBeLessThanOrEqual(CAPACITY);
+    expect(stats.usedBlocks).toBe(this.model.size);
+    expect(stats.beingStoredBlocks).toBe(blocks.filter((block) => block.storing).length);
+    expect(stats.readyBlocks).toBe(blocks.filter((block) => !block.storing).length);
+    expect(stats.pinnedBlocks).toBe(blocks.filter((block) => block.pins > 0).length);
+    expect(new Set(blocks.map((block) => block.id)).size).toBe(blocks.length);
+
+    for (const key of UNIVERSE) expect(this.subject.probe.lookup([key])).toBe(this.isReady(key) ? 1 : 0);
+
+    for (const event of this.manager.takeEvents()) {
+      for (const key of event.keys) {
+        if (event.kind === 'stored') {
+          expect(this.announced.has(key)).toBe(false);
+          this.announced.add(key);
+        } else {
+          expect(this.announced.delete(key)).toBe(true);
+        }
+      }
+    }
+    sameKeys([...this.announced], new Set(UNIVERSE.filter((key) => this.isReady(key))));
+    this.subject.checkPolicy(new Set(this.model.keys()));
+  }
+}
+
+const SUBJECTS: readonly { name: string; create: () => Subject; declines: boolean }[] = [
+  { name: 'LRU manager', create: lruSubject, declines: false },
+  { name: 'ARC manager', create: arcSubject, declines: false },
+  { name: 'reuse filter over ARC', create: reuseFilterSubject, declines: true },
+];
+
+describe.each(SUBJECTS)('$name under random call sequences', ({ create, declines }) => {
+  it.each(SEEDS)(
+    'keeps its blocks, ids, lookups and events consistent with a model of the tier (seed %i)',
+    (seed) => {
+      const scenario = new Scenario(create(), new SeededRandom(seed));
+      for (let i = 0; i < STEPS; i++) scenario.step();
+      const { refusedStores, evictions, declinedKeys, failedStores, resets } = scenario.seen;
+      expect(Math.min(refusedStores, evictions, failedStores, resets)).toBeGreaterThan(0);
+      expect(declinedKeys > 0).toBe(declines);
+    },
+  );
+});
