@@ -29,7 +29,10 @@ export interface IssuedLoad {
 /** One scheduled request of the step being built, as the connector sees it. */
 export interface ScheduledRequestView {
   readonly request: Request;
-  /** The request's whole GPU block table after this step's allocation. */
+  /**
+   * The request's whole GPU block table after this step's allocation. It is
+   * the scheduler's live table (no copy per step): copy it to keep it.
+   */
   readonly blockIds: readonly number[];
   /** Tokens computed this step. */
   readonly numScheduledTokens: number;
@@ -52,7 +55,9 @@ export interface SchedulerConnector {
 
   /**
    * Called after blocks were allocated for a request that got an external
-   * match; issues the load. `blockIds` is the request's whole table.
+   * match; issues the load. `blockIds` is the request's whole table: the
+   * blocks of its GPU prefix hit, then those the load writes, then (when the
+   * request waits for the load) blocks reserved for the rest of its prompt.
    */
   updateStateAfterAlloc(request: Request, blockIds: readonly number[], numExternalTokens: number): IssuedLoad | null;
 
@@ -74,4 +79,11 @@ export interface SchedulerConnector {
 
   /** Forgets everything the tier held (a rank's CPU shard was lost). */
   reset(): void;
+
+  /**
+   * Optional: a free cached GPU block is being reused (evicted from the GPU
+   * prefix cache). Its contents are intact now and will be overwritten by
+   * this step's writes (store-on-evict offloads it here).
+   */
+  onGpuBlockEvicted?(blockId: number, hash: BlockHash): void;
 }

@@ -1,0 +1,236 @@
+import type { BlockHash } from '../core/block-hash.js';
+import { FreeBlockQueue } from './free-block-queue.js';
+import { KVBlock } from './kv-block.js';
+
+/**
+ * The GPU blocks of the paged KV cache with their prefix cache.
+ *
+ * Free blocks wait in one queue: allocation takes the head, freed blocks
+ * join the tail, so among cached free blocks the least recently used is
+ * evicted first. A freed block without a hash holds nothing reusable and
+ * joins the head instead, to be reused before any cached block.
+ *
+ * A block is in the prefix cache (has a hash) exactly when the hash map
+ * points at it; when two blocks end up with the same contents only the first
+ * is cached, the other stays anonymous.
+ */
+
+/** Called when a free cached block is taken for reuse, before its hash is dropped (its contents are still intact). */
+export type EvictionObserver = (blockId: number, hash: BlockHash) => void;
+
+export interface BlockPoolCounts {
+  /** Blocks in the free queue (cached or not): what allocation may use. */
+  readonly free: number;
+  /** Blocks in the prefix cache (referenced or not). */
+  readonly cached: number;
+  /** Blocks held by at least one request. */
+  readonly referenced: number;
+  /** Blocks an in-flight load is still writing. */
+  readonly pending: number;
+}
+
+export class BlockPool {
+  readonly numBlocks: number;
+  private readonly blocks: KVBlock[];
+  private readonly freeQueue = new FreeBlockQueue();
+  private readonly cachedByHash = new Map<BlockHash, KVBlock>();
+  private evictionObserver: EvictionObserver | null = null;
+  private numPending = 0;
+
+  constructor(numBlocks: number) {
+    if (!Number.isInteger(numBlocks) || numBlocks < 1) {
+      throw new RangeError(`numBlocks must be an integer >= 1, got ${numBlocks}`);
+    }
+    this.numBlocks = numBlocks;
+    this.blocks = [];
+    for (let id = 0; id < numBlocks; id++) {
+      const block = new KVBlock(id);
+      this.blocks.push(block);
+      this.freeQueue.append(block);
+    }
+  }
+
+  setEvictionObserver(observer: EvictionObserver | null): void {
+    this.evictionObserver = observer;
+  }
+
+  block(id: number): KVBlock {
+    const block = this.blocks[id];
+    if (block === undefined) throw new RangeError(`GPU block id ${id} is outside [0, ${this.numBlocks})`);
+    return block;
+  }
+
+  /** Blocks allocation may take (free, including evictable cached ones). */
+  get numFreeBlocks(): number {
+    return this.freeQueue.length;
+  }
+
+  /** Takes `n` blocks from the head of the free queue, evicting cached ones; each gets refCnt 1. */
+  allocate(n: number): KVBlock[] {
+    if (n > this.freeQueue.length) {
+      throw new Error(`cannot allocate ${n} blocks: only ${this.freeQueue.length} free`);
+    }
+    const out = new Array<KVBlock>(n);
+    for (let i = 0; i < n; i++) {
+      const block = this.freeQueue.popFront();
+      if (block.hash !== null) this.evict(block);
+      block.refCnt = 1;
+      out[i] = block;
+    }
+    return out;
+  }
+
+  /** A request starts holding `blocks` (prefix hits): refCnt++, leaving the free queue. */
+  touch(blocks: readonly KVBlock[]): void {
+    for (const block of blocks) {
+      if (block.refCnt === 0) this.freeQueue.remove(block);
+      block.refCnt++;
+    }
+  }
+
+  /** A request stops holding `blocks`; those no longer held join the free queue in the given order. */
+  free(blocks: readonly KVBlock[]): void {
+    for (const block of blocks) {
+      if (block.refCnt <= 0) throw new Error(`block ${block.id} freed more often than it was held`);
+      block.refCnt--;
+      if (block.refCnt === 0) {
+        if (block.hash === null) this.freeQueue.prepend(block);
+        else this.freeQueue.append(block);
+      }
+    }
+  }
+
+  /**
+   * Puts blocks[from, to) in the prefix cache under hashes[from, to). A block
+   * already cached (a prefix hit) keeps its entry; a block whose hash another
+   * block already holds stays anonymous.
+   */
+  cacheFullBlocks(blocks: readonly KVBlock[], hashes: readonly BlockHash[], from: number, to: number): void {
+    for (let i = from; i < to; i++) {
+      const block = blocks[i];
+      const hash = hashes[i];
+      if (block.hash !== null) {
+        if (block.hash !== hash) {
+          throw new Error(`block ${block.id} at table index ${i} is cached as ${block.hash}, expected ${hash}`);
+        }
+        continue;
+      }
+      if (this.cachedByHash.has(hash)) continue;
+      block.hash = hash;
+      this.cachedByHash.set(hash, block);
+    }
+  }
+
+  getCachedBlock(hash: BlockHash): KVBlock | null {
+    return this.cachedByHash.get(hash) ?? null;
+  }
+
+  /** Marks a block as being written by in-flight load `jobId`. */
+  markPending(block: KVBlock, jobId: number): void {
+    if (block.pendingJob === null) this.numPending++;
+    block.pendingJob = jobId;
+  }
+
+  /** The load writing `block` finished. */
+  clearPending(block: KVBlock): void {
+    if (block.pendingJob !== null) this.numPending--;
+    block.pendingJob = null;
+  }
+
+  /** Drops these blocks' hashes (e.g. their load failed) so no request hits them again. Returns how many were cached. */
+  removeFromPrefixCache(blockIds: Iterable<number>): number {
+    let removed = 0;
+    for (const id of blockIds) {
+      const block = this.block(id);
+      if (block.hash === null) continue;
+      this.cachedByHash.delete(block.hash);
+      block.hash = null;
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Drops every hash. Only legal when no block is held; returns false (and changes nothing) otherwise. */
+  resetPrefixCache(): boolean {
+    if (this.freeQueue.length !== this.numBlocks) return false;
+    for (const block of this.cachedByHash.values()) block.hash = null;
+    this.cachedByHash.clear();
+    return true;
+  }
+
+  /** Every block back to free, unreferenced and uncached (the device contents were lost). */
+  reset(): void {
+    this.freeQueue.clear();
+    this.cachedByHash.clear();
+    this.numPending = 0;
+    for (const block of this.blocks) {
+      block.refCnt = 0;
+      block.hash = null;
+      block.pendingJob = null;
+      block.prevFree = null;
+      block.nextFree = null;
+      block.inFreeQueue = false;
+      this.freeQueue.append(block);
+    }
+  }
+
+  counts(): BlockPoolCounts {
+    return {
+      free: this.freeQueue.length,
+      cached: this.cachedByHash.size,
+      referenced: this.numBlocks - this.freeQueue.length,
+      pending: this.numPending,
+    };
+  }
+
+  /** Block ids in free-queue order, head (next to be reused) first. */
+  freeQueueOrder(): number[] {
+    return Array.from(this.freeQueue, (b) => b.id);
+  }
+
+  /**
+   * Internal invariants, for tests: every block is either held or in the free
+   * queue exactly once, and the hash map and the blocks' hashes agree.
+   * Returns the problems found (empty when consistent).
+   */
+  checkConsistency(): string[] {
+    const problems: string[] = [];
+    const seen = new Set<number>();
+    for (const block of this.freeQueue) {
+      if (seen.has(block.id)) problems.push(`block ${block.id} is in the free queue twice`);
+      seen.add(block.id);
+      if (block.refCnt !== 0) problems.push(`block ${block.id} is free but has refCnt ${block.refCnt}`);
+      if (!block.inFreeQueue) problems.push(`block ${block.id} is linked in the free queue but not marked`);
+    }
+    if (seen.size !== this.freeQueue.length) {
+      problems.push(`free queue holds ${seen.size} blocks but counts ${this.freeQueue.length}`);
+    }
+    let pending = 0;
+    for (const block of this.blocks) {
+      if (!seen.has(block.id) && block.refCnt <= 0) {
+        problems.push(`block ${block.id} is neither free nor held (refCnt ${block.refCnt})`);
+      }
+      if (block.inFreeQueue && !seen.has(block.id)) problems.push(`block ${block.id} is marked free but unreachable`);
+      if (block.hash !== null && this.cachedByHash.get(block.hash) !== block) {
+        problems.push(`block ${block.id} carries hash ${block.hash} but the map does not point at it`);
+      }
+      if (block.pendingJob !== null) {
+        pending++;
+        if (block.refCnt === 0) problems.push(`block ${block.id} is pending on job ${block.pendingJob} but free`);
+      }
+    }
+    for (const [hash, block] of this.cachedByHash) {
+      if (block.hash !== hash) problems.push(`hash ${hash} maps to block ${block.id}, which carries ${block.hash}`);
+    }
+    if (pending !== this.numPending) problems.push(`${pending} pending blocks, counter says ${this.numPending}`);
+    return problems;
+  }
+
+  private evict(block: KVBlock): void {
+    const hash = block.hash as BlockHash;
+    // The observer sees the block while its contents are intact: this step's writes will overwrite them.
+    this.evictionObserver?.(block.id, hash);
+    this.cachedByHash.delete(hash);
+    block.hash = null;
+  }
+}

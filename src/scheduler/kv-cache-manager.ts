@@ -1,0 +1,237 @@
+import { BlockPool, type BlockPoolCounts } from './block-pool.js';
+import type { KVBlock } from './kv-block.js';
+import type { Request } from './request.js';
+
+/**
+ * Maps requests to GPU blocks: prefix-cache lookups, slot allocation, block
+ * tables, and the bookkeeping of blocks that in-flight loads are writing.
+ */
+
+export interface KVCacheManagerOptions {
+  readonly blockSize: number;
+  readonly numGpuBlocks: number;
+  readonly enablePrefixCaching: boolean;
+}
+
+/** A request's prefix hit in the GPU cache. */
+export interface ComputedBlocks {
+  readonly blocks: readonly KVBlock[];
+  readonly numComputedTokens: number;
+  /** Load jobs still writing some of the hit blocks: the request must wait for them. */
+  readonly pendingJobs: ReadonlySet<number>;
+}
+
+export interface AllocateSlotsOptions {
+  /** Tokens of `newComputedBlocks` (a prefix hit found by getComputedBlocks). */
+  readonly numNewComputedTokens?: number;
+  readonly newComputedBlocks?: readonly KVBlock[];
+  /** Tokens a connector provides (loaded into the blocks allocated here). */
+  readonly numExternalComputedTokens?: number;
+  /** Tokens to reserve blocks for beyond this step's, without caching them (they are not computed yet). */
+  readonly numLookaheadTokens?: number;
+}
+
+export interface KVCacheUsage extends BlockPoolCounts {
+  readonly total: number;
+  /** Fraction of blocks held by requests. */
+  readonly usage: number;
+}
+
+interface RequestBlocks {
+  readonly blocks: KVBlock[];
+  /** The same blocks' ids, kept alongside so tables can be handed out without copying. */
+  readonly ids: number[];
+  /** Leading blocks of the table already offered to the prefix cache. */
+  numCachedBlocks: number;
+}
+
+const NO_BLOCKS: readonly KVBlock[] = Object.freeze([]);
+const NO_IDS: readonly number[] = Object.freeze([]);
+const NO_JOBS: ReadonlySet<number> = new Set<number>();
+
+export class KVCacheManager {
+  readonly blockSize: number;
+  readonly enablePrefixCaching: boolean;
+  readonly pool: BlockPool;
+  private readonly tables = new Map<string, RequestBlocks>();
+  private readonly loadingBlocks = new Map<number, KVBlock[]>();
+
+  constructor(options: KVCacheManagerOptions) {
+    this.blockSize = options.blockSize;
+    this.enablePrefixCaching = options.enablePrefixCaching;
+    this.pool = new BlockPool(options.numGpuBlocks);
+  }
+
+  /**
+   * The longest run of cached blocks matching the request's hashes from the
+   * start, capped so the last token is always computed (its logits are needed).
+   */
+  getComputedBlocks(request: Request): ComputedBlocks {
+    if (!this.enablePrefixCaching) return { blocks: NO_BLOCKS, numComputedTokens: 0, pendingJobs: NO_JOBS };
+    const maxBlocks = Math.min(Math.floor((request.numTokens - 1) / this.blockSize), request.blockHashes.length);
+    const blocks: KVBlock[] = [];
+    let pendingJobs: Set<number> | null = null;
+    for (let i = 0; i < maxBlocks; i++) {
+      const block = this.pool.getCachedBlock(request.blockHashes[i]);
+      if (block === null) break;
+      blocks.push(block);
+      if (block.pendingJob !== null) (pendingJobs ??= new Set()).add(block.pendingJob);
+    }
+    return { blocks, numComputedTokens: blocks.length * this.blockSize, pendingJobs: pendingJobs ?? NO_JOBS };
+  }
+
+  /**
+   * Gives the request blocks for its computed tokens (prefix hits, external
+   * tokens) and `numNewTokens` more. Returns the ids of newly allocated blocks,
+   * or null when there are not enough free blocks (nothing changes then).
+   * Full blocks up to the end of this step's tokens enter the prefix cache now:
+   * this step's forward writes them before any later step reads them.
+   */
+  allocateSlots(request: Request, numNewTokens: number, options?: AllocateSlotsOptions): readonly number[] | null {
+    const newComputedBlocks = options?.newComputedBlocks ?? NO_BLOCKS;
+    const numNewComputed = options?.numNewComputedTokens ?? 0;
+    const numExternal = options?.numExternalComputedTokens ?? 0;
+    const numLookahead = options?.numLookaheadTokens ?? 0;
+    let entry = this.tables.get(request.id);
+    const numHeld = entry === undefined ? 0 : entry.blocks.length;
+
+    const numComputed = request.numComputedTokens + numNewComputed;
+    const numCacheable = numComputed + numExternal + numNewTokens;
+    const numBlocksNeeded = Math.ceil((numCacheable + numLookahead) / this.blockSize);
+    const numNewBlocks = Math.max(0, numBlocksNeeded - numHeld - newComputedBlocks.length);
+
+    // Touching a free cached hit takes it out of the free queue too.
+    let numFreeHits = 0;
+    for (const block of newComputedBlocks) if (block.refCnt === 0) numFreeHits++;
+    if (numNewBlocks + numFreeHits > this.pool.numFreeBlocks) return null;
+
+    if (entry === undefined) {
+      entry = { blocks: [], ids: [], numCachedBlocks: 0 };
+      this.tables.set(request.id, entry);
+    }
+    if (newComputedBlocks.length > 0) {
+      this.pool.touch(newComputedBlocks);
+      for (const block of newComputedBlocks) {
+        entry.blocks.push(block);
+        entry.ids.push(block.id);
+      }
+    }
+    let newIds: readonly number[] = NO_IDS;
+    if (numNewBlocks > 0) {
+      const allocated = this.pool.allocate(numNewBlocks);
+      const ids = new Array<number>(numNewBlocks);
+      for (let i = 0; i < numNewBlocks; i++) {
+        entry.blocks.push(allocated[i]);
+        entry.ids.push(allocated[i].id);
+        ids[i] = allocated[i].id;
+      }
+      newIds = ids;
+    }
+
+    if (this.enablePrefixCaching) {
+      const numFull = Math.min(
+        Math.floor(Math.min(numCacheable, request.numTokens) / this.blockSize),
+        request.blockHashes.length,
+      );
+      if (numFull > entry.numCachedBlocks) {
+        this.pool.cacheFullBlocks(entry.blocks, request.blockHashes, entry.numCachedBlocks, numFull);
+        entry.numCachedBlocks = numFull;
+      }
+    }
+    return newIds;
+  }
+
+  /** Table blocks [first, first + n) of the request are being written by load `jobId`. */
+  markLoading(request: Request, firstBlockIndex: number, numBlocks: number, jobId: number): void {
+    const entry = this.tables.get(request.id);
+    if (entry === undefined || firstBlockIndex < 0 || firstBlockIndex + numBlocks > entry.blocks.length) {
+      throw new RangeError(
+        `markLoading: request '${request.id}' holds ${entry?.blocks.length ?? 0} blocks; ` +
+          `cannot mark [${firstBlockIndex}, ${firstBlockIndex + numBlocks}) as loading`,
+      );
+    }
+    const blocks = entry.blocks.slice(firstBlockIndex, firstBlockIndex + numBlocks);
+    for (const block of blocks) this.pool.markPending(block, jobId);
+    const existing = this.loadingBlocks.get(jobId);
+    if (existing === undefined) this.loadingBlocks.set(jobId, blocks);
+    else existing.push(...blocks);
+  }
+
+  /** Load `jobId` finished: its ok blocks become ordinary cached blocks, its failed blocks leave the prefix cache. */
+  completeLoading(jobId: number, failedBlockIds: Iterable<number>): void {
+    const blocks = this.loadingBlocks.get(jobId);
+    if (blocks === undefined) return;
+    this.loadingBlocks.delete(jobId);
+    for (const block of blocks) if (block.pendingJob === jobId) this.pool.clearPending(block);
+    this.pool.removeFromPrefixCache(failedBlockIds);
+  }
+
+  /** Releases the request's blocks, last block first, so its prefix stays cached longest. */
+  free(request: Request): void {
+    const entry = this.tables.get(request.id);
+    if (entry === undefined) return;
+    this.tables.delete(request.id);
+    const reversed = entry.blocks.slice().reverse();
+    this.pool.free(reversed);
+  }
+
+  hasBlocks(request: Request): boolean {
+    return this.tables.has(request.id);
+  }
+
+  numBlocksOf(request: Request): number {
+    return this.tables.get(request.id)?.blocks.length ?? 0;
+  }
+
+  /** A copy of the request's block table. */
+  getBlockIds(request: Request): number[] {
+    return this.tables.get(request.id)?.ids.slice() ?? [];
+  }
+
+  /** The request's block table itself: valid while the request holds its blocks; copy it to keep it. */
+  blockIdsView(request: Request): readonly number[] {
+    return this.tables.get(request.id)?.ids ?? NO_IDS;
+  }
+
+  /**
+   * Index of the first table block (among the first `numBlocks`) whose id is
+   * in `blockIds`, or -1.
+   */
+  firstBlockIndexIn(request: Request, blockIds: ReadonlySet<number>, numBlocks: number): number {
+    const entry = this.tables.get(request.id);
+    if (entry === undefined) return -1;
+    const n = Math.min(numBlocks, entry.ids.length);
+    for (let i = 0; i < n; i++) if (blockIds.has(entry.ids[i])) return i;
+    return -1;
+  }
+
+  /**
+   * The request's tokens from table block `blockIndex` on will be recomputed:
+   * offer those blocks to the prefix cache again once they are.
+   */
+  recacheFrom(request: Request, blockIndex: number): void {
+    const entry = this.tables.get(request.id);
+    if (entry !== undefined && entry.numCachedBlocks > blockIndex) entry.numCachedBlocks = blockIndex;
+  }
+
+  removeFromPrefixCache(blockIds: Iterable<number>): number {
+    return this.pool.removeFromPrefixCache(blockIds);
+  }
+
+  /** Forgets every table, load and cached block: the device contents were lost. */
+  reset(): void {
+    this.tables.clear();
+    this.loadingBlocks.clear();
+    this.pool.reset();
+  }
+
+  /** Number of requests holding blocks. */
+  get numTables(): number {
+    return this.tables.size;
+  }
+
+  usage(): KVCacheUsage {
+    const counts = this.pool.counts();
+    return { ...counts, total: this.pool.numBlocks, usage: counts.referenced / this.pool.numBlocks };
+  }
+}

@@ -1,0 +1,239 @@
+import { extendBlockHashes, type BlockHash } from '../core/block-hash.js';
+import { RequestError } from '../core/errors.js';
+import type { FinishReason } from '../runtime/engine-types.js';
+
+/**
+ * One generation request as the scheduler tracks it: its tokens, its progress
+ * (computed tokens), its lifecycle status and the chained hashes of its full
+ * blocks (the keys of the GPU prefix cache and of the CPU tier).
+ */
+
+export type RequestStatus =
+  | 'waiting'
+  | 'waitingForRemoteKvs'
+  | 'running'
+  | 'preempted'
+  | 'finishedLength'
+  | 'finishedStopped'
+  | 'finishedAborted'
+  | 'finishedError';
+
+export type FinishedStatus = 'finishedLength' | 'finishedStopped' | 'finishedAborted' | 'finishedError';
+
+export function isFinishedStatus(status: RequestStatus): status is FinishedStatus {
+  return (
+    status === 'finishedLength' ||
+    status === 'finishedStopped' ||
+    status === 'finishedAborted' ||
+    status === 'finishedError'
+  );
+}
+
+/** The user-facing finish reason of a finished status. */
+export function finishReasonOf(status: FinishedStatus): FinishReason {
+  switch (status) {
+    case 'finishedLength':
+      return 'length';
+    case 'finishedStopped':
+      return 'stopped';
+    case 'finishedAborted':
+      return 'aborted';
+    case 'finishedError':
+      return 'error';
+  }
+}
+
+export interface RequestParams {
+  readonly id: string;
+  readonly promptTokens: ArrayLike<number>;
+  readonly maxTokens: number;
+  readonly stopToken?: number | null;
+  /** Sampling seed (uint32); default 0. */
+  readonly seed?: number;
+  /** Engine clock (ms) at arrival; default 0. */
+  readonly arrivalTime?: number;
+  /** Extra hash key: requests with different salts never share cached KV. */
+  readonly cacheSalt?: string | null;
+  /** Hashes of the prompt's full blocks, when already computed (e.g. by a hashing worker pool). */
+  readonly promptBlockHashes?: readonly BlockHash[];
+}
+
+/** What a request is validated against. */
+export interface RequestLimits {
+  readonly vocabSize: number;
+  readonly maxModelLen: number;
+  readonly blockSize: number;
+}
+
+const UINT32_MAX = 0xffffffff;
+
+export class Request {
+  readonly id: string;
+  readonly promptTokens: Int32Array;
+  readonly outputTokens: number[] = [];
+  readonly maxTokens: number;
+  readonly stopToken: number | null;
+  readonly seed: number;
+  readonly arrivalTime: number;
+  readonly cacheSalt: string | null;
+  readonly blockSize: number;
+  /** Chained hashes of every full block of prompt + output tokens. */
+  readonly blockHashes: BlockHash[];
+
+  status: RequestStatus = 'waiting';
+  numComputedTokens = 0;
+  numPreemptions = 0;
+  errorMessage: string | null = null;
+
+  /** Engine clock (ms) when the request first computed tokens, got its first output token, finished. */
+  firstScheduledTime: number | null = null;
+  firstTokenTime: number | null = null;
+  finishTime: number | null = null;
+  /** Prompt tokens served by the GPU prefix cache / by the connector (CPU tier) when first admitted. */
+  gpuPrefixHitTokens = 0;
+  externalHitTokens = 0;
+
+  /**
+   * Prompt and output tokens in one buffer sized for the longest possible
+   * request (prompt + maxTokens), so appending a token and hashing a block
+   * never copy.
+   */
+  private readonly allTokens: Int32Array;
+
+  /** Use createRequest: it validates the parameters first. */
+  constructor(params: RequestParams, blockSize: number) {
+    this.id = params.id;
+    this.promptTokens = Int32Array.from(params.promptTokens);
+    this.maxTokens = params.maxTokens;
+    this.stopToken = params.stopToken ?? null;
+    this.seed = params.seed ?? 0;
+    this.arrivalTime = params.arrivalTime ?? 0;
+    this.cacheSalt = params.cacheSalt ?? null;
+    this.blockSize = blockSize;
+    this.allTokens = new Int32Array(this.promptTokens.length + this.maxTokens);
+    this.allTokens.set(this.promptTokens);
+    this.blockHashes = params.promptBlockHashes ? params.promptBlockHashes.slice() : [];
+    extendBlockHashes(this.blockHashes, this.allTokens, this.promptTokens.length, blockSize, this.cacheSalt);
+  }
+
+  get numPromptTokens(): number {
+    return this.promptTokens.length;
+  }
+
+  /** Prompt + output tokens. */
+  get numTokens(): number {
+    return this.promptTokens.length + this.outputTokens.length;
+  }
+
+  get isFinished(): boolean {
+    return isFinishedStatus(this.status);
+  }
+
+  /** The token at `position` of prompt + output. */
+  tokenAt(position: number): number {
+    return this.allTokens[position];
+  }
+
+  /** Tokens at positions [start, end) as a plain array (it crosses threads). */
+  tokensBetween(start: number, end: number): number[] {
+    const out = new Array<number>(end - start);
+    for (let i = start; i < end; i++) out[i - start] = this.allTokens[i];
+    return out;
+  }
+
+  /** Appends a sampled token and hashes the block it completes, if any. */
+  appendOutputToken(token: number): void {
+    if (this.outputTokens.length >= this.maxTokens) {
+      throw new RequestError(`request '${this.id}': cannot append beyond maxTokens ${this.maxTokens}`);
+    }
+    this.allTokens[this.numTokens] = token;
+    this.outputTokens.push(token);
+    if (this.numTokens % this.blockSize === 0) {
+      extendBlockHashes(this.blockHashes, this.allTokens, this.numTokens, this.blockSize, this.cacheSalt);
+    }
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return `'${value}'`;
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) {
+    return String(value);
+  }
+  return Object.prototype.toString.call(value);
+}
+
+function isInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value);
+}
+
+/**
+ * Checks a request against the model and engine limits. Throws RequestError
+ * naming the field and the offending value.
+ */
+export function validateRequestParams(params: RequestParams, limits: RequestLimits): void {
+  const where = typeof params.id === 'string' ? `request '${params.id}'` : 'request';
+  if (typeof params.id !== 'string' || params.id.length === 0) {
+    throw new RequestError(`${where}: id must be a non-empty string, got ${describe(params.id)}`);
+  }
+  const prompt = params.promptTokens;
+  if (prompt == null || typeof prompt.length !== 'number') {
+    throw new RequestError(`${where}: promptTokens must be an array of token ids, got ${describe(prompt)}`);
+  }
+  if (prompt.length === 0) {
+    throw new RequestError(`${where}: promptTokens is empty; a prompt needs at least one token`);
+  }
+  for (let i = 0; i < prompt.length; i++) {
+    const t = prompt[i];
+    if (!isInteger(t) || t < 0 || t >= limits.vocabSize) {
+      throw new RequestError(
+        `${where}: promptTokens[${i}] = ${describe(t)} is outside the vocabulary [0, ${limits.vocabSize})`,
+      );
+    }
+  }
+  if (!isInteger(params.maxTokens) || params.maxTokens < 1) {
+    throw new RequestError(`${where}: maxTokens must be an integer >= 1, got ${describe(params.maxTokens)}`);
+  }
+  if (prompt.length + params.maxTokens > limits.maxModelLen) {
+    throw new RequestError(
+      `${where}: promptTokens.length ${prompt.length} + maxTokens ${params.maxTokens} = ` +
+        `${prompt.length + params.maxTokens} exceeds maxModelLen ${limits.maxModelLen}`,
+    );
+  }
+  const stop = params.stopToken;
+  if (stop != null && (!isInteger(stop) || stop < 0 || stop >= limits.vocabSize)) {
+    throw new RequestError(`${where}: stopToken ${describe(stop)} is outside the vocabulary [0, ${limits.vocabSize})`);
+  }
+  const seed = params.seed;
+  if (seed !== undefined && (!isInteger(seed) || seed < 0 || seed > UINT32_MAX)) {
+    throw new RequestError(`${where}: seed must be an integer in [0, ${UINT32_MAX}], got ${describe(seed)}`);
+  }
+  const arrival = params.arrivalTime;
+  if (arrival !== undefined && (typeof arrival !== 'number' || !Number.isFinite(arrival))) {
+    throw new RequestError(`${where}: arrivalTime must be a finite number (ms), got ${describe(arrival)}`);
+  }
+  const salt = params.cacheSalt;
+  if (salt != null && typeof salt !== 'string') {
+    throw new RequestError(`${where}: cacheSalt must be a string or null, got ${describe(salt)}`);
+  }
+  const hashes = params.promptBlockHashes;
+  if (hashes !== undefined) {
+    const expected = Math.floor(prompt.length / limits.blockSize);
+    if (!Array.isArray(hashes) || hashes.length !== expected) {
+      throw new RequestError(
+        `${where}: promptBlockHashes must hold one hash per full prompt block (${expected}), ` +
+          `got ${Array.isArray(hashes) ? hashes.length : describe(hashes)}`,
+      );
+    }
+    for (let i = 0; i < hashes.length; i++) {
+      if (typeof hashes[i] !== 'string' || !/^[0-9a-f]{16}$/.test(hashes[i])) {
+        throw new RequestError(`${where}: promptBlockHashes[${i}] = ${describe(hashes[i])} is not a 16-hex-digit hash`);
+      }
+    }
+  }
+}
+
+/** Validates `params` and builds the request. */
+export function createRequest(params: RequestParams, limits: RequestLimits): Request {
+  validateRequestParams(params, limits);
+  return new Request(params, limits.blockSize);
+}

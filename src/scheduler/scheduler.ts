@@ -1,0 +1,621 @@
+import { EngineError, RequestError } from '../core/errors.js';
+import type { FinishReason } from '../runtime/engine-types.js';
+import type { SchedulerConfig } from './config.js';
+import type { ExternalMatch, IssuedLoad, SchedulerConnector, ScheduledRequestView } from './connector.js';
+import { checkExternalMatch, checkIssuedLoad } from './connector-checks.js';
+import { FinishedHolds } from './finished-holds.js';
+import { KVCacheManager } from './kv-cache-manager.js';
+import { findInvalidBlockUses } from './load-failures.js';
+import { LoadWaits } from './load-waits.js';
+import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from './outputs.js';
+import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits } from './request.js';
+import { RunningList } from './running-list.js';
+import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
+
+/**
+ * Decides each engine step (DESIGN.md sections 2, 3, 5), following vLLM v1:
+ * running requests first, in arrival order, preempting the latest arrival
+ * when blocks run out; then waiting requests in queue order, with GPU prefix
+ * hits, connector (CPU tier) hits and asynchronous loads; then, from the
+ * workers' output, failed-load recovery, load completions, sampled tokens and
+ * finished requests.
+ */
+
+export interface SchedulerTestOnlyOptions {
+  /** Ignore invalid blocks: no request is truncated and no token is dropped. */
+  readonly skipInvalidBlockRecovery?: boolean;
+  /** Leave invalid blocks in the prefix cache. */
+  readonly keepInvalidBlocksCached?: boolean;
+  /** Append tokens sampled from invalid KV instead of dropping them. */
+  readonly keepTokensSampledFromInvalidKv?: boolean;
+}
+
+export interface SchedulerOptions {
+  readonly connector?: SchedulerConnector | null;
+  /** Engine clock in ms; default performance.now(). */
+  readonly now?: () => number;
+  /** Switches recovery behaviours off, to show in tests that each one matters. Never set in production. */
+  readonly testOnly?: SchedulerTestOnlyOptions;
+}
+
+/** What one step did to one request, for the caller. */
+export interface RequestUpdate {
+  readonly reqId: string;
+  readonly newTokenIds: readonly number[];
+  readonly finishReason?: FinishReason;
+  readonly errorMessage?: string;
+}
+
+/** The step being built: what the workers get, and the scheduler's side of it. */
+interface StepDraft {
+  readonly requests: ScheduledRequest[];
+  /** The Request behind each entry of `requests`. */
+  readonly scheduled: Request[];
+  /** Whether each entry carries the full block table (new to the workers or resumed). */
+  readonly fresh: boolean[];
+  totalTokens: number;
+}
+
+/** One request's part of a step, before it is committed. */
+interface StepEntry {
+  readonly request: Request;
+  readonly numTokens: number;
+  readonly newBlockIds: readonly number[];
+}
+
+const NO_IDS: readonly number[] = Object.freeze([]);
+
+export class Scheduler {
+  readonly config: SchedulerConfig;
+  readonly kvCacheManager: KVCacheManager;
+  private readonly connector: SchedulerConnector | null;
+  private readonly now: () => number;
+  private readonly testOnly: SchedulerTestOnlyOptions;
+
+  /** Unfinished requests by id. */
+  private readonly requests = new Map<string, Request>();
+  private readonly running: RunningList;
+  /** Waiting, preempted and waiting-for-KV requests in queue order. */
+  private waiting: Request[] = [];
+  private readonly addOrder = new Map<string, number>();
+  private nextAddOrder = 0;
+  /** Requests whose block table the workers hold (the next step sends only appended blocks). */
+  private readonly knownToWorkers = new Set<Request>();
+  /** The requests of the last step scheduled, in batch order (saves lookups when its output arrives). */
+  private lastStep: { readonly step: number; readonly scheduled: readonly Request[] } | null = null;
+  private readonly loadWaits = new LoadWaits();
+  /** In-flight asynchronous loads issued for a request: request id -> job id, and back. */
+  private readonly ownLoadByRequest = new Map<string, number>();
+  private readonly ownLoadRequestByJob = new Map<number, string>();
+  private readonly holds = new FinishedHolds();
+  private finishedSinceLastStep: string[] = [];
+  /** Requests whose tables the workers must drop after a rank loss (sent as preempted). */
+  private droppedByReset: string[] = [];
+  private stepCount = 0;
+  private readonly counters = new SchedulerCounters();
+
+  constructor(config: SchedulerConfig, options: SchedulerOptions = {}) {
+    this.config = config;
+    this.connector = options.connector ?? null;
+    this.now = options.now ?? (() => performance.now());
+    this.testOnly = options.testOnly ?? {};
+    this.running = new RunningList((r) => this.addOrder.get(r.id) as number);
+    this.kvCacheManager = new KVCacheManager({
+      blockSize: config.blockSize,
+      numGpuBlocks: config.numGpuBlocks,
+      enablePrefixCaching: config.enablePrefixCaching,
+    });
+    const onEvicted = this.connector?.onGpuBlockEvicted;
+    if (onEvicted !== undefined) {
+      this.kvCacheManager.pool.setEvictionObserver((blockId, hash) => onEvicted.call(this.connector, blockId, hash));
+    }
+  }
+
+  /** The limits createRequest must check a request against for this scheduler. */
+  get requestLimits(): RequestLimits {
+    return { vocabSize: this.config.vocabSize, maxModelLen: this.config.maxModelLen, blockSize: this.config.blockSize };
+  }
+
+  addRequest(request: Request): void {
+    if (this.requests.has(request.id) || this.holds.has(request.id)) {
+      throw new RequestError(`request id '${request.id}' is already in use`);
+    }
+    if (request.blockSize !== this.config.blockSize) {
+      throw new RequestError(
+        `request '${request.id}': hashed with blockSize ${request.blockSize}, the scheduler uses ${this.config.blockSize}`,
+      );
+    }
+    if (request.numPromptTokens + request.maxTokens > this.config.maxModelLen) {
+      throw new RequestError(
+        `request '${request.id}': promptTokens.length ${request.numPromptTokens} + maxTokens ${request.maxTokens} ` +
+          `exceeds maxModelLen ${this.config.maxModelLen}`,
+      );
+    }
+    if (request.status !== 'waiting' || request.numComputedTokens !== 0 || request.outputTokens.length !== 0) {
+      throw new RequestError(`request '${request.id}': only a new request can be added (status ${request.status})`);
+    }
+    this.requests.set(request.id, request);
+    this.addOrder.set(request.id, this.nextAddOrder++);
+    this.waiting.push(request);
+    this.counters.requestsAdded++;
+  }
+
+  /** The unfinished request with this id, if any. */
+  getRequest(id: string): Request | undefined {
+    return this.requests.get(id);
+  }
+
+  /**
+   * Aborts a request in any state. A request waiting for its own load is
+   * reported finished now, but its blocks stay allocated until the load
+   * finished. Returns false for unknown or already finished requests.
+   */
+  abortRequest(id: string): boolean {
+    const request = this.requests.get(id);
+    if (request === undefined) return false;
+    this.detach(request);
+    this.finish(request, 'finishedAborted');
+    return true;
+  }
+
+  hasUnfinishedRequests(): boolean {
+    return this.requests.size > 0;
+  }
+
+  /** true while the engine must keep stepping: unfinished requests, held blocks, or connector work. */
+  hasPendingWork(): boolean {
+    return this.requests.size > 0 || this.holds.size > 0 || (this.connector?.hasPendingWork() ?? false);
+  }
+
+  // ---------------------------------------------------------------- schedule
+
+  schedule(): SchedulerOutput {
+    const step = this.stepCount++;
+    const draft: StepDraft = { requests: [], scheduled: [], fresh: [], totalTokens: 0 };
+    const now = this.now();
+    const preemptedReqIds: string[] = this.droppedByReset;
+    this.droppedByReset = [];
+    let budget = this.config.maxNumBatchedTokens;
+
+    // Running requests, oldest arrival first.
+    let preempted = false;
+    let i = 0;
+    while (i < this.running.length && budget > 0) {
+      const request = this.running.at(i);
+      const numNew = Math.min(request.numTokens - request.numComputedTokens, budget);
+      if (numNew <= 0) {
+        i++;
+        continue;
+      }
+      let newBlockIds: readonly number[] | null = null;
+      for (;;) {
+        newBlockIds = this.kvCacheManager.allocateSlots(request, numNew);
+        if (newBlockIds !== null) break;
+        // The tail is the latest arrival; it was not scheduled yet this step (or is this request).
+        const victim = this.running.popLatest() as Request;
+        this.preempt(victim);
+        preemptedReqIds.push(victim.id);
+        preempted = true;
+        if (victim === request) break;
+      }
+      if (newBlockIds === null) break;
+      this.commit(draft, request, numNew, newBlockIds, now);
+      budget -= numNew;
+      i++;
+    }
+
+    // Waiting requests; none is admitted in a step that preempted.
+    if (!preempted) this.scheduleWaiting(draft, budget, now);
+
+    return this.buildOutput(step, draft, preemptedReqIds);
+  }
+
+  private scheduleWaiting(draft: StepDraft, budget: number, now: number): void {
+    let numSeqs = this.running.length;
+    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') numSeqs++;
+    let admitNew = true;
+    const stillWaiting: Request[] = [];
+    for (const request of this.waiting) {
+      if (budget <= 0) {
+        stillWaiting.push(request);
+        continue;
+      }
+      if (request.status === 'waitingForRemoteKvs') {
+        // Admitted already (holds its blocks and a sequence slot): runs once every load it waits for landed.
+        const entry = this.loadWaits.isWaiting(request.id) ? null : this.scheduleAfterLoad(request, budget);
+        if (entry === null) {
+          stillWaiting.push(request);
+        } else {
+          this.commit(draft, entry.request, entry.numTokens, entry.newBlockIds, now);
+          budget -= entry.numTokens;
+        }
+        continue;
+      }
+      if (!admitNew || numSeqs >= this.config.maxNumSeqs) {
+        stillWaiting.push(request);
+        continue;
+      }
+      const outcome = this.admit(request, budget);
+      if (outcome.kind === 'later') {
+        stillWaiting.push(request);
+      } else if (outcome.kind === 'blocked') {
+        // FCFS: nothing behind it is admitted this step (admitted requests may still run).
+        admitNew = false;
+        stillWaiting.push(request);
+      } else if (outcome.kind === 'waitsForKv') {
+        numSeqs++;
+        stillWaiting.push(request);
+      } else {
+        numSeqs++;
+        this.commit(draft, outcome.entry.request, outcome.entry.numTokens, outcome.entry.newBlockIds, now);
+        budget -= outcome.entry.numTokens;
+      }
+    }
+    this.waiting = stillWaiting;
+  }
+
+  /**
+   * Admits a new or preempted request: GPU prefix hits, connector hits, block
+   * allocation and, for an asynchronous load or a hit on blocks still being
+   * loaded, the wait for KV.
+   */
+  private admit(
+    request: Request,
+    budget: number,
+  ): { kind: 'later' } | { kind: 'blocked' } | { kind: 'waitsForKv' } | { kind: 'scheduled'; entry: StepEntry } {
+    const hit = this.kvCacheManager.getComputedBlocks(request);
+    const numLocal = hit.numComputedTokens;
+    let match: ExternalMatch = { numTokens: 0, loadAsync: false };
+    if (this.connector !== null) {
+      const answer = this.connector.getNumNewMatchedTokens(request, numLocal);
+      if (answer === null) return { kind: 'later' };
+      checkExternalMatch(request, numLocal, answer);
+      match = answer;
+    }
+    const numExternal = match.numTokens;
+    const numKnown = numLocal + numExternal;
+    const waitsForKv = hit.pendingJobs.size > 0 || (numExternal > 0 && match.loadAsync);
+
+    let numNew = 0;
+    let numAllocTokens = 0;
+    let numLookahead = 0;
+    let start = numKnown;
+    if (waitsForKv) {
+      // Reserve the whole prompt now: once its KV landed, the request never waits for blocks it needs to finish the prompt.
+      numLookahead = request.numTokens - numKnown;
+    } else {
+      // A full hit still computes the last token: its logits give the next token.
+      start = Math.min(numKnown, request.numTokens - 1);
+      numNew = request.numTokens - start;
+      if (!this.config.enableChunkedPrefill && numNew > budget) return { kind: 'blocked' };
+      numNew = Math.min(numNew, budget);
+      numAllocTokens = Math.max(0, start + numNew - numKnown);
+    }
+
+    const newBlockIds = this.kvCacheManager.allocateSlots(request, numAllocTokens, {
+      numNewComputedTokens: numLocal,
+      newComputedBlocks: hit.blocks,
+      numExternalComputedTokens: numExternal,
+      numLookaheadTokens: numLookahead,
+    });
+    if (newBlockIds === null) return { kind: 'blocked' };
+
+    this.counters.gpuPrefixHitTokens += numLocal;
+    this.counters.externalHitTokens += numExternal;
+    if (request.numPreemptions === 0) {
+      request.gpuPrefixHitTokens = numLocal;
+      request.externalHitTokens = numExternal;
+    }
+
+    let load: IssuedLoad | null = null;
+    if (numExternal > 0 && this.connector !== null) {
+      const table = this.kvCacheManager.getBlockIds(request);
+      load = this.connector.updateStateAfterAlloc(request, table, numExternal);
+      checkIssuedLoad(request, numExternal, load, table);
+    }
+
+    if (waitsForKv) {
+      request.status = 'waitingForRemoteKvs';
+      // Counts the tokens being loaded; the cap to numTokens - 1 applies when it runs.
+      request.numComputedTokens = numKnown;
+      const jobs = new Set(hit.pendingJobs);
+      if (load !== null) {
+        this.kvCacheManager.markLoading(request, load.firstBlockIndex, load.gpuBlockIds.length, load.jobId);
+        this.ownLoadByRequest.set(request.id, load.jobId);
+        this.ownLoadRequestByJob.set(load.jobId, request.id);
+        jobs.add(load.jobId);
+      }
+      this.loadWaits.wait(request.id, jobs);
+      return { kind: 'waitsForKv' };
+    }
+
+    request.numComputedTokens = start;
+    this.startRunning(request);
+    return { kind: 'scheduled', entry: { request, numTokens: numNew, newBlockIds } };
+  }
+
+  /** A request whose KV landed: computes the rest of its prompt (it holds the blocks already). */
+  private scheduleAfterLoad(request: Request, budget: number): StepEntry | null {
+    const start = Math.min(request.numComputedTokens, request.numTokens - 1);
+    let numNew = request.numTokens - start;
+    if (!this.config.enableChunkedPrefill && numNew > budget) return null;
+    numNew = Math.min(numNew, budget);
+    const savedComputed = request.numComputedTokens;
+    request.numComputedTokens = start;
+    const newBlockIds = this.kvCacheManager.allocateSlots(request, numNew);
+    if (newBlockIds === null) {
+      request.numComputedTokens = savedComputed;
+      return null;
+    }
+    this.startRunning(request);
+    return { request, numTokens: numNew, newBlockIds };
+  }
+
+  private startRunning(request: Request): void {
+    request.status = 'running';
+    this.running.insert(request);
+  }
+
+  private preempt(request: Request): void {
+    this.kvCacheManager.free(request);
+    request.status = 'preempted';
+    request.numComputedTokens = 0;
+    request.numPreemptions++;
+    this.counters.preemptions++;
+    this.knownToWorkers.delete(request);
+    this.waiting.unshift(request);
+  }
+
+  /** Adds a request's tokens to the step; its computed tokens advance now, as in vLLM. */
+  private commit(draft: StepDraft, request: Request, numTokens: number, newBlockIds: readonly number[], now: number): void {
+    const start = request.numComputedTokens;
+    const end = start + numTokens;
+    const fresh = !this.knownToWorkers.has(request);
+    if (fresh) this.knownToWorkers.add(request);
+    if (numTokens === 1 && end === request.numTokens && request.outputTokens.length > 0) {
+      this.counters.decodeTokensComputed++;
+    } else {
+      this.counters.prefillTokensComputed += numTokens;
+    }
+    request.firstScheduledTime ??= now;
+    request.numComputedTokens = end;
+    draft.requests.push({
+      reqId: request.id,
+      blockIds: fresh ? this.kvCacheManager.getBlockIds(request) : null,
+      newBlockIds: fresh ? NO_IDS : newBlockIds,
+      startPosition: start,
+      tokens: numTokens === 1 ? [request.tokenAt(start)] : request.tokensBetween(start, end),
+      sample: end === request.numTokens,
+      seed: request.seed,
+    });
+    draft.scheduled.push(request);
+    draft.fresh.push(fresh);
+    draft.totalTokens += numTokens;
+  }
+
+  private buildOutput(step: number, draft: StepDraft, preemptedReqIds: string[]): SchedulerOutput {
+    const finishedReqIds = this.finishedSinceLastStep;
+    this.finishedSinceLastStep = [];
+    this.lastStep = { step, scheduled: draft.scheduled };
+    let offload = null;
+    if (this.connector !== null) {
+      const views: ScheduledRequestView[] = draft.scheduled.map((request, k) => ({
+        request,
+        blockIds: this.kvCacheManager.blockIdsView(request),
+        numScheduledTokens: draft.requests[k].tokens.length,
+        fresh: draft.fresh[k],
+      }));
+      offload = this.connector.buildConnectorMeta({ step, scheduled: views, preemptedReqIds });
+    }
+    const { requests, totalTokens: totalScheduledTokens } = draft;
+    return { step, requests, totalScheduledTokens, preemptedReqIds, finishedReqIds, offload };
+  }
+
+  // ------------------------------------------------------- update from output
+
+  /**
+   * Applies the merged worker output of `schedulerOutput`'s step: failed
+   * loads first, then load completions, then sampled tokens. Returns an
+   * update for every request that got a token or finished.
+   */
+  updateFromOutput(schedulerOutput: SchedulerOutput, output: ModelRunnerOutput): RequestUpdate[] {
+    const updates: RequestUpdate[] = [];
+    const dropTokens =
+      output.invalidBlockIds.size > 0 ? this.recoverFromInvalidBlocks(output.invalidBlockIds, updates) : null;
+
+    for (const job of output.finishedJobs) {
+      if (job.direction !== 'cpuToGpu') continue;
+      const failed = job.ok || this.testOnly.keepInvalidBlocksCached ? NO_IDS : job.failedGpuBlockIds;
+      this.kvCacheManager.completeLoading(job.jobId, failed);
+      // Waiting requests that no longer wait for anything run from the next step on.
+      this.loadWaits.complete(job.jobId);
+      const owner = this.ownLoadRequestByJob.get(job.jobId);
+      if (owner !== undefined) {
+        this.ownLoadRequestByJob.delete(job.jobId);
+        this.ownLoadByRequest.delete(owner);
+      }
+      const released = this.holds.loadFinished(job.jobId);
+      if (released !== null) this.kvCacheManager.free(released);
+    }
+    this.connector?.updateConnectorOutput(output);
+    for (const reqId of output.finishedSending) {
+      const released = this.holds.sendingFinished(reqId);
+      if (released !== null) this.kvCacheManager.free(released);
+    }
+
+    let runningFinished = false;
+    const now = this.now();
+    const batch = schedulerOutput.requests;
+    const known = this.lastStep !== null && this.lastStep.step === schedulerOutput.step ? this.lastStep.scheduled : null;
+    for (let k = 0; k < batch.length; k++) {
+      if (!batch[k].sample) continue;
+      const request = known !== null ? known[k] : this.requests.get(batch[k].reqId);
+      // Aborted (or failed) since the step was scheduled.
+      if (request === undefined || request.isFinished) continue;
+      // Sampled from invalid KV: dropped, and an end condition inside it is ignored.
+      if (dropTokens !== null && dropTokens.has(request.id)) continue;
+      const token = output.sampledTokens.get(request.id);
+      if (token === undefined) {
+        throw new EngineError(`step ${schedulerOutput.step}: no sampled token for request '${request.id}'`);
+      }
+      request.appendOutputToken(token);
+      request.firstTokenTime ??= now;
+      this.counters.outputTokens++;
+      let status: FinishedStatus | null = null;
+      if (request.stopToken !== null && token === request.stopToken) status = 'finishedStopped';
+      else if (request.outputTokens.length >= request.maxTokens) status = 'finishedLength';
+      if (status === null) {
+        updates.push({ reqId: request.id, newTokenIds: [token] });
+      } else {
+        if (request.status === 'running') runningFinished = true;
+        this.finish(request, status);
+        updates.push({ reqId: request.id, newTokenIds: [token], finishReason: finishReasonOf(status) });
+      }
+    }
+    if (runningFinished) this.running.removeFinished();
+    return updates;
+  }
+
+  /**
+   * Failed loads (DESIGN.md section 5): every request computed through an
+   * invalid block is truncated to the start of its first invalid block (or,
+   * under failurePolicy 'fail', finishes with an error), and the invalid
+   * blocks leave the prefix cache. Returns the requests whose tokens sampled
+   * in this step must be dropped.
+   */
+  private recoverFromInvalidBlocks(invalidBlockIds: ReadonlySet<number>, updates: RequestUpdate[]): Set<string> {
+    this.counters.failedLoadBlocks += invalidBlockIds.size;
+    const dropTokens = new Set<string>();
+    if (!this.testOnly.keepInvalidBlocksCached) this.kvCacheManager.removeFromPrefixCache(invalidBlockIds);
+    if (this.testOnly.skipInvalidBlockRecovery) return dropTokens;
+
+    const candidates = [...this.running.toArray(), ...this.waiting];
+    const uses = findInvalidBlockUses(candidates, invalidBlockIds, this.kvCacheManager);
+    let anyRunningFailed = false;
+    for (const use of uses) {
+      const { request } = use;
+      if (!this.testOnly.keepTokensSampledFromInvalidKv) dropTokens.add(request.id);
+      if (this.config.failurePolicy === 'fail') {
+        const message =
+          `KV load failed for GPU block ${use.blockId} (block ${use.blockIndex} of request '${request.id}'); ` +
+          `failurePolicy is 'fail'`;
+        if (request.status === 'running') anyRunningFailed = true;
+        else this.waiting.splice(this.waiting.indexOf(request), 1);
+        this.finish(request, 'finishedError', message);
+        this.counters.requestsFailedByLoad++;
+        updates.push({ reqId: request.id, newTokenIds: [], finishReason: 'error', errorMessage: message });
+      } else {
+        request.numComputedTokens = use.validTokens;
+        this.kvCacheManager.recacheFrom(request, use.blockIndex);
+        this.counters.requestsRecovered++;
+      }
+    }
+    if (anyRunningFailed) this.running.removeFinished();
+    return dropTokens;
+  }
+
+  // ------------------------------------------------------------ finishing
+
+  /** Removes a request from the running list or the waiting queue. */
+  private detach(request: Request): void {
+    if (request.status === 'running') {
+      this.running.remove(request);
+      return;
+    }
+    const index = this.waiting.indexOf(request);
+    if (index >= 0) this.waiting.splice(index, 1);
+  }
+
+  /**
+   * Marks a request finished and releases its blocks, unless a load it issued
+   * is still writing them or the connector's stores still read them.
+   */
+  private finish(request: Request, status: FinishedStatus, errorMessage: string | null = null): void {
+    request.status = status;
+    request.errorMessage = errorMessage;
+    request.finishTime = this.now();
+    this.requests.delete(request.id);
+    this.addOrder.delete(request.id);
+    this.knownToWorkers.delete(request);
+    this.loadWaits.drop(request.id);
+    this.finishedSinceLastStep.push(request.id);
+    if (status === 'finishedAborted') this.counters.requestsAborted++;
+    else if (status === 'finishedError') this.counters.requestsFailed++;
+    else this.counters.requestsFinished++;
+
+    const hasBlocks = this.kvCacheManager.hasBlocks(request);
+    const blockIds = hasBlocks ? this.kvCacheManager.getBlockIds(request) : [];
+    const storesReadBlocks = this.connector !== null ? this.connector.requestFinished(request, blockIds) : false;
+    if (!hasBlocks) return;
+    const loadJob = this.ownLoadByRequest.get(request.id) ?? null;
+    if (loadJob !== null || storesReadBlocks) this.holds.hold(request, loadJob, storesReadBlocks);
+    else this.kvCacheManager.free(request);
+  }
+
+  // ------------------------------------------------------------ rank loss
+
+  /**
+   * Every GPU block and the whole CPU tier were lost: running and loading
+   * requests go back to waiting with nothing computed (tokens already returned
+   * stay), every block is freed and uncached, and the connector forgets its
+   * tier. The next step tells the workers to drop those requests' tables.
+   */
+  resetForRankLoss(): void {
+    this.counters.rankResets++;
+    const wasRunning = this.running.takeAll();
+    for (const request of wasRunning) request.status = 'waiting';
+    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') request.status = 'waiting';
+    for (const request of [...wasRunning, ...this.waiting]) request.numComputedTokens = 0;
+    this.waiting = [...wasRunning, ...this.waiting];
+    for (const request of this.knownToWorkers) this.droppedByReset.push(request.id);
+    this.knownToWorkers.clear();
+    this.loadWaits.clear();
+    this.ownLoadByRequest.clear();
+    this.ownLoadRequestByJob.clear();
+    this.holds.clear();
+    this.kvCacheManager.reset();
+    this.connector?.reset();
+  }
+
+  // ------------------------------------------------------------ inspection
+
+  stats(): SchedulerStats {
+    let waitingForKv = 0;
+    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') waitingForKv++;
+    const c = this.counters;
+    return {
+      steps: this.stepCount,
+      running: this.running.length,
+      waiting: this.waiting.length - waitingForKv,
+      waitingForRemoteKvs: waitingForKv,
+      finishedHoldingBlocks: this.holds.size,
+      requestsAdded: c.requestsAdded,
+      requestsFinished: c.requestsFinished,
+      requestsAborted: c.requestsAborted,
+      requestsFailed: c.requestsFailed,
+      preemptions: c.preemptions,
+      gpuPrefixHitTokens: c.gpuPrefixHitTokens,
+      externalHitTokens: c.externalHitTokens,
+      prefillTokensComputed: c.prefillTokensComputed,
+      decodeTokensComputed: c.decodeTokensComputed,
+      outputTokens: c.outputTokens,
+      loadFailures: {
+        blocks: c.failedLoadBlocks,
+        requestsRecovered: c.requestsRecovered,
+        requestsFailed: c.requestsFailedByLoad,
+      },
+      rankResets: c.rankResets,
+      kvCache: this.kvCacheManager.usage(),
+    };
+  }
+
+  /** Ids of running requests, in scheduling order. */
+  runningIds(): string[] {
+    return this.running.toArray().map((r) => r.id);
+  }
+
+  /** Ids of queued requests (waiting, preempted, waiting for KV), in queue order. */
+  waitingIds(): string[] {
+    return this.waiting.map((r) => r.id);
+  }
+}

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { runSchedulerBench } from '../../src/bench/scheduler.js';
+import type { SchedulerConnector } from '../../src/scheduler/connector.js';
+
+/** A connector that matches nothing and counts the steps it was asked to describe. */
+function countingConnector(): SchedulerConnector & { steps: number } {
+  const connector = {
+    steps: 0,
+    getNumNewMatchedTokens: () => ({ numTokens: 0, loadAsync: false }),
+    updateStateAfterAlloc: () => null,
+    buildConnectorMeta: (step: { preemptedReqIds: readonly string[] }) => {
+      connector.steps++;
+      return { flushReqIds: step.preemptedReqIds, stores: [], loads: [] };
+    },
+    updateConnectorOutput: () => {},
+    requestFinished: () => false,
+    hasPendingWork: () => false,
+    reset: () => {},
+  };
+  return connector;
+}
+
+describe('scheduler bench', () => {
+  it('measures one row per running-request count, every request decoding one token per step', () => {
+    const rows = runSchedulerBench({ runningRequests: [4, 16], steps: 5, warmupSteps: 1, promptTokens: 8 });
+    expect(rows.map((r) => [r.runningRequests, r.steps, r.tokensPerStep, r.withConnector])).toEqual([
+      [4, 5, 4, false],
+      [16, 5, 16, false],
+    ]);
+    for (const row of rows) {
+      expect(row.wallUsPerStep).toBeGreaterThan(0);
+      expect(row.usPerRequestStep).toBeCloseTo(row.usPerStep / row.runningRequests);
+    }
+  });
+
+  it('runs the scheduler with the connector it is given', () => {
+    const connector = countingConnector();
+    let stepsBeforeFirst = -1;
+    const [row] = runSchedulerBench({
+      runningRequests: [8],
+      steps: 3,
+      warmupSteps: 2,
+      promptTokens: 4,
+      connector: () => connector,
+      onSchedulerCreated: (scheduler) => (stepsBeforeFirst = scheduler.stats().steps),
+    });
+    expect(row.withConnector).toBe(true);
+    expect(stepsBeforeFirst).toBe(0);
+    expect(connector.steps).toBe(1 + 2 + 3);
+  });
+
+  it('rejects a request count that is not a positive integer', () => {
+    expect(() => runSchedulerBench({ runningRequests: [0] })).toThrow(/runningRequests entry 0/);
+  });
+});

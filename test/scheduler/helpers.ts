@@ -1,0 +1,303 @@
+import { blockHashes, type BlockHash } from '../../src/core/block-hash.js';
+import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { chainStates, referenceGenerate } from '../../src/model/reference.js';
+import type { ModelShape } from '../../src/model/shape.js';
+import { parseSchedulerConfig, type SchedulerConfig, type SchedulerConfigInput } from '../../src/scheduler/config.js';
+import type {
+  ExternalMatch,
+  IssuedLoad,
+  SchedulerConnector,
+  StepView,
+} from '../../src/scheduler/connector.js';
+import type {
+  ModelRunnerOutput,
+  OffloadStepMetadata,
+  SchedulerOutput,
+  TransferJobSpec,
+} from '../../src/scheduler/outputs.js';
+import { createRequest, type Request, type RequestParams } from '../../src/scheduler/request.js';
+import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
+import { SimulatedRunner, type LoadFaultInjector } from '../../src/sim/simulated-runner.js';
+
+export const TINY: ModelShape = MODEL_PRESETS.tiny;
+
+/** A small scheduler config: blocks of 4 tokens, so scenarios stay short. */
+export function tinyConfig(overrides: Partial<SchedulerConfigInput> = {}): SchedulerConfig {
+  return parseSchedulerConfig({
+    blockSize: 4,
+    numGpuBlocks: 64,
+    maxNumBatchedTokens: 64,
+    maxNumSeqs: 16,
+    maxModelLen: 128,
+    vocabSize: TINY.vocabSize,
+    ...overrides,
+  });
+}
+
+/** Deterministic prompt tokens: `length` tokens drawn from `seed`. */
+export function promptOf(length: number, seed: number): number[] {
+  const out: number[] = [];
+  let x = (seed * 2654435761 + 12345) >>> 0;
+  for (let i = 0; i < length; i++) {
+    x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6b43a9b5) >>> 0;
+    out.push(x % TINY.vocabSize);
+  }
+  return out;
+}
+
+export interface RequestSketch {
+  readonly prompt: readonly number[];
+  readonly maxTokens: number;
+  readonly seed?: number;
+  readonly arrivalTime?: number;
+  readonly stopToken?: number | null;
+  readonly cacheSalt?: string | null;
+}
+
+export function requestFor(scheduler: Scheduler, id: string, sketch: RequestSketch): Request {
+  const params: RequestParams = {
+    id,
+    promptTokens: sketch.prompt,
+    maxTokens: sketch.maxTokens,
+    seed: sketch.seed ?? 7,
+    arrivalTime: sketch.arrivalTime ?? 0,
+    stopToken: sketch.stopToken ?? null,
+    cacheSalt: sketch.cacheSalt ?? null,
+  };
+  return createRequest(params, scheduler.requestLimits);
+}
+
+/** The tokens the reference model generates for a request, independent of any cache. */
+export function referenceTokens(sketch: RequestSketch): number[] {
+  return referenceGenerate(TINY, {
+    promptTokens: sketch.prompt,
+    maxTokens: sketch.maxTokens,
+    seed: sketch.seed ?? 7,
+    stopToken: sketch.stopToken ?? null,
+  }).outputTokens;
+}
+
+/** An output that reports nothing but the given sampled tokens. */
+export function outputWith(step: number, sampled: Iterable<[string, number]> = [], extra: Partial<ModelRunnerOutput> = {}): ModelRunnerOutput {
+  return {
+    step,
+    sampledTokens: new Map(sampled),
+    finishedJobs: [],
+    finishedSending: new Set(),
+    finishedRecving: new Set(),
+    invalidBlockIds: new Set(),
+    ...extra,
+  };
+}
+
+/**
+ * A connector over a CPU tier seeded with the reference KV of chosen token
+ * sequences: it matches the request's blocks the tier holds right after its
+ * GPU prefix hit and issues one load job for them.
+ */
+export class SeededTierConnector implements SchedulerConnector {
+  loadAsync: boolean;
+  readonly issuedLoads: TransferJobSpec[] = [];
+  readonly finishedJobIds: number[] = [];
+  lookups = 0;
+  private readonly runner: SimulatedRunner;
+  private readonly blockSize: number;
+  private readonly cpuByHash = new Map<BlockHash, number>();
+  private nextCpuBlock = 0;
+  private nextJobId = 1;
+  private loadsThisStep: TransferJobSpec[] = [];
+  private readonly inFlight = new Set<number>();
+  private readonly matchStart = new Map<string, number>();
+
+  constructor(runner: SimulatedRunner, options: { loadAsync?: boolean } = {}) {
+    this.runner = runner;
+    this.blockSize = runner.blockSize;
+    this.loadAsync = options.loadAsync ?? true;
+  }
+
+  /** Puts the reference KV of every full block of `tokens` in the tier. */
+  seed(tokens: readonly number[], cacheSalt: string | null = null): void {
+    const states = chainStates(TINY, tokens);
+    const hashes = blockHashes(tokens, this.blockSize, cacheSalt);
+    hashes.forEach((hash, i) => {
+      if (this.cpuByHash.has(hash)) return;
+      const cpuBlock = this.nextCpuBlock++;
+      this.runner.cpu.writeBlock(cpuBlock, states.subarray(i * this.blockSize, (i + 1) * this.blockSize));
+      this.cpuByHash.set(hash, cpuBlock);
+    });
+  }
+
+  getNumNewMatchedTokens(request: Request, numComputedTokens: number): ExternalMatch | null {
+    this.lookups++;
+    const start = numComputedTokens / this.blockSize;
+    let n = 0;
+    while (start + n < request.blockHashes.length && this.cpuByHash.has(request.blockHashes[start + n])) n++;
+    this.matchStart.set(request.id, start);
+    return { numTokens: n * this.blockSize, loadAsync: this.loadAsync };
+  }
+
+  updateStateAfterAlloc(request: Request, blockIds: readonly number[], numExternalTokens: number): IssuedLoad | null {
+    const first = this.matchStart.get(request.id) as number;
+    const n = numExternalTokens / this.blockSize;
+    const hashes = request.blockHashes.slice(first, first + n);
+    const spec: TransferJobSpec = {
+      jobId: this.nextJobId++,
+      reqId: request.id,
+      direction: 'cpuToGpu',
+      gpuBlockIds: blockIds.slice(first, first + n),
+      cpuBlockIds: hashes.map((h) => this.cpuByHash.get(h) as number),
+      firstSubBlock: 0,
+      fence: false,
+    };
+    this.issuedLoads.push(spec);
+    this.loadsThisStep.push(spec);
+    this.inFlight.add(spec.jobId);
+    return { jobId: spec.jobId, firstBlockIndex: first, gpuBlockIds: spec.gpuBlockIds, blockHashes: hashes };
+  }
+
+  buildConnectorMeta(step: StepView): OffloadStepMetadata {
+    const loads = this.loadsThisStep;
+    this.loadsThisStep = [];
+    return { flushReqIds: step.preemptedReqIds, stores: [], loads };
+  }
+
+  updateConnectorOutput(output: ModelRunnerOutput): void {
+    for (const job of output.finishedJobs) {
+      this.inFlight.delete(job.jobId);
+      this.finishedJobIds.push(job.jobId);
+    }
+  }
+
+  requestFinished(): boolean {
+    return false;
+  }
+
+  hasPendingWork(): boolean {
+    return this.inFlight.size > 0 || this.loadsThisStep.length > 0;
+  }
+
+  reset(): void {
+    this.cpuByHash.clear();
+    this.inFlight.clear();
+    this.loadsThisStep = [];
+  }
+
+  loadsFor(reqId: string): TransferJobSpec[] {
+    return this.issuedLoads.filter((l) => l.reqId === reqId);
+  }
+}
+
+export interface HarnessOptions {
+  readonly config?: Partial<SchedulerConfigInput>;
+  readonly schedulerOptions?: Omit<SchedulerOptions, 'connector'>;
+  /** Builds a connector over the harness's runner. */
+  readonly connector?: (runner: SimulatedRunner) => SchedulerConnector;
+  readonly numCpuBlocks?: number;
+  readonly loadLatencySteps?: number;
+  readonly loadFaults?: LoadFaultInjector;
+}
+
+/** A scheduler driven by the simulated runner, recording every step and every request's tokens. */
+export class Harness {
+  readonly scheduler: Scheduler;
+  readonly runner: SimulatedRunner;
+  readonly connector: SchedulerConnector | null;
+  readonly outputs = new Map<string, number[]>();
+  readonly finishReasons = new Map<string, string>();
+  readonly errors = new Map<string, string>();
+  readonly steps: SchedulerOutput[] = [];
+  readonly results: ModelRunnerOutput[] = [];
+  readonly sketches = new Map<string, RequestSketch>();
+
+  constructor(options: HarnessOptions = {}) {
+    const config = tinyConfig(options.config);
+    this.runner = new SimulatedRunner({
+      shape: TINY,
+      blockSize: config.blockSize,
+      numGpuBlocks: config.numGpuBlocks,
+      numCpuBlocks: options.numCpuBlocks ?? 256,
+      loadLatencySteps: options.loadLatencySteps ?? 1,
+      loadFaults: options.loadFaults,
+    });
+    this.connector = options.connector ? options.connector(this.runner) : null;
+    let clock = 0;
+    this.scheduler = new Scheduler(config, {
+      ...options.schedulerOptions,
+      connector: this.connector,
+      now: () => clock++,
+    });
+  }
+
+  add(id: string, sketch: RequestSketch): Request {
+    const request = requestFor(this.scheduler, id, sketch);
+    this.scheduler.addRequest(request);
+    this.sketches.set(id, sketch);
+    this.outputs.set(id, []);
+    return request;
+  }
+
+  /** One engine step: schedule, run on the simulated workers, apply the output. */
+  step(): { scheduled: SchedulerOutput; updates: RequestUpdate[] } {
+    const scheduled = this.scheduler.schedule();
+    const result = this.runner.execute(scheduled);
+    this.steps.push(scheduled);
+    this.results.push(result);
+    const updates = this.scheduler.updateFromOutput(scheduled, result);
+    for (const u of updates) {
+      this.outputs.get(u.reqId)?.push(...u.newTokenIds);
+      if (u.finishReason !== undefined) this.finishReasons.set(u.reqId, u.finishReason);
+      if (u.errorMessage !== undefined) this.errors.set(u.reqId, u.errorMessage);
+    }
+    return { scheduled, updates };
+  }
+
+  /** Steps until nothing is left to do; returns the number of steps taken. */
+  runUntilIdle(maxSteps = 10_000): number {
+    let n = 0;
+    while (this.scheduler.hasPendingWork()) {
+      if (n++ >= maxSteps) throw new Error(`still busy after ${maxSteps} steps`);
+      this.step();
+    }
+    return n;
+  }
+
+  /** The step in which request `id` was scheduled last, or undefined. */
+  scheduledIn(step: SchedulerOutput, id: string) {
+    return step.requests.find((r) => r.reqId === id);
+  }
+
+  expectedTokens(id: string): number[] {
+    return referenceTokens(this.sketches.get(id) as RequestSketch);
+  }
+}
+
+/** A small seeded PRNG (mulberry32): random scenarios that replay exactly. */
+export class Rng {
+  private state: number;
+
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+
+  /** Uniform in [0, 1). */
+  next(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  /** Integer in [lo, hi]. */
+  int(lo: number, hi: number): number {
+    return lo + Math.floor(this.next() * (hi - lo + 1));
+  }
+
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+
+  pick<T>(items: readonly T[]): T {
+    return items[Math.floor(this.next() * items.length)];
+  }
+}
