@@ -1,0 +1,28 @@
+import { CommanderError } from 'commander';
+import { ConfigError, KvtierError, TraceError } from '../core/errors.js';
+import { UsageError } from './usage-error.js';
+
+/**
+ * How the CLI ends for an error: 2 for bad input (flags, config file, trace
+ * lines) with one `kvtier: <message>` line, 0 after help or version output,
+ * 1 for failures of the run itself.
+ */
+export interface CliExit {
+  readonly code: number;
+  /** The line to print on stderr, or null when commander already printed what it had to. */
+  readonly message: string | null;
+}
+
+export function cliExitFor(err: unknown): CliExit {
+  if (err instanceof CommanderError) {
+    // 'commander.help' after a bare `kvtier`: the help text was the message.
+    if (err.exitCode === 0 || err.code === 'commander.help') return { code: err.exitCode === 0 ? 0 : 2, message: null };
+    return { code: 2, message: `kvtier: ${err.message.replace(/^error:\s*/, '')}` };
+  }
+  if (err instanceof UsageError || err instanceof ConfigError || err instanceof TraceError) {
+    return { code: 2, message: `kvtier: ${err.message}` };
+  }
+  if (err instanceof KvtierError) return { code: 1, message: `kvtier: ${err.message} (${err.code})` };
+  const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+  return { code: 1, message: `kvtier: unexpected failure: ${message}` };
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { analyzeCommand, analyzeOptionsFromCommand, createAnalyzeCommand } from './analyze-command.js';
+import { benchCommand } from './bench.js';
+import { cliExitFor } from './exit-codes.js';
+import { parseLooseOptions } from './loose-options.js';
+import { packageRoot } from './package-root.js';
+import { runCommand } from './run.js';
+import { runConfigFromCommand } from './run-config.js';
+import { createRunCommand } from './run-flags.js';
+
+/** The `kvtier` command line: run, analyze, bench. */
+
+/** Commander prints help itself; errors are printed once, by cliExitFor's caller. */
+function quietErrors(command: Command): Command {
+  return command.exitOverride().configureOutput({ outputError: () => {} });
+}
+
+function version(): string {
+  const manifest = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version?: string };
+  return manifest.version ?? 'unknown';
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let exitCode = 0;
+  const program = quietErrors(
+    new Command('kvtier')
+      .description('LLM-style serving runtime with a paged KV cache, prefix caching and a CPU offload tier')
+      .version(version()),
+  );
+  program.addCommand(
+    quietErrors(createRunCommand()).action(async (_options: unknown, command: Command) => {
+      exitCode = await runCommand(runConfigFromCommand(command));
+    }),
+  );
+  program.addCommand(
+    quietErrors(createAnalyzeCommand()).action(async (_options: unknown, command: Command) => {
+      exitCode = await analyzeCommand(analyzeOptionsFromCommand(command));
+    }),
+  );
+  program.addCommand(
+    quietErrors(new Command('bench'))
+      .description('benchmarks: transfer GB/s against a contiguous copy, scheduler CPU time per step, ...')
+      .argument('<kind>', 'which benchmark (e.g. transfer, scheduler)')
+      .allowUnknownOption()
+      .allowExcessArguments()
+      .action(async (kind: string, _options: unknown, command: Command) => {
+        exitCode = await benchCommand(kind, parseLooseOptions(command.args.slice(1)));
+      }),
+  );
+  await program.parseAsync(argv as string[], { from: 'user' });
+  return exitCode;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => finish(code),
+  (err: unknown) => {
+    const exit = cliExitFor(err);
+    if (exit.message !== null) process.stderr.write(`${exit.message}\n`);
+    finish(exit.code);
+  },
+);
+
+/** Lets output drain, but never lets a stray handle keep a finished CLI alive. */
+function finish(code: number): void {
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 2000).unref();
+}

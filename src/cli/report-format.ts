@@ -1,0 +1,85 @@
+import { formatBytes } from './byte-size.js';
+import type { Percentiles } from './percentiles.js';
+import type { RunReport, TransferReport } from './report.js';
+import { labeledRows } from './text-rows.js';
+
+/** Human-readable renderings of RunReport: one run, or --compare's two side by side. */
+
+const count = (x: number) => Math.round(x).toLocaleString('en-US');
+const ms = (x: number | null) => (x === null ? '-' : `${x.toFixed(x < 10 ? 2 : 1)} ms`);
+/** GB/s from the report, shown in MB/s below 1 GB/s so small rates stay readable. */
+const rate = (gbps: number | null) => (gbps === null ? '-' : gbps >= 1 ? `${gbps.toFixed(2)} GB/s` : `${(gbps * 1000).toFixed(1)} MB/s`);
+const share = (part: number, whole: number) => (whole === 0 ? '-' : `${((100 * part) / whole).toFixed(1)}%`);
+
+function percentiles(p: Percentiles): string {
+  return `p50 ${ms(p.p50).padStart(10)}   p90 ${ms(p.p90).padStart(10)}   p99 ${ms(p.p99).padStart(10)}`;
+}
+
+function transfer(name: string, t: TransferReport): string {
+  const failed = t.failedJobs > 0 ? `, ${count(t.failedJobs)} failed` : '';
+  return `${name}  ${count(t.jobs).padStart(7)} jobs${failed}  ${formatBytes(t.bytes).padStart(11)}  link ${rate(t.gbps)}  (avg over wall ${rate(t.avgGbps)})`;
+}
+
+/** One run's report as aligned text. */
+export function formatRunReport(report: RunReport): string {
+  const { requests, tokens, hits, transfers, latency, integrity, leaks } = report;
+  const title = `kvtier run: ${report.backend} backend, tp ${report.tp}, offload ${report.offload ? 'on' : 'off'}${report.workload === null ? '' : `, ${report.workload}`}`;
+  const lines: [string, string][] = [
+    ['requests', `${count(requests.total)} total   ${count(requests.finished)} finished   ${count(requests.failed)} failed   ${count(requests.aborted)} aborted`],
+    ['wall time', `${report.wallSeconds.toFixed(2)} s`],
+    ['throughput', `${report.throughput.requestsPerSecond.toFixed(2)} req/s   ${count(report.throughput.outputTokensPerSecond)} output tok/s   ${count(report.throughput.promptTokensPerSecond)} prompt tok/s`],
+    ['tokens', `prompt ${count(tokens.prompt)}   output ${count(tokens.output)}   prefill computed ${count(tokens.prefillComputed)} (${share(tokens.prefillComputed, tokens.prompt)} of prompt)`],
+    ['hits', `GPU prefix ${count(hits.gpuPrefixTokens)} tok (${share(hits.gpuPrefixTokens, tokens.prompt)})   CPU tier ${count(hits.cpuTierTokens)} tok (${share(hits.cpuTierTokens, tokens.prompt)})`],
+    ['transfers', transfer('GPU->CPU', transfers.gpuToCpu)],
+    ['', transfer('CPU->GPU', transfers.cpuToGpu)],
+    ['TTFT', percentiles(latency.ttftMs)],
+    ['TPOT', percentiles(latency.tpotMs)],
+    ['preemptions', count(report.preemptions)],
+    ['load failures', `${count(report.loadFailures.blocks)} blocks, ${count(report.loadFailures.requestsRecovered)} requests recovered`],
+    ['rank restarts', count(report.rankRestarts)],
+    ['integrity', `${count(integrity.checked - integrity.mismatches)}/${count(integrity.checked)}${integrity.mismatches > 0 ? `   ${count(integrity.mismatches)} MISMATCHED` : ''}`],
+    ['leaks', `${count(leaks.gpuBlocks)} GPU blocks, ${count(leaks.cpuBlocks)} CPU blocks`],
+  ];
+  for (const m of integrity.examples) lines.push(['', `mismatch: request ${m.id} differs first at output ${m.index}`]);
+  for (const e of report.errors) lines.push(['error', e]);
+  return `${title}\n${labeledRows(lines)}\n\nRates: "link" is bytes over the transfers' busy time; "avg over wall" is bytes over the run's wall time.`;
+}
+
+/** Relative change from `before` to `after`, e.g. "-42.0%". */
+function change(before: number | null, after: number | null): string {
+  if (before === null || after === null || before === 0) return '-';
+  const pct = (100 * (after - before)) / before;
+  return `${pct >= 0 ? '+' : ''}${pct.toFixed(1)}%`;
+}
+
+/** --compare: offloading off and on side by side, with the change. */
+export function formatComparison(off: RunReport, on: RunReport): string {
+  type Row = [label: string, off: string, on: string, change: string];
+  const metric = (label: string, pick: (r: RunReport) => number | null, show: (x: number | null) => string): Row => [
+    label,
+    show(pick(off)),
+    show(pick(on)),
+    change(pick(off), pick(on)),
+  ];
+  const n = (x: number | null) => (x === null ? '-' : count(x));
+  const table: Row[] = [
+    ['', 'offload off', 'offload on', 'change'],
+    metric('wall time', (r) => r.wallSeconds, (x) => (x === null ? '-' : `${x.toFixed(2)} s`)),
+    metric('output tok/s', (r) => r.throughput.outputTokensPerSecond, n),
+    metric('requests/s', (r) => r.throughput.requestsPerSecond, (x) => (x === null ? '-' : x.toFixed(2))),
+    metric('TTFT p50', (r) => r.latency.ttftMs.p50, ms),
+    metric('TTFT p90', (r) => r.latency.ttftMs.p90, ms),
+    metric('TTFT p99', (r) => r.latency.ttftMs.p99, ms),
+    metric('TPOT p50', (r) => r.latency.tpotMs.p50, ms),
+    metric('prefill computed', (r) => r.tokens.prefillComputed, n),
+    metric('GPU prefix hits', (r) => r.hits.gpuPrefixTokens, n),
+    metric('CPU tier hits', (r) => r.hits.cpuTierTokens, n),
+    metric('preemptions', (r) => r.preemptions, n),
+    ['integrity', `${off.integrity.checked - off.integrity.mismatches}/${off.integrity.checked}`, `${on.integrity.checked - on.integrity.mismatches}/${on.integrity.checked}`, ''],
+  ];
+  const widths = [0, 1, 2, 3].map((c) => Math.max(...table.map((row) => row[c].length)));
+  const lines = table.map((row) =>
+    [row[0].padEnd(widths[0]), row[1].padStart(widths[1]), row[2].padStart(widths[2]), row[3].padStart(widths[3])].join('   ').trimEnd(),
+  );
+  return `kvtier run --compare: ${on.backend} backend, tp ${on.tp}${on.workload === null ? '' : `, ${on.workload}`}\n${lines.join('\n')}`;
+}

@@ -1,0 +1,129 @@
+import type { EngineMetrics, FinishedRequest, TransferCounters } from '../runtime/engine-types.js';
+import type { IntegritySummary } from './integrity.js';
+import { summarizePercentiles, type Percentiles } from './percentiles.js';
+
+export { formatComparison, formatRunReport } from './report-format.js';
+
+/**
+ * The report of one `kvtier run`: what the engine counted, latency
+ * percentiles from the finished requests, and the integrity check.
+ *
+ * Transfer rates: `gbps` is bytes over the transfers' busy time (the summed
+ * device time of the jobs), i.e. the rate the link delivered while copying;
+ * `avgGbps` is bytes over the run's wall time, i.e. the average load the
+ * transfers put on the link. GB is 1e9 bytes.
+ */
+
+export interface TransferReport {
+  readonly jobs: number;
+  readonly failedJobs: number;
+  readonly bytes: number;
+  /** Link rate: bytes / busy time, GB/s (null without transfers). */
+  readonly gbps: number | null;
+  /** Average over the run: bytes / wall time, GB/s. */
+  readonly avgGbps: number | null;
+}
+
+export interface RunReport {
+  readonly requests: { readonly total: number; readonly finished: number; readonly failed: number; readonly aborted: number };
+  readonly tokens: { readonly prompt: number; readonly output: number; readonly prefillComputed: number };
+  readonly hits: { readonly gpuPrefixTokens: number; readonly cpuTierTokens: number };
+  readonly transfers: { readonly gpuToCpu: TransferReport; readonly cpuToGpu: TransferReport };
+  readonly preemptions: number;
+  readonly loadFailures: { readonly blocks: number; readonly requestsRecovered: number };
+  readonly rankRestarts: number;
+  readonly integrity: { readonly checked: number; readonly mismatches: number; readonly examples: IntegritySummary['examples'] };
+  readonly leaks: { readonly gpuBlocks: number; readonly cpuBlocks: number };
+  readonly latency: { readonly ttftMs: Percentiles; readonly tpotMs: Percentiles };
+  readonly wallSeconds: number;
+  readonly backend: string;
+  readonly tp: number;
+  /** Whether the CPU tier was on. */
+  readonly offload: boolean;
+  readonly throughput: { readonly requestsPerSecond: number; readonly outputTokensPerSecond: number; readonly promptTokensPerSecond: number };
+  readonly workload: string | null;
+  /** Distinct error messages of failed requests (at most a few). */
+  readonly errors: readonly string[];
+}
+
+export interface RunReportInput {
+  readonly finished: readonly FinishedRequest[];
+  readonly metrics: EngineMetrics;
+  readonly integrity: Pick<IntegritySummary, 'checked' | 'mismatches' | 'examples'>;
+  readonly wallSeconds: number;
+  readonly backend: string;
+  readonly tp: number;
+  readonly offload: boolean;
+  readonly workload?: string;
+}
+
+const MAX_ERRORS = 5;
+
+function completed(f: FinishedRequest): boolean {
+  return f.finishReason === 'length' || f.finishReason === 'stopped';
+}
+
+function transferReport(counters: TransferCounters, wallSeconds: number): TransferReport {
+  const gb = counters.bytes / 1e9;
+  return {
+    jobs: counters.jobs,
+    failedJobs: counters.failedJobs,
+    bytes: counters.bytes,
+    gbps: counters.busyMs > 0 ? gb / (counters.busyMs / 1000) : null,
+    avgGbps: wallSeconds > 0 && counters.jobs > 0 ? gb / wallSeconds : null,
+  };
+}
+
+/**
+ * TTFT = firstTokenMs - arrivalMs; TPOT = (finishMs - firstTokenMs) /
+ * (outputs - 1), for requests with at least two outputs. Both over requests
+ * that ran to completion.
+ */
+export function buildRunReport(input: RunReportInput): RunReport {
+  const { finished, metrics, wallSeconds } = input;
+  const ttft: number[] = [];
+  const tpot: number[] = [];
+  const errors = new Set<string>();
+  let done = 0;
+  let failed = 0;
+  let aborted = 0;
+  for (const f of finished) {
+    if (f.finishReason === 'aborted') aborted++;
+    if (f.finishReason === 'error') {
+      failed++;
+      if (f.errorMessage !== null && errors.size < MAX_ERRORS) errors.add(f.errorMessage);
+    }
+    if (!completed(f)) continue;
+    done++;
+    if (f.firstTokenMs === null) continue;
+    ttft.push(f.firstTokenMs - f.arrivalMs);
+    if (f.outputTokens.length >= 2) tpot.push((f.finishMs - f.firstTokenMs) / (f.outputTokens.length - 1));
+  }
+  const perSecond = (x: number) => (wallSeconds > 0 ? x / wallSeconds : 0);
+  return {
+    requests: { total: Math.max(metrics.requests.added, finished.length), finished: done, failed, aborted },
+    tokens: { ...metrics.tokens },
+    hits: { ...metrics.hits },
+    transfers: {
+      gpuToCpu: transferReport(metrics.transfers.gpuToCpu, wallSeconds),
+      cpuToGpu: transferReport(metrics.transfers.cpuToGpu, wallSeconds),
+    },
+    preemptions: metrics.preemptions,
+    loadFailures: { ...metrics.loadFailures },
+    rankRestarts: metrics.rankRestarts,
+    integrity: { checked: input.integrity.checked, mismatches: input.integrity.mismatches, examples: input.integrity.examples },
+    leaks: { ...metrics.leaks },
+    latency: { ttftMs: summarizePercentiles(ttft), tpotMs: summarizePercentiles(tpot) },
+    wallSeconds,
+    backend: input.backend,
+    tp: input.tp,
+    offload: input.offload,
+    throughput: {
+      requestsPerSecond: perSecond(done),
+      outputTokensPerSecond: perSecond(metrics.tokens.output),
+      promptTokensPerSecond: perSecond(metrics.tokens.prompt),
+    },
+    workload: input.workload ?? null,
+    errors: [...errors],
+  };
+}

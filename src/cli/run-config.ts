@@ -1,0 +1,289 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { ConfigError } from '../core/errors.js';
+import type { BackendName, KvLayout } from '../device/types.js';
+import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
+import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from '../runtime/engine-types.js';
+import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
+import { parseCommandArgs } from './command-parse.js';
+import { flagInput, invalidValue, mergeInputs, originOf, parseInput, readConfigFile, rejectBoth, type LayeredInput } from './config-input.js';
+import {
+  byteSize,
+  flag,
+  modelPreset,
+  nonEmptyString,
+  nonNegativeInt,
+  oneOf,
+  positiveInt,
+  positiveNumber,
+  storePolicy,
+  timeWindow,
+  tokenScale,
+} from './field-schemas.js';
+import { RUN_DEFAULTS } from './run-defaults.js';
+import { createRunCommand } from './run-flags.js';
+import { UsageError } from './usage-error.js';
+
+export { UsageError } from './usage-error.js';
+export { RUN_DEFAULTS } from './run-defaults.js';
+
+/**
+ * Everything `kvtier run` accepts, from flags or a JSON config file (one
+ * schema for both; flags override the file; unknown keys are errors).
+ */
+export const runInputSchema = z
+  .object({
+    backend: oneOf(['auto', 'host', 'cuda']),
+    tp: positiveInt(),
+    model: modelPreset(),
+    layout: oneOf(['cross-layer', 'per-layer']),
+    blockSize: positiveInt(),
+    gpuBlocks: positiveInt(),
+    cpuBlocks: positiveInt(),
+    cpuBytes: byteSize(),
+    offloadFactor: positiveInt(),
+    eviction: oneOf(['lru', 'arc']),
+    storePolicy: storePolicy(),
+    offload: flag(),
+    workload: oneOf(['multiturn', 'trace']),
+    requests: positiveInt(),
+    rounds: positiveInt(),
+    seed: nonNegativeInt(),
+    trace: nonEmptyString('a trace file path'),
+    maxRequests: positiveInt(),
+    timeWindow: timeWindow(),
+    tokenScale: tokenScale(),
+    speedup: positiveNumber(),
+    arrivals: flag(),
+    faults: nonEmptyString('a fault plan'),
+    faultSeed: nonNegativeInt(),
+    failurePolicy: oneOf(['recompute', 'fail']),
+    rankRestart: flag(),
+    stepDeadlineMs: positiveInt(),
+    compare: flag(),
+    json: nonEmptyString('an output file path'),
+    maxNumSeqs: positiveInt(),
+    maxBatchedTokens: positiveInt(),
+    maxModelLen: positiveInt(),
+    computeNsPerToken: nonNegativeInt(),
+  })
+  .partial()
+  .strict();
+
+type RunInput = z.output<typeof runInputSchema>;
+
+export interface MultiturnRunWorkload {
+  readonly kind: 'multiturn';
+  readonly requests: number;
+  readonly rounds: number;
+  readonly seed: number;
+}
+
+export interface TraceRunWorkload {
+  readonly kind: 'trace';
+  readonly file: string;
+  readonly maxRequests: number | null;
+  /** Seconds into the trace, [start, end); end may be Infinity. */
+  readonly timeWindow: readonly [number, number] | null;
+  readonly tokenScale: number;
+  readonly speedup: number;
+  /** false: submit every request at time 0. */
+  readonly arrivals: boolean;
+}
+
+export type RunWorkloadConfig = MultiturnRunWorkload | TraceRunWorkload;
+
+export interface RunConfig {
+  readonly backend: 'auto' | BackendName;
+  /** 'auto': the CUDA device count with cuda, 2 on host (see resolveRunConfig). */
+  readonly tp: number | 'auto';
+  readonly model: ModelPresetName;
+  readonly layout: KvLayout;
+  readonly blockSize: number;
+  readonly gpuBlocks: number;
+  readonly offload: boolean;
+  /** The CPU tier's size: exactly one of cpuBlocks and cpuBytes is set. */
+  readonly cpuBlocks: number | null;
+  readonly cpuBytes: number | null;
+  readonly offloadFactor: number;
+  readonly eviction: EvictionPolicyName;
+  readonly storePolicy: StorePolicyName;
+  readonly workload: RunWorkloadConfig;
+  readonly faults: string | null;
+  readonly faultSeed: number;
+  readonly failurePolicy: FailurePolicy;
+  readonly rankRestart: boolean;
+  readonly stepDeadlineMs: number | null;
+  readonly compare: boolean;
+  /** Where to write the JSON report, if anywhere. */
+  readonly json: string | null;
+  /** Engine limits; null leaves the engine's default. */
+  readonly maxNumSeqs: number | null;
+  readonly maxBatchedTokens: number | null;
+  readonly maxModelLen: number | null;
+  readonly computeNsPerToken: number | null;
+}
+
+/** A RunConfig whose backend and rank count are decided. */
+export type ResolvedRunConfig = RunConfig & { readonly backend: BackendName; readonly tp: number };
+
+const TRACE_ONLY_KEYS = ['maxRequests', 'timeWindow', 'tokenScale', 'speedup', 'arrivals'] as const;
+const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
+/** Config file keys holding paths (relative to the file). */
+const PATH_KEYS = ['trace', 'json'] as const;
+
+/**
+ * Parses `kvtier run`'s arguments (without the program and command names).
+ * Throws UsageError naming the flag or key for anything wrong; a CommanderError
+ * with exit code 0 means help was printed.
+ */
+export function parseRunArgs(argv: readonly string[]): RunConfig {
+  return runConfigFromCommand(parseCommandArgs(createRunCommand(), argv));
+}
+
+/** Builds the RunConfig from a parsed `run` command: its config file, then its flags. */
+export function runConfigFromCommand(command: Command): RunConfig {
+  const flags = flagInput(command, ['config']);
+  const configFile = command.opts().config as string | undefined;
+  const input = configFile === undefined ? flags : mergeInputs(readConfigFile(configFile, PATH_KEYS), flags);
+  return buildRunConfig(input);
+}
+
+/** Validates layered input and applies defaults. */
+export function buildRunConfig(input: LayeredInput): RunConfig {
+  const given = parseInput(runInputSchema, input);
+  checkCombinations(given, input);
+  const model = given.model ?? RUN_DEFAULTS.model;
+  const tp = given.tp ?? 'auto';
+  if (tp !== 'auto') checkTpFitsModel(model, tp, input);
+  const hasCpuSize = given.cpuBlocks !== undefined || given.cpuBytes !== undefined;
+  return {
+    backend: given.backend ?? 'auto',
+    tp,
+    model,
+    layout: given.layout ?? RUN_DEFAULTS.layout,
+    blockSize: given.blockSize ?? RUN_DEFAULTS.blockSize,
+    gpuBlocks: given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks,
+    offload: given.offload ?? true,
+    cpuBlocks: hasCpuSize ? (given.cpuBlocks ?? null) : RUN_DEFAULTS.cpuBlocks,
+    cpuBytes: given.cpuBytes ?? null,
+    offloadFactor: given.offloadFactor ?? RUN_DEFAULTS.offloadFactor,
+    eviction: given.eviction ?? RUN_DEFAULTS.eviction,
+    storePolicy: given.storePolicy ?? RUN_DEFAULTS.storePolicy,
+    workload: workloadConfig(given),
+    faults: given.faults ?? null,
+    faultSeed: given.faultSeed ?? RUN_DEFAULTS.faultSeed,
+    failurePolicy: given.failurePolicy ?? RUN_DEFAULTS.failurePolicy,
+    rankRestart: given.rankRestart ?? false,
+    stepDeadlineMs: given.stepDeadlineMs ?? null,
+    compare: given.compare ?? false,
+    json: given.json ?? null,
+    maxNumSeqs: given.maxNumSeqs ?? null,
+    maxBatchedTokens: given.maxBatchedTokens ?? null,
+    maxModelLen: given.maxModelLen ?? null,
+    computeNsPerToken: given.computeNsPerToken ?? null,
+  };
+}
+
+function workloadConfig(given: RunInput): RunWorkloadConfig {
+  if (given.trace !== undefined) {
+    return {
+      kind: 'trace',
+      file: given.trace,
+      maxRequests: given.maxRequests ?? null,
+      timeWindow: given.timeWindow ?? null,
+      tokenScale: given.tokenScale ?? 1,
+      speedup: given.speedup ?? 1,
+      arrivals: given.arrivals ?? true,
+    };
+  }
+  return {
+    kind: 'multiturn',
+    requests: given.requests ?? MULTITURN_DEFAULTS.requests,
+    rounds: given.rounds ?? MULTITURN_DEFAULTS.rounds,
+    seed: given.seed ?? MULTITURN_DEFAULTS.seed,
+  };
+}
+
+/** Settings that are each valid but do not go together. */
+function checkCombinations(given: RunInput, input: LayeredInput): void {
+  const name = (key: string) => originOf(input, key);
+  const conflict = (message: string): never => {
+    throw new UsageError(message);
+  };
+  rejectBoth(input, 'cpuBlocks', 'cpuBytes', 'size the CPU tier');
+  if (given.workload === 'trace' && given.trace === undefined) conflict(`${name('workload')} trace needs --trace FILE`);
+  if (given.workload === 'multiturn' && given.trace !== undefined) {
+    conflict(`${name('trace')} replays a trace, but ${name('workload')} asks for multiturn`);
+  }
+  const isTrace = given.trace !== undefined;
+  for (const key of TRACE_ONLY_KEYS) {
+    if (!isTrace && given[key] !== undefined) conflict(`${name(key)} applies to trace replay only (add --trace FILE)`);
+  }
+  for (const key of MULTITURN_ONLY_KEYS) {
+    if (isTrace && given[key] !== undefined) {
+      conflict(`${name(key)} applies to the multiturn workload only; a trace fixes its own requests (see --max-requests)`);
+    }
+  }
+  if (given.speedup !== undefined && given.arrivals === false) {
+    conflict(`${name('speedup')} and ${name('arrivals')} do not go together: without arrivals there is nothing to speed up`);
+  }
+  if (given.compare === true && given.offload === false) {
+    conflict(`${name('compare')} runs with offloading off and then on; drop ${name('offload')}`);
+  }
+}
+
+function checkTpFitsModel(model: ModelPresetName, tp: number, input: LayeredInput): void {
+  const heads = MODEL_PRESETS[model].kvHeads;
+  if (heads % tp !== 0) {
+    throw invalidValue(input, 'tp', `the ${model} model's ${heads} KV heads must split evenly over the ranks`);
+  }
+}
+
+/**
+ * Decides the backend and rank count. `cudaDeviceCount` comes from the
+ * device layer at run time (0 without CUDA). With cuda and no --tp, tp is the
+ * device count, lowered to the largest count that divides the model's KV
+ * heads (the tiny model has 4 heads, so 8 GPUs run it with tp 4).
+ */
+export function resolveRunConfig(config: RunConfig, cudaDeviceCount: number): ResolvedRunConfig {
+  const backend: BackendName = config.backend === 'auto' ? (cudaDeviceCount > 0 ? 'cuda' : 'host') : config.backend;
+  if (backend === 'cuda' && cudaDeviceCount === 0) {
+    throw new ConfigError('backend "cuda" was requested but no CUDA device was found (use --backend host)');
+  }
+  if (config.tp !== 'auto') return { ...config, backend, tp: config.tp };
+  const heads = MODEL_PRESETS[config.model].kvHeads;
+  let tp = backend === 'cuda' ? cudaDeviceCount : RUN_DEFAULTS.hostTp;
+  while (heads % tp !== 0) tp--;
+  return { ...config, backend, tp };
+}
+
+/** The engine configuration for one run, with offloading on or off (--compare runs both). */
+export function toEngineConfig(config: ResolvedRunConfig, options: { offload: boolean }): EngineConfigInput {
+  const engine: EngineConfigInput = {
+    model: config.model,
+    tp: config.tp,
+    backend: config.backend,
+    layout: config.layout,
+    blockSize: config.blockSize,
+    gpuBlocks: config.gpuBlocks,
+    offload: options.offload,
+    failurePolicy: config.failurePolicy,
+    faultSeed: config.faultSeed,
+    rankRestart: config.rankRestart,
+  };
+  if (options.offload) {
+    if (config.cpuBytes !== null) engine.cpuBytes = config.cpuBytes;
+    else if (config.cpuBlocks !== null) engine.cpuBlocks = config.cpuBlocks;
+    engine.offloadFactor = config.offloadFactor;
+    engine.eviction = config.eviction;
+    engine.storePolicy = config.storePolicy;
+  }
+  if (config.faults !== null) engine.faults = config.faults;
+  if (config.stepDeadlineMs !== null) engine.stepDeadlineMs = config.stepDeadlineMs;
+  if (config.maxNumSeqs !== null) engine.maxNumSeqs = config.maxNumSeqs;
+  if (config.maxBatchedTokens !== null) engine.maxNumBatchedTokens = config.maxBatchedTokens;
+  if (config.maxModelLen !== null) engine.maxModelLen = config.maxModelLen;
+  if (config.computeNsPerToken !== null) engine.computeNsPerToken = config.computeNsPerToken;
+  return engine;
+}

@@ -1,0 +1,49 @@
+import { Command } from 'commander';
+import { MODEL_PRESET_NAMES } from '../model/presets.js';
+import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
+import { RUN_DEFAULTS } from './run-defaults.js';
+
+/**
+ * The flags of `kvtier run`. Options carry no commander defaults: a value is
+ * either given on the command line or comes from the config file or
+ * RUN_DEFAULTS, so the config layer can tell what the user set.
+ */
+export function createRunCommand(): Command {
+  return new Command('run')
+    .description('serve a workload (built-in multi-turn chat or a Mooncake trace) through the engine and report what offloading bought')
+    .option('--config <file>', 'JSON file of settings; keys are the flags\' camelCase names (e.g. "gpuBlocks", "offload": false); flags override it; relative paths in it are relative to the file')
+    .option('--backend <name>', 'auto | host | cuda (default auto: cuda when a GPU is found, else host)')
+    .option('--tp <n>', 'tensor-parallel ranks (default: CUDA device count with cuda, 2 on host)')
+    .option('--model <name>', `model preset: ${MODEL_PRESET_NAMES.join(' | ')} (default ${RUN_DEFAULTS.model})`)
+    .option('--layout <layout>', `KV layout: cross-layer | per-layer (default ${RUN_DEFAULTS.layout})`)
+    .option('--block-size <tokens>', `tokens per GPU block (default ${RUN_DEFAULTS.blockSize})`)
+    .option('--gpu-blocks <n>', `GPU KV blocks per rank (default ${RUN_DEFAULTS.gpuBlocks})`)
+    .option('--cpu-blocks <n>', `CPU tier size in offloaded blocks (default ${RUN_DEFAULTS.cpuBlocks})`)
+    .option('--cpu-bytes <size>', 'CPU tier size in bytes over all ranks, e.g. 512MiB, 2GiB, 1.5GB (instead of --cpu-blocks)')
+    .option('--offload-factor <n>', `GPU blocks per offloaded block (default ${RUN_DEFAULTS.offloadFactor})`)
+    .option('--eviction <policy>', `CPU tier eviction: lru | arc (default ${RUN_DEFAULTS.eviction})`)
+    .option('--store-policy <policy>', `on-compute | on-evict | reuse:K (default ${RUN_DEFAULTS.storePolicy})`)
+    .option('--no-offload', 'run without the CPU tier')
+    .option('--workload <kind>', 'multiturn | trace (default multiturn; trace when --trace is given)')
+    .option('--requests <n>', `multiturn: requests in all (default ${MULTITURN_DEFAULTS.requests})`)
+    .option('--rounds <n>', `multiturn: rounds per conversation (default ${MULTITURN_DEFAULTS.rounds})`)
+    .option('--seed <n>', `multiturn: seed of all token ids and timings (default ${MULTITURN_DEFAULTS.seed})`)
+    .option('--trace <file>', 'replay a Mooncake trace (JSONL: timestamp, input_length, output_length, hash_ids)')
+    .option('--max-requests <n>', 'trace: replay at most N requests (after --time-window)')
+    .option('--time-window <start:end>', 'trace: replay requests arriving START..END seconds into the trace (e.g. 0:600, 60:)')
+    .option('--token-scale <n>', 'trace: divide lengths and the 512-token trace block by N (a divisor of 512)')
+    .option('--speedup <x>', 'trace: divide arrival times by X')
+    .option('--no-arrivals', 'trace: submit every request at once, ignoring timestamps')
+    .option('--faults <plan>', 'fault injection plan for chaos runs')
+    .option('--fault-seed <n>', `seed of probabilistic faults (default ${RUN_DEFAULTS.faultSeed})`)
+    .option('--failure-policy <policy>', `after a failed load: recompute | fail (default ${RUN_DEFAULTS.failurePolicy})`)
+    .option('--rank-restart', 'respawn a dead rank and recompute instead of failing the run')
+    .option('--step-deadline-ms <ms>', 'a rank that misses a step by this long is declared dead')
+    .option('--compare', 'run the workload with offloading off, then on, and report them side by side')
+    .option('--json <file>', 'also write the report as JSON')
+    .option('--max-num-seqs <n>', 'scheduler: most requests running at once')
+    .option('--max-batched-tokens <n>', 'scheduler: most tokens per step')
+    .option('--max-model-len <n>', 'longest prompt plus output the engine accepts')
+    .option('--compute-ns-per-token <ns>', "override the model's emulated compute time per token")
+    .allowExcessArguments(false);
+}

@@ -1,0 +1,117 @@
+import { writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { cudaDeviceCount } from '../device/native.js';
+import { Engine, EngineStoppedError } from '../runtime/engine.js';
+import type { FinishedRequest } from '../runtime/engine-types.js';
+import { IntegrityChecker } from './integrity.js';
+import { ProgressLine, snapshotFromMetrics } from './progress.js';
+import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
+import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
+import { createRunWorkload } from './run-workload.js';
+
+/** Requests added per loop turn at most, so a burst of arrivals does not starve stepping. */
+const MAX_ADDS_PER_TURN = 4096;
+
+interface RunOutcome {
+  readonly report: RunReport;
+  /** Why the run failed, or null. */
+  readonly failure: string | null;
+}
+
+/**
+ * `kvtier run`: pushes a workload through the engine on every rank, shows
+ * live progress, then prints the report (and writes it as JSON). Exit code 1
+ * when the engine failed, an output differs from the reference model, or a
+ * block leaked.
+ */
+export async function runCommand(config: RunConfig): Promise<number> {
+  const resolved = resolveRunConfig(config, cudaDeviceCount());
+  if (resolved.compare) {
+    const off = await runOnce(resolved, false);
+    const on = await runOnce(resolved, true);
+    process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
+    if (resolved.json !== null) {
+      await writeFile(resolved.json, `${JSON.stringify({ offloadOff: off.report, offloadOn: on.report }, null, 2)}\n`);
+    }
+    return reportFailures([off, on]);
+  }
+  const outcome = await runOnce(resolved, resolved.offload);
+  process.stdout.write(`${formatRunReport(outcome.report)}\n`);
+  if (resolved.json !== null) await writeFile(resolved.json, `${JSON.stringify(outcome.report, null, 2)}\n`);
+  return reportFailures([outcome]);
+}
+
+function reportFailures(outcomes: readonly RunOutcome[]): number {
+  const failures = outcomes.flatMap((o) => (o.failure === null ? [] : [o.failure]));
+  for (const failure of failures) process.stderr.write(`kvtier: ${failure}\n`);
+  return failures.length > 0 ? 1 : 0;
+}
+
+async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<RunOutcome> {
+  const engine = await Engine.create(toEngineConfig(config, { offload }));
+  const finished: FinishedRequest[] = [];
+  let failure: string | null = null;
+  let integrity: IntegrityChecker | null = null;
+  let progress: ProgressLine | null = null;
+  let wallSeconds = 0;
+  try {
+    const workload = await createRunWorkload(config.workload, {
+      vocabSize: engine.config.model.vocabSize,
+      maxModelLen: engine.config.maxModelLen,
+    });
+    integrity = new IntegrityChecker(engine.config.model);
+    const checker = integrity;
+    progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
+    progress.start();
+    const start = engine.now();
+    const runClock = (): number => engine.now() - start;
+    const done = (f: FinishedRequest): void => {
+      finished.push(f);
+      checker.add(f);
+      workload.onFinished(f, runClock());
+    };
+    try {
+      for (;;) {
+        const due = workload.takeDue(runClock(), MAX_ADDS_PER_TURN);
+        if (due.length > 0) {
+          await engine.addRequests(due.map((d) => ({ ...d.spec, arrivalMs: start + d.arrivalMs })));
+        }
+        if (engine.hasPendingWork()) {
+          const report = await engine.step();
+          report.finished.forEach(done);
+          continue;
+        }
+        const next = workload.nextArrivalMs();
+        if (workload.done() || next === null) break;
+        await sleep(Math.max(0, next - runClock()));
+      }
+    } catch (error) {
+      if (!(error instanceof EngineStoppedError)) throw error;
+      error.finished.forEach(done);
+      failure = error.message;
+    }
+    wallSeconds = runClock() / 1000;
+  } finally {
+    progress?.stop();
+    await engine.shutdown();
+  }
+  const summary = await integrity.finish();
+  const metrics = engine.metrics();
+  const report = buildRunReport({
+    finished,
+    metrics,
+    integrity: summary,
+    wallSeconds,
+    backend: engine.backend,
+    tp: engine.config.tp,
+    offload,
+    workload: config.workload.kind === 'trace' ? `trace ${config.workload.file}` : `multiturn (${config.workload.requests} requests)`,
+  });
+  if (failure === null && summary.mismatches > 0) {
+    failure = `integrity check failed: ${summary.mismatches} of ${summary.checked} requests differ from the reference model`;
+  }
+  if (failure === null && (metrics.leaks.gpuBlocks > 0 || metrics.leaks.cpuBlocks > 0)) {
+    failure = `blocks leaked after the run: ${metrics.leaks.gpuBlocks} GPU, ${metrics.leaks.cpuBlocks} CPU`;
+  }
+  return { report, failure };
+}

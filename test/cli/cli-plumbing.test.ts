@@ -1,0 +1,73 @@
+import { CommanderError } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { formatBytes, parseByteSize } from '../../src/cli/byte-size.js';
+import { cliExitFor } from '../../src/cli/exit-codes.js';
+import { parseLooseOptions } from '../../src/cli/loose-options.js';
+import { UsageError } from '../../src/cli/usage-error.js';
+import { ConfigError, EngineError, RankError, TraceError } from '../../src/core/errors.js';
+
+describe('byte sizes', () => {
+  it.each([
+    ['4096', 4096],
+    ['10B', 10],
+    ['512MiB', 512 * 2 ** 20],
+    ['2GiB', 2 ** 31],
+    ['1.5GB', 1.5e9],
+    ['3 kb', 3000],
+    ['1TiB', 2 ** 40],
+  ])('reads %s', (text, bytes) => {
+    expect(parseByteSize(text)).toBe(bytes);
+  });
+
+  it.each(['', 'GiB', '2 GiBs', '-1MiB', '1.5.2GB', '2XB'])('rejects %j', (text) => {
+    expect(parseByteSize(text)).toBeNull();
+  });
+
+  it('renders sizes with binary units', () => {
+    expect(formatBytes(512)).toBe('512 B');
+    expect(formatBytes(1.5 * 2 ** 30)).toBe('1.50 GiB');
+  });
+});
+
+describe('how the CLI exits on errors', () => {
+  it.each([
+    ['a bad flag', new UsageError('--tp: invalid value "x": expected a positive integer')],
+    ['a bad config', new ConfigError('gpuBlocks: too small')],
+    ['a bad trace line', new TraceError('t.jsonl', 3, 'invalid JSON')],
+  ])('exits 2 with one kvtier: line for %s', (_what, err) => {
+    expect(cliExitFor(err)).toEqual({ code: 2, message: `kvtier: ${err.message}` });
+  });
+
+  it('exits 2 for flags commander rejects, without its "error:" prefix', () => {
+    const err = new CommanderError(1, 'commander.unknownOption', "error: unknown option '--x'");
+    expect(cliExitFor(err)).toEqual({ code: 2, message: "kvtier: unknown option '--x'" });
+  });
+
+  it('exits 0 after help or version output, printing nothing more', () => {
+    expect(cliExitFor(new CommanderError(0, 'commander.helpDisplayed', '(outputHelp)'))).toEqual({ code: 0, message: null });
+  });
+
+  it('exits 1 for failures of the run, with the error code', () => {
+    expect(cliExitFor(new RankError(1, 'missed the step deadline'))).toEqual({
+      code: 1,
+      message: 'kvtier: rank 1 failed: missed the step deadline (ERR_KVTIER_RANK)',
+    });
+    expect(cliExitFor(new EngineError('stopped')).code).toBe(1);
+    expect(cliExitFor(new Error('boom')).message).toMatch(/^kvtier: unexpected failure: Error: boom/);
+  });
+});
+
+describe('bench options', () => {
+  it('reads values, key=value pairs and bare flags in camelCase', () => {
+    expect(parseLooseOptions(['--blocks', '64', '--kv-layout=per-layer', '--json', '--requests', '256'])).toEqual({
+      blocks: '64',
+      kvLayout: 'per-layer',
+      json: true,
+      requests: '256',
+    });
+  });
+
+  it('rejects a stray argument', () => {
+    expect(() => parseLooseOptions(['transfer'])).toThrow(UsageError);
+  });
+});

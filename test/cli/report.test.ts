@@ -1,0 +1,165 @@
+import { describe, expect, it } from 'vitest';
+import { percentile, summarizePercentiles } from '../../src/cli/percentiles.js';
+import { buildRunReport, formatComparison, formatRunReport, type RunReport } from '../../src/cli/report.js';
+import type { EngineMetrics, FinishedRequest, TransferCounters } from '../../src/runtime/engine-types.js';
+import { finishedRequest } from './finished-requests.js';
+
+function transfer(overrides: Partial<TransferCounters> = {}): TransferCounters {
+  return { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, ...overrides };
+}
+
+function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
+  return {
+    steps: 100,
+    preemptions: 2,
+    requests: { added: 4, finished: 2, aborted: 1, failed: 1 },
+    tokens: { prompt: 1000, output: 40, prefillComputed: 400 },
+    hits: { gpuPrefixTokens: 350, cpuTierTokens: 250 },
+    transfers: { gpuToCpu: transfer({ jobs: 10, bytes: 4e9, busyMs: 2000 }), cpuToGpu: transfer({ jobs: 5, bytes: 1e9, busyMs: 250 }) },
+    loadFailures: { blocks: 3, requestsRecovered: 1 },
+    storeFailures: 0,
+    rankRestarts: 1,
+    leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+    ...overrides,
+  };
+}
+
+/** A request that arrived at `arrival`, got its first token at `first` and finished at `finish` with `outputs` tokens. */
+function timed(id: string, arrival: number, first: number, finish: number, outputs: number, reason: FinishedRequest['finishReason'] = 'length'): FinishedRequest {
+  return { ...finishedRequest({ id }), arrivalMs: arrival, firstTokenMs: first, finishMs: finish, outputTokens: Array.from({ length: outputs }, () => 1), finishReason: reason };
+}
+
+function sampleReport(overrides: Partial<Parameters<typeof buildRunReport>[0]> = {}): RunReport {
+  return buildRunReport({
+    finished: [
+      timed('a', 0, 10, 110, 11),
+      timed('b', 5, 45, 65, 3),
+      timed('c', 0, 100, 100, 1, 'stopped'),
+      { ...timed('d', 0, 1, 2, 2, 'error'), errorMessage: 'rank 1 failed: exited with code 1' },
+      timed('e', 0, 1, 2, 2, 'aborted'),
+    ],
+    metrics: metrics({ requests: { added: 5, finished: 3, aborted: 1, failed: 1 } }),
+    integrity: { checked: 3, mismatches: 0, examples: [] },
+    wallSeconds: 4,
+    backend: 'host',
+    tp: 2,
+    offload: true,
+    workload: 'multiturn: 2 conversations',
+    ...overrides,
+  });
+}
+
+describe('percentiles', () => {
+  it('interpolates between the nearest ranks', () => {
+    expect(percentile([1, 2, 3, 4], 50)).toBe(2.5);
+    expect(percentile([10, 20, 30, 40, 50, 60, 70, 80, 90, 100], 90)).toBe(91);
+    expect(percentile([7], 99)).toBe(7);
+    expect(percentile([], 50)).toBeNull();
+  });
+
+  it('sorts before summarizing', () => {
+    expect(summarizePercentiles([30, 10, 20])).toEqual({ p50: 20, p90: 28, p99: 29.8 });
+  });
+});
+
+describe('the run report', () => {
+  it('has exactly the documented keys', () => {
+    const report = sampleReport();
+    expect(Object.keys(report.requests).sort()).toEqual(['aborted', 'failed', 'finished', 'total']);
+    expect(Object.keys(report.tokens).sort()).toEqual(['output', 'prefillComputed', 'prompt']);
+    expect(Object.keys(report.hits).sort()).toEqual(['cpuTierTokens', 'gpuPrefixTokens']);
+    for (const direction of [report.transfers.gpuToCpu, report.transfers.cpuToGpu]) {
+      expect(direction).toEqual(expect.objectContaining({ jobs: expect.any(Number), bytes: expect.any(Number), gbps: expect.any(Number) }));
+    }
+    expect(Object.keys(report.loadFailures).sort()).toEqual(['blocks', 'requestsRecovered']);
+    expect(report.integrity).toEqual(expect.objectContaining({ checked: 3, mismatches: 0 }));
+    expect(Object.keys(report.leaks).sort()).toEqual(['cpuBlocks', 'gpuBlocks']);
+    expect(Object.keys(report.latency.ttftMs).sort()).toEqual(['p50', 'p90', 'p99']);
+    expect(Object.keys(report.latency.tpotMs).sort()).toEqual(['p50', 'p90', 'p99']);
+    expect(report).toEqual(expect.objectContaining({ preemptions: 2, rankRestarts: 1, wallSeconds: 4, backend: 'host', tp: 2 }));
+  });
+
+  it('counts requests by how they finished', () => {
+    expect(sampleReport().requests).toEqual({ total: 5, finished: 3, failed: 1, aborted: 1 });
+  });
+
+  it('takes TTFT from arrival to first token over completed requests', () => {
+    // a: 10, b: 40, c: 100.
+    expect(sampleReport().latency.ttftMs).toEqual({ p50: 40, p90: 88, p99: 98.8 });
+  });
+
+  it('takes TPOT over the outputs after the first, for requests with two or more', () => {
+    // a: 100 ms / 10 = 10; b: 20 ms / 2 = 10; c has one output.
+    expect(sampleReport().latency.tpotMs).toEqual({ p50: 10, p90: 10, p99: 10 });
+  });
+
+  it('gives the link rate over busy time and the average over wall time', () => {
+    const { gpuToCpu, cpuToGpu } = sampleReport().transfers;
+    expect(gpuToCpu).toMatchObject({ jobs: 10, bytes: 4e9, gbps: 2, avgGbps: 1 });
+    expect(cpuToGpu).toMatchObject({ jobs: 5, bytes: 1e9, gbps: 4, avgGbps: 0.25 });
+  });
+
+  it('has no rate for a direction without transfers', () => {
+    const report = sampleReport({ metrics: metrics({ transfers: { gpuToCpu: transfer(), cpuToGpu: transfer() } }) });
+    expect(report.transfers.cpuToGpu).toMatchObject({ jobs: 0, gbps: null, avgGbps: null });
+  });
+
+  it('keeps the error messages of failed requests', () => {
+    expect(sampleReport().errors).toEqual(['rank 1 failed: exited with code 1']);
+  });
+
+  it('has no latency figures when nothing completed', () => {
+    expect(sampleReport({ finished: [] }).latency.ttftMs).toEqual({ p50: null, p90: null, p99: null });
+  });
+
+  it('round-trips through JSON', () => {
+    const report = sampleReport();
+    expect(JSON.parse(JSON.stringify(report))).toEqual(report);
+  });
+});
+
+describe('the report as text', () => {
+  it('shows every section with units and integrity as passed/checked', () => {
+    const text = formatRunReport(sampleReport());
+    expect(text).toMatch(/^kvtier run: host backend, tp 2, offload on, multiturn: 2 conversations$/m);
+    expect(text).toMatch(/ requests: 5 total {3}3 finished {3}1 failed {3}1 aborted$/m);
+    expect(text).toMatch(/ tokens: prompt 1,000 {3}output 40 {3}prefill computed 400 \(40\.0% of prompt\)$/m);
+    expect(text).toMatch(/ hits: GPU prefix 350 tok \(35\.0%\) {3}CPU tier 250 tok \(25\.0%\)$/m);
+    expect(text).toMatch(/GPU->CPU +10 jobs +3\.73 GiB +link 2\.00 GB\/s +\(avg over wall 1\.00 GB\/s\)/);
+    expect(text).toMatch(/CPU->GPU +5 jobs +953\.67 MiB +link 4\.00 GB\/s +\(avg over wall 250\.0 MB\/s\)/);
+    expect(text).toMatch(/ TTFT: p50 +40\.0 ms +p90 +88\.0 ms +p99 +98\.8 ms$/m);
+    expect(text).toMatch(/ integrity: 3\/3$/m);
+    expect(text).toMatch(/ error: rank 1 failed: exited with code 1$/m);
+  });
+
+  it('aligns the values in one column', () => {
+    const lines = formatRunReport(sampleReport()).split('\n').slice(1, 8);
+    const valueColumns = lines.map((line) => line.indexOf(': ') >= 0 ? line.indexOf(': ') : line.search(/\S/) - 2);
+    expect(new Set(valueColumns).size).toBe(1);
+  });
+
+  it('flags mismatches with the request and index', () => {
+    const text = formatRunReport(sampleReport({ integrity: { checked: 3, mismatches: 1, examples: [{ id: 'b', index: 4, expected: 1, actual: 2 }] } }));
+    expect(text).toMatch(/ integrity: 2\/3 {3}1 MISMATCHED$/m);
+    expect(text).toMatch(/mismatch: request b differs first at output 4/);
+  });
+});
+
+describe('the --compare table', () => {
+  it('puts offloading off and on side by side with the change', () => {
+    const off = sampleReport({
+      offload: false,
+      metrics: metrics({ tokens: { prompt: 1000, output: 40, prefillComputed: 800 }, hits: { gpuPrefixTokens: 200, cpuTierTokens: 0 } }),
+      finished: [timed('a', 0, 20, 120, 11), timed('b', 0, 80, 100, 3), timed('c', 0, 200, 200, 1)],
+      wallSeconds: 5,
+    });
+    const on = sampleReport();
+    const text = formatComparison(off, on);
+    expect(text).toMatch(/offload off +offload on +change/);
+    expect(text).toMatch(/^TTFT p50 +80\.0 ms +40\.0 ms +-50\.0%$/m);
+    expect(text).toMatch(/^prefill computed +800 +400 +-50\.0%$/m);
+    expect(text).toMatch(/^output tok\/s +8 +10 +\+25\.0%$/m);
+    expect(text).toMatch(/^CPU tier hits +0 +250 +-$/m);
+    expect(text).toMatch(/^integrity +3\/3 +3\/3$/m);
+  });
+});
