@@ -1,0 +1,309 @@
+import { pathToFileURL } from 'node:url';
+import { Command, Option } from 'commander';
+import { ConfigError } from '../core/errors.js';
+import { MODEL_PRESETS } from '../model/presets.js';
+import { referenceGenerate } from '../model/reference.js';
+import type { ModelShape } from '../model/shape.js';
+import type { OffloadingConnector } from '../offload/connector.js';
+import { createOffloadingConnector } from '../offload/create-connector.js';
+import type { OffloadingManager } from '../offload/manager.js';
+import type { EvictionPolicyName } from '../runtime/engine-types.js';
+import { parseSchedulerConfig } from '../scheduler/config.js';
+import { createRequest } from '../scheduler/request.js';
+import { Scheduler } from '../scheduler/scheduler.js';
+import { SimulatedRunner } from '../sim/simulated-runner.js';
+import { loadTrace } from '../workload/trace.js';
+import { tracePromptTokens } from '../workload/trace-tokens.js';
+
+/**
+ * Store and eviction policies compared on a slice of a Mooncake trace: the
+ * same requests, arriving at the same steps, go through the Scheduler, the
+ * OffloadingConnector and the SimulatedRunner once per configuration (and
+ * once without a CPU tier, as the baseline). Every run checks each finished
+ * request's tokens against the reference model.
+ */
+
+export interface PolicyConfiguration {
+  readonly eviction: EvictionPolicyName;
+  /** 'on-compute' | 'on-evict' | 'reuse:K'. */
+  readonly storePolicy: string;
+}
+
+export interface ComparePoliciesOptions {
+  readonly traceFile: string;
+  /** Requests taken from the start of the trace. */
+  readonly maxRequests: number;
+  /** Trace lengths are divided by this (each 512-token trace block becomes 512 / tokenScale tokens). */
+  readonly tokenScale: number;
+  readonly gpuBlocks: number;
+  /** CPU tier capacity in offloaded blocks. */
+  readonly cpuBlocks: number;
+  readonly blockSize: number;
+  readonly offloadFactor: number;
+  readonly configurations: readonly PolicyConfiguration[];
+  /** Trace milliseconds per engine step: a request arrives at step floor(timestamp / traceMsPerStep). Default 1000. */
+  readonly traceMsPerStep?: number;
+  readonly maxNumBatchedTokens?: number;
+  readonly maxNumSeqs?: number;
+  /** Steps a transfer job takes to complete (the simulated runner's latency). Default 1. */
+  readonly transferLatencySteps?: number;
+  /** Also run without a CPU tier (default true). */
+  readonly baseline?: boolean;
+  /** Reports each finished configuration (e.g. a progress line). */
+  readonly onResult?: (result: PolicyResult) => void;
+}
+
+export interface PolicyResult {
+  /** 'lru + on-compute', ..., or 'GPU only' for the baseline. */
+  readonly label: string;
+  readonly configuration: PolicyConfiguration | null;
+  readonly requests: number;
+  readonly promptTokens: number;
+  readonly gpuPrefixHitTokens: number;
+  readonly cpuHitTokens: number;
+  readonly prefillTokensComputed: number;
+  readonly loadJobs: number;
+  readonly storeJobs: number;
+  /** Offloaded blocks whose store completed. */
+  readonly blocksStored: number;
+  /** Offers of offloaded blocks a reuse filter declined (a block offered again each step counts each time). */
+  readonly declinedOffers: number;
+  /** Blocks the CPU tier evicted to make room. */
+  readonly cpuEvictions: number;
+  /** Cached blocks the GPU prefix cache evicted. */
+  readonly gpuEvictions: number;
+  readonly preemptions: number;
+  readonly steps: number;
+  /** Finished requests whose tokens equal the reference model's. */
+  readonly verifiedRequests: number;
+}
+
+export interface PolicyComparison {
+  readonly options: Omit<ComparePoliciesOptions, 'onResult'>;
+  readonly results: readonly PolicyResult[];
+}
+
+interface ReplayRequest {
+  readonly id: string;
+  readonly arrivalStep: number;
+  readonly prompt: Int32Array;
+  readonly maxTokens: number;
+  readonly seed: number;
+}
+
+const MODEL: ModelShape = MODEL_PRESETS.tiny;
+
+export async function comparePolicies(options: ComparePoliciesOptions): Promise<PolicyComparison> {
+  const traceMsPerStep = options.traceMsPerStep ?? 1000;
+  if (!(traceMsPerStep > 0)) throw new ConfigError(`traceMsPerStep must be > 0, got ${traceMsPerStep}`);
+  const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
+  const requests: ReplayRequest[] = trace.records.map((record) => ({
+    id: `L${record.line}`,
+    arrivalStep: Math.floor((record.timestampMs - trace.originMs) / traceMsPerStep),
+    prompt: tracePromptTokens(record.hashIds, record.inputLength, trace.blockTokens, MODEL.vocabSize),
+    maxTokens: record.outputLength,
+    seed: record.line,
+  }));
+  const expected = new Map(requests.map((r) => [r.id, referenceGenerate(MODEL, { promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed }).outputTokens]));
+
+  const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
+  const results: PolicyResult[] = [];
+  for (const configuration of runs) {
+    const result = replay(options, requests, expected, configuration);
+    options.onResult?.(result);
+    results.push(result);
+  }
+  const { onResult: _onResult, ...rest } = options;
+  return { options: rest, results };
+}
+
+/** Replays the requests through one configuration (null: no CPU tier). */
+function replay(
+  options: ComparePoliciesOptions,
+  requests: readonly ReplayRequest[],
+  expected: ReadonlyMap<string, readonly number[]>,
+  configuration: PolicyConfiguration | null,
+): PolicyResult {
+  const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
+  if (Math.ceil(longest / options.blockSize) > options.gpuBlocks) {
+    throw new ConfigError(
+      `gpuBlocks ${options.gpuBlocks} cannot hold the slice's longest request (${longest} tokens in blocks of ${options.blockSize})`,
+    );
+  }
+  const config = parseSchedulerConfig({
+    blockSize: options.blockSize,
+    numGpuBlocks: options.gpuBlocks,
+    maxNumBatchedTokens: options.maxNumBatchedTokens ?? 2048,
+    maxNumSeqs: options.maxNumSeqs ?? 64,
+    maxModelLen: longest,
+    vocabSize: MODEL.vocabSize,
+  });
+  let connector: OffloadingConnector | null = null;
+  let manager: OffloadingManager | null = null;
+  if (configuration !== null) {
+    const parts = createOffloadingConnector({
+      model: MODEL,
+      tp: 1,
+      blockSize: options.blockSize,
+      offloadFactor: options.offloadFactor,
+      cpuBlocks: options.cpuBlocks,
+      eviction: configuration.eviction,
+      storePolicy: configuration.storePolicy,
+    });
+    connector = parts.connector;
+    manager = parts.manager;
+  }
+  const latency = options.transferLatencySteps ?? 1;
+  const runner = new SimulatedRunner({
+    shape: MODEL,
+    blockSize: options.blockSize,
+    numGpuBlocks: options.gpuBlocks,
+    numCpuBlocks: configuration === null ? 0 : options.cpuBlocks,
+    offloadFactor: options.offloadFactor,
+    loadLatencySteps: latency,
+    storeLatencySteps: latency,
+  });
+  let clock = 0;
+  const scheduler = new Scheduler(config, { connector, now: () => clock });
+  connector?.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
+
+  const outputs = new Map<string, number[]>();
+  let verified = 0;
+  let next = 0;
+  while (next < requests.length || scheduler.hasPendingWork()) {
+    // An idle engine skips ahead to the next arrival.
+    if (!scheduler.hasPendingWork()) clock = Math.max(clock, requests[next].arrivalStep);
+    while (next < requests.length && requests[next].arrivalStep <= clock) {
+      const r = requests[next++];
+      scheduler.addRequest(createRequest({ id: r.id, promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed, arrivalTime: clock }, scheduler.requestLimits));
+      outputs.set(r.id, []);
+    }
+    const step = scheduler.schedule();
+    const result = runner.execute(step);
+    for (const update of scheduler.updateFromOutput(step, result)) {
+      const tokens = outputs.get(update.reqId) as number[];
+      tokens.push(...update.newTokenIds);
+      if (update.finishReason === undefined) continue;
+      const want = expected.get(update.reqId) as readonly number[];
+      if (tokens.length === want.length && tokens.every((t, i) => t === want[i])) verified++;
+      outputs.delete(update.reqId);
+    }
+    clock++;
+  }
+
+  const stats = scheduler.stats();
+  const metrics = connector?.metrics();
+  return {
+    label: configuration === null ? 'GPU only' : `${configuration.eviction} + ${configuration.storePolicy}`,
+    configuration,
+    requests: requests.length,
+    promptTokens: requests.reduce((sum, r) => sum + r.prompt.length, 0),
+    gpuPrefixHitTokens: stats.gpuPrefixHitTokens,
+    cpuHitTokens: metrics?.cpuHitTokens ?? 0,
+    prefillTokensComputed: stats.prefillTokensComputed,
+    loadJobs: metrics?.loadsIssued ?? 0,
+    storeJobs: metrics?.storesIssued ?? 0,
+    blocksStored: metrics?.offloadedBlocksStored ?? 0,
+    declinedOffers: metrics?.storeBlocksDeclined ?? 0,
+    cpuEvictions: manager?.stats().evictions ?? 0,
+    gpuEvictions: metrics?.gpuBlocksEvicted ?? 0,
+    preemptions: stats.preemptions,
+    steps: stats.steps,
+    verifiedRequests: verified,
+  };
+}
+
+// ---------------------------------------------------------------- report
+
+const COLUMNS: readonly [string, (r: PolicyResult) => string][] = [
+  ['configuration', (r) => r.label],
+  ['CPU hit tok', (r) => String(r.cpuHitTokens)],
+  ['GPU hit tok', (r) => String(r.gpuPrefixHitTokens)],
+  ['prefill tok', (r) => String(r.prefillTokensComputed)],
+  ['loads', (r) => String(r.loadJobs)],
+  ['stores', (r) => String(r.storeJobs)],
+  ['blocks stored', (r) => String(r.blocksStored)],
+  ['declined offers', (r) => String(r.declinedOffers)],
+  ['CPU evictions', (r) => String(r.cpuEvictions)],
+  ['GPU evictions', (r) => String(r.gpuEvictions)],
+  ['preempt', (r) => String(r.preemptions)],
+  ['verified', (r) => `${r.verifiedRequests}/${r.requests}`],
+];
+
+/** The comparison as a Markdown table. */
+export function formatPolicyTable(comparison: PolicyComparison): string {
+  const rows = comparison.results.map((r) => COLUMNS.map(([, cell]) => cell(r)));
+  const widths = COLUMNS.map(([title], i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: readonly string[]) =>
+    `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
+  const rule = `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
+  return [line(COLUMNS.map(([title]) => title)), rule, ...rows.map(line)].join('\n');
+}
+
+// ---------------------------------------------------------------- command line
+
+function parseConfiguration(text: string): PolicyConfiguration {
+  const [eviction, storePolicy] = text.split('/');
+  if ((eviction !== 'lru' && eviction !== 'arc') || storePolicy === undefined) {
+    throw new ConfigError(`--config ${JSON.stringify(text)}: expected EVICTION/STORE_POLICY, e.g. lru/on-compute or arc/reuse:2`);
+  }
+  return { eviction, storePolicy };
+}
+
+function positiveInt(flag: string) {
+  return (text: string): number => {
+    const n = Number(text);
+    if (!Number.isSafeInteger(n) || n < 1) throw new ConfigError(`${flag} must be an integer >= 1, got ${JSON.stringify(text)}`);
+    return n;
+  };
+}
+
+/** `node dist/src/bench/policies.js --trace FILE [options]`: prints the comparison table (or JSON). */
+export async function main(argv: readonly string[]): Promise<void> {
+  const program = new Command('policies')
+    .description('compare CPU-tier store and eviction policies on a Mooncake trace slice')
+    .requiredOption('--trace <file>', 'Mooncake trace (.jsonl)')
+    .addOption(new Option('--max-requests <n>', 'requests from the start of the trace').argParser(positiveInt('--max-requests')).default(400))
+    .addOption(new Option('--token-scale <n>', 'divide trace lengths by n').argParser(positiveInt('--token-scale')).default(32))
+    .addOption(new Option('--gpu-blocks <n>', 'GPU KV blocks').argParser(positiveInt('--gpu-blocks')).default(1024))
+    .addOption(new Option('--cpu-blocks <n>', 'CPU tier offloaded blocks').argParser(positiveInt('--cpu-blocks')).default(4096))
+    .addOption(new Option('--block-size <n>', 'tokens per GPU block').argParser(positiveInt('--block-size')).default(16))
+    .addOption(new Option('--offload-factor <n>', 'GPU blocks per offloaded block').argParser(positiveInt('--offload-factor')).default(1))
+    .addOption(new Option('--ms-per-step <n>', 'trace milliseconds per engine step').argParser(positiveInt('--ms-per-step')).default(1000))
+    .option('--config <eviction/policy...>', 'configurations, e.g. lru/on-compute arc/on-compute lru/reuse:2 lru/on-evict')
+    .option('--json', 'print the comparison as JSON');
+  program.parse(argv as string[], { from: 'user' });
+  const opts = program.opts<{
+    trace: string;
+    maxRequests: number;
+    tokenScale: number;
+    gpuBlocks: number;
+    cpuBlocks: number;
+    blockSize: number;
+    offloadFactor: number;
+    msPerStep: number;
+    config?: string[];
+    json?: boolean;
+  }>();
+  const configurations = (opts.config ?? ['lru/on-compute', 'arc/on-compute', 'lru/reuse:2', 'lru/on-evict']).map(parseConfiguration);
+  const comparison = await comparePolicies({
+    traceFile: opts.trace,
+    maxRequests: opts.maxRequests,
+    tokenScale: opts.tokenScale,
+    gpuBlocks: opts.gpuBlocks,
+    cpuBlocks: opts.cpuBlocks,
+    blockSize: opts.blockSize,
+    offloadFactor: opts.offloadFactor,
+    traceMsPerStep: opts.msPerStep,
+    configurations,
+    onResult: (r) => process.stderr.write(`done: ${r.label} (${r.steps} steps)\n`),
+  });
+  process.stdout.write(opts.json ? `${JSON.stringify(comparison, null, 2)}\n` : `${formatPolicyTable(comparison)}\n`);
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`policies: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,353 @@
+import type { BlockHash } from '../core/block-hash.js';
+import { KvtierError } from '../core/errors.js';
+import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
+import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../scheduler/outputs.js';
+import type { Request } from '../scheduler/request.js';
+import { TransferJobLedger } from './job-ids.js';
+import type { OffloadingManager } from './manager.js';
+import type {
+  GpuPrefixCache,
+  OffloadGeometry,
+  StoreCandidate,
+  StoreContext,
+  StorePolicy,
+  StoreResult,
+} from './policies/store-policy.js';
+
+/**
+ * The scheduler side of KV offloading (DESIGN.md sections 2 and 3): turns
+ * the OffloadingManager's answers into transfer jobs. Admission looks the
+ * request's offloaded blocks up past its GPU prefix hit and issues one
+ * asynchronous load for the hits; each step carries the loads issued since
+ * the previous one, the stores the store policy chose, and the requests whose
+ * stores the workers must flush because they were preempted. Job completions
+ * (merged over ranks) complete loads and stores in the manager.
+ *
+ * Geometry: a GPU block holds blockSize tokens; an offloaded block is f
+ * consecutive GPU blocks (Bo = f x blockSize tokens), keyed by the chained
+ * hash of its last GPU block, so offloaded block i of a request has key
+ * blockHashes[f*i + f - 1].
+ */
+
+/** The connector was called out of protocol (a load for a match it never offered...). */
+export class OffloadingConnectorError extends KvtierError {
+  constructor(message: string) {
+    super('ERR_KVTIER_OFFLOAD_CONNECTOR', message);
+  }
+}
+
+export interface OffloadingConnectorOptions {
+  readonly manager: OffloadingManager;
+  readonly policy: StorePolicy;
+  readonly geometry: OffloadGeometry;
+  /** Bytes one GPU block's transfer moves over all ranks (for bytesExpected). */
+  readonly bytesPerGpuBlock: number;
+}
+
+export interface OffloadingConnectorMetrics {
+  /** Tokens served from the CPU tier: the tokens of every load issued. */
+  readonly cpuHitTokens: number;
+  readonly loadsIssued: number;
+  readonly loadsFailed: number;
+  /** GPU blocks written by loads that succeeded. */
+  readonly gpuBlocksLoaded: number;
+  /** Store jobs issued. */
+  readonly storesIssued: number;
+  /** Offloaded blocks the manager reserved for storing. */
+  readonly storeBlocksAccepted: number;
+  /** Offers of offloaded blocks the manager's admission declined (reuse filter); a block offered again counts again. */
+  readonly storeBlocksDeclined: number;
+  /** Store offers refused for lack of room (retried or skipped by the policy). */
+  readonly storesRejected: number;
+  /** Offloaded blocks whose store completed on every rank. */
+  readonly offloadedBlocksStored: number;
+  readonly storesFailed: number;
+  /** Bytes of the jobs issued, over all ranks, per direction. */
+  readonly bytesExpected: { readonly gpuToCpu: number; readonly cpuToGpu: number };
+  /** Cached GPU blocks the prefix cache evicted. */
+  readonly gpuBlocksEvicted: number;
+}
+
+/** A match offered by getNumNewMatchedTokens, waiting for its blocks to be allocated. */
+interface OfferedMatch {
+  readonly numComputedTokens: number;
+  /** Offloaded blocks [firstBlock, endBlock) are loaded. */
+  readonly firstBlock: number;
+  readonly endBlock: number;
+  readonly numTokens: number;
+}
+
+const NO_MATCH: ExternalMatch = Object.freeze({ numTokens: 0, loadAsync: false });
+
+export class OffloadingConnector implements SchedulerConnector {
+  readonly manager: OffloadingManager;
+  readonly policy: StorePolicy;
+  readonly geometry: OffloadGeometry;
+  private readonly bytesPerGpuBlock: number;
+  private readonly jobs = new TransferJobLedger();
+  /** Requests admitted or scheduled and not finished (the policy needs them when they are preempted). */
+  private readonly live = new Map<string, Request>();
+  private readonly offered = new Map<string, OfferedMatch>();
+  private loadsToSend: TransferJobSpec[] = [];
+  private storesToSend: TransferJobSpec[] = [];
+  /** Requests that got a load since the last metadata was built. */
+  private readonly loadedSinceMeta = new Set<string>();
+  private readonly storeContext: StoreContext;
+  private readonly counters = {
+    cpuHitTokens: 0,
+    loadsIssued: 0,
+    loadsFailed: 0,
+    gpuBlocksLoaded: 0,
+    storesIssued: 0,
+    storeBlocksAccepted: 0,
+    storeBlocksDeclined: 0,
+    storesRejected: 0,
+    offloadedBlocksStored: 0,
+    storesFailed: 0,
+    bytesGpuToCpu: 0,
+    bytesCpuToGpu: 0,
+    gpuBlocksEvicted: 0,
+  };
+
+  constructor(options: OffloadingConnectorOptions) {
+    this.manager = options.manager;
+    this.policy = options.policy;
+    this.geometry = options.geometry;
+    if (!Number.isFinite(options.bytesPerGpuBlock) || options.bytesPerGpuBlock < 0) {
+      throw new OffloadingConnectorError(`bytesPerGpuBlock must be a number >= 0, got ${String(options.bytesPerGpuBlock)}`);
+    }
+    this.bytesPerGpuBlock = options.bytesPerGpuBlock;
+    this.storeContext = { store: (reqId, candidates, fence) => this.store(reqId, candidates, fence) };
+  }
+
+  /** Hands the scheduler's GPU prefix cache to the store policy (write-back needs it to find whole groups). */
+  attachGpuPrefixCache(cache: GpuPrefixCache): void {
+    this.policy.attachGpuPrefixCache(cache);
+  }
+
+  // ---------------------------------------------------------------- admission
+
+  getNumNewMatchedTokens(request: Request, numComputedTokens: number): ExternalMatch | null {
+    const { blockSize, offloadFactor: f, offloadedBlockTokens } = this.geometry;
+    if (!Number.isInteger(numComputedTokens) || numComputedTokens < 0 || numComputedTokens % blockSize !== 0) {
+      throw new OffloadingConnectorError(
+        `getNumNewMatchedTokens: request '${request.id}': numComputedTokens ${numComputedTokens} ` +
+          `is not a whole number of ${blockSize}-token GPU blocks`,
+      );
+    }
+    this.live.set(request.id, request);
+    this.offered.delete(request.id);
+    const numBlocks = Math.floor(request.numTokens / offloadedBlockTokens);
+    const keys = keysBetween(request, f, 0, numBlocks);
+    // Keeps the whole prefix warm in the tier, hit or not.
+    this.manager.touch(keys);
+    if (numBlocks * offloadedBlockTokens - numComputedTokens <= 0) return NO_MATCH;
+
+    const firstBlock = Math.floor(numComputedTokens / offloadedBlockTokens);
+    const hits = this.manager.lookup(keys.slice(firstBlock));
+    if (hits === null) return null;
+    // The scheduler's full-hit cap can leave a prompt's last block outside its GPU hit while
+    // another request's load still brings it in: never load a block twice at once.
+    let endBlock = firstBlock;
+    while (endBlock < firstBlock + hits && !this.jobs.isBeingLoaded(keys[endBlock])) endBlock++;
+    // May start inside an offloaded block when the GPU hit ends inside one.
+    const numTokens = endBlock * offloadedBlockTokens - numComputedTokens;
+    if (numTokens <= 0) return NO_MATCH;
+    this.offered.set(request.id, { numComputedTokens, firstBlock, endBlock, numTokens });
+    return { numTokens, loadAsync: true };
+  }
+
+  updateStateAfterAlloc(request: Request, blockIds: readonly number[], numExternalTokens: number): IssuedLoad | null {
+    if (numExternalTokens === 0) return null;
+    const match = this.offered.get(request.id);
+    if (match === undefined || match.numTokens !== numExternalTokens) {
+      throw new OffloadingConnectorError(
+        `updateStateAfterAlloc: request '${request.id}' got ${numExternalTokens} external tokens, ` +
+          `but the last match offered it ${match?.numTokens ?? 0}`,
+      );
+    }
+    this.offered.delete(request.id);
+    const { blockSize, offloadFactor: f } = this.geometry;
+    const firstBlockIndex = match.numComputedTokens / blockSize;
+    const numGpuBlocks = match.endBlock * f - firstBlockIndex;
+    if (blockIds.length < firstBlockIndex + numGpuBlocks) {
+      throw new OffloadingConnectorError(
+        `updateStateAfterAlloc: request '${request.id}' holds ${blockIds.length} GPU blocks; ` +
+          `the load needs blocks [${firstBlockIndex}, ${firstBlockIndex + numGpuBlocks})`,
+      );
+    }
+
+    const keys = keysBetween(request, f, match.firstBlock, match.endBlock);
+    const cpuBlockIds = this.manager.prepareLoad(keys);
+    const gpuBlockIds = blockIds.slice(firstBlockIndex, firstBlockIndex + numGpuBlocks);
+    const job = this.jobs.issue('load', request.id, keys, numGpuBlocks);
+    this.loadsToSend.push({
+      jobId: job.jobId,
+      reqId: request.id,
+      direction: 'cpuToGpu',
+      gpuBlockIds,
+      cpuBlockIds,
+      // GPU blocks of the first offloaded block that the GPU hit already covers.
+      firstSubBlock: firstBlockIndex - match.firstBlock * f,
+      fence: false,
+    });
+    this.loadedSinceMeta.add(request.id);
+    this.policy.onLoadIssued(request, match.endBlock);
+    this.counters.cpuHitTokens += numExternalTokens;
+    this.counters.loadsIssued++;
+    this.counters.bytesCpuToGpu += numGpuBlocks * this.bytesPerGpuBlock;
+    return {
+      jobId: job.jobId,
+      firstBlockIndex,
+      gpuBlockIds,
+      blockHashes: request.blockHashes.slice(firstBlockIndex, firstBlockIndex + numGpuBlocks),
+    };
+  }
+
+  // ---------------------------------------------------------------- one step
+
+  buildConnectorMeta(step: StepView): OffloadStepMetadata {
+    const scheduledIds = new Set(step.scheduled.map((view) => view.request.id));
+    for (const reqId of step.preemptedReqIds) {
+      // After a rank loss every known request is listed here, and some are admitted again in
+      // this same step: their fresh state stays.
+      if (scheduledIds.has(reqId) || this.loadedSinceMeta.has(reqId)) continue;
+      this.offered.delete(reqId);
+      const request = this.live.get(reqId);
+      if (request !== undefined) this.policy.onPreempted(request);
+    }
+    for (const view of step.scheduled) this.live.set(view.request.id, view.request);
+    this.policy.storesFor(step, this.storeContext);
+    const meta: OffloadStepMetadata = {
+      flushReqIds: [...step.preemptedReqIds],
+      stores: this.storesToSend,
+      loads: this.loadsToSend,
+    };
+    this.storesToSend = [];
+    this.loadsToSend = [];
+    this.loadedSinceMeta.clear();
+    return meta;
+  }
+
+  onGpuBlockEvicted(blockId: number, hash: BlockHash): void {
+    this.counters.gpuBlocksEvicted++;
+    this.policy.onGpuBlockEvicted(blockId, hash);
+  }
+
+  updateConnectorOutput(output: ModelRunnerOutput): void {
+    for (const result of output.finishedJobs) {
+      const job = this.jobs.finish(result.jobId);
+      // Issued before a reset: its keys may name other blocks by now.
+      if (job === undefined) continue;
+      const expected = job.kind === 'load' ? 'cpuToGpu' : 'gpuToCpu';
+      if (result.direction !== expected) {
+        throw new OffloadingConnectorError(
+          `job ${result.jobId} finished as ${result.direction} but was issued as a ${job.kind} (${expected})`,
+        );
+      }
+      if (job.kind === 'load') {
+        // A failed load failed in the transfer: the CPU copy is intact (its store completed, and
+        // nothing writes a ready block), so the blocks stay in the tier and loadable. Unpin either way.
+        this.manager.completeLoad(job.keys);
+        if (result.ok) this.counters.gpuBlocksLoaded += job.numGpuBlocks;
+        else this.counters.loadsFailed++;
+      } else {
+        // A store that failed on any rank leaves its blocks not ready: the manager frees them.
+        this.manager.completeStore(job.keys, result.ok);
+        if (result.ok) this.counters.offloadedBlocksStored += job.keys.length;
+        else this.counters.storesFailed++;
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  requestFinished(request: Request, _blockIds: readonly number[]): boolean {
+    this.offered.delete(request.id);
+    this.live.delete(request.id);
+    this.policy.onRequestFinished(request);
+    // Its blocks may be freed only once every store reading them completed on every rank.
+    return this.jobs.hasStoresInFlight(request.id);
+  }
+
+  hasPendingWork(): boolean {
+    return this.jobs.size > 0;
+  }
+
+  reset(): void {
+    this.manager.reset();
+    this.jobs.clear();
+    this.live.clear();
+    this.offered.clear();
+    this.loadsToSend = [];
+    this.storesToSend = [];
+    this.loadedSinceMeta.clear();
+    this.policy.reset();
+  }
+
+  metrics(): OffloadingConnectorMetrics {
+    const c = this.counters;
+    return {
+      cpuHitTokens: c.cpuHitTokens,
+      loadsIssued: c.loadsIssued,
+      loadsFailed: c.loadsFailed,
+      gpuBlocksLoaded: c.gpuBlocksLoaded,
+      storesIssued: c.storesIssued,
+      storeBlocksAccepted: c.storeBlocksAccepted,
+      storeBlocksDeclined: c.storeBlocksDeclined,
+      storesRejected: c.storesRejected,
+      offloadedBlocksStored: c.offloadedBlocksStored,
+      storesFailed: c.storesFailed,
+      bytesExpected: { gpuToCpu: c.bytesGpuToCpu, cpuToGpu: c.bytesCpuToGpu },
+      gpuBlocksEvicted: c.gpuBlocksEvicted,
+    };
+  }
+
+  // ---------------------------------------------------------------- stores
+
+  /** The StoreContext's store: one prepareStore, and one job (into this step's metadata) for what it accepted. */
+  private store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean): StoreResult | null {
+    const f = this.geometry.offloadFactor;
+    for (const candidate of candidates) {
+      if (candidate.gpuBlockIds.length !== f) {
+        throw new OffloadingConnectorError(
+          `store of key ${candidate.key}: an offloaded block is ${f} GPU blocks, got ${candidate.gpuBlockIds.length}`,
+        );
+      }
+    }
+    const out = this.manager.prepareStore(candidates.map((c) => c.key));
+    if (out === null) {
+      this.counters.storesRejected++;
+      return null;
+    }
+    this.counters.storeBlocksAccepted += out.keysToStore.length;
+    this.counters.storeBlocksDeclined += out.declinedKeys.length;
+    const declinedKeys = new Set(out.declinedKeys);
+    if (out.keysToStore.length === 0) return { job: null, declinedKeys };
+
+    const byKey = new Map(candidates.map((c) => [c.key, c]));
+    const gpuBlockIds: number[] = [];
+    for (const key of out.keysToStore) gpuBlockIds.push(...(byKey.get(key) as StoreCandidate).gpuBlockIds);
+    const job = this.jobs.issue('store', reqId, out.keysToStore, gpuBlockIds.length);
+    const spec: TransferJobSpec = {
+      jobId: job.jobId,
+      reqId,
+      direction: 'gpuToCpu',
+      gpuBlockIds,
+      cpuBlockIds: out.cpuBlockIds.slice(),
+      firstSubBlock: 0,
+      fence,
+    };
+    this.storesToSend.push(spec);
+    this.counters.storesIssued++;
+    this.counters.bytesGpuToCpu += gpuBlockIds.length * this.bytesPerGpuBlock;
+    return { job: spec, declinedKeys };
+  }
+}
+
+/** Keys of the request's offloaded blocks [from, to). */
+function keysBetween(request: Request, offloadFactor: number, from: number, to: number): BlockHash[] {
+  const keys: BlockHash[] = [];
+  for (let i = from; i < to; i++) keys.push(request.blockHashes[i * offloadFactor + offloadFactor - 1]);
+  return keys;
+}

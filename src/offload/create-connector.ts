@@ -1,0 +1,73 @@
+import type { ModelShape } from '../model/shape.js';
+import type { EvictionPolicyName } from '../runtime/engine-types.js';
+import { OffloadingConnector } from './connector.js';
+import { createOffloadingManager } from './create-manager.js';
+import { cpuTierGeometry, type CpuTierGeometry } from './geometry.js';
+import type { OffloadingManager } from './manager.js';
+import { StoreOnComputePolicy } from './policies/on-compute.js';
+import { StoreOnEvictPolicy } from './policies/on-evict.js';
+import { createReusePolicy } from './policies/reuse.js';
+import { parseStorePolicyName } from './policies/store-policy-name.js';
+import { offloadGeometry, type StorePolicy } from './policies/store-policy.js';
+
+/** Engine-level offloading options; errors name the field and value. */
+export interface OffloadingConnectorConfig {
+  readonly model: ModelShape;
+  readonly tp: number;
+  /** Tokens per GPU block. */
+  readonly blockSize: number;
+  /** GPU blocks per offloaded block (f >= 1). */
+  readonly offloadFactor: number;
+  /** CPU tier capacity in offloaded blocks; give exactly one of cpuBlocks and cpuBytes. */
+  readonly cpuBlocks?: number;
+  /** CPU tier capacity in bytes over all ranks. */
+  readonly cpuBytes?: number;
+  readonly eviction: EvictionPolicyName;
+  /** 'on-compute' | 'on-evict' | 'reuse:K'. */
+  readonly storePolicy: string;
+  /** Record the manager's stored/removed events (default false). */
+  readonly enableEvents?: boolean;
+}
+
+export interface OffloadingSetup {
+  readonly connector: OffloadingConnector;
+  readonly manager: OffloadingManager;
+  readonly geometry: CpuTierGeometry;
+}
+
+/**
+ * Builds the CPU tier's manager, the store policy and the connector over
+ * them. 'reuse:K' is store-on-compute through a manager wrapped in a reuse
+ * filter of threshold K. The 'on-evict' policy with offloadFactor > 1 also
+ * needs `connector.attachGpuPrefixCache(scheduler.kvCacheManager.pool)`
+ * once the scheduler exists.
+ */
+export function createOffloadingConnector(config: OffloadingConnectorConfig): OffloadingSetup {
+  const policySpec = parseStorePolicyName(config.storePolicy);
+  const geometry = cpuTierGeometry({
+    model: config.model,
+    tp: config.tp,
+    blockSize: config.blockSize,
+    offloadFactor: config.offloadFactor,
+    cpuBlocks: config.cpuBlocks,
+    cpuBytes: config.cpuBytes,
+  });
+  const manager = createOffloadingManager({
+    eviction: config.eviction,
+    capacityBlocks: geometry.capacityBlocks,
+    reuseThreshold: policySpec.kind === 'reuse' ? policySpec.threshold : undefined,
+    enableEvents: config.enableEvents,
+  });
+  const blocks = offloadGeometry(config.blockSize, config.offloadFactor);
+  let policy: StorePolicy;
+  if (policySpec.kind === 'on-compute') policy = new StoreOnComputePolicy(blocks);
+  else if (policySpec.kind === 'on-evict') policy = new StoreOnEvictPolicy(blocks);
+  else policy = createReusePolicy(blocks, policySpec.threshold);
+  const connector = new OffloadingConnector({
+    manager,
+    policy,
+    geometry: blocks,
+    bytesPerGpuBlock: geometry.bytesPerGpuBlockPerRank * config.tp,
+  });
+  return { connector, manager, geometry };
+}

@@ -1,0 +1,85 @@
+import type { BlockHash } from '../../core/block-hash.js';
+import type { StepView } from '../../scheduler/connector.js';
+import type { Request } from '../../scheduler/request.js';
+import type { OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from './store-policy.js';
+
+/**
+ * Store on compute (the default): every full offloaded block is offered to
+ * the tier once this step's forward has computed it. Each request keeps a
+ * mark, the first offloaded block not yet stored; a step offers [mark, end)
+ * in one store job and the mark advances over the blocks the manager stored
+ * or already held, stopping at the first one it declined (offered again next
+ * step). When the manager has no room at all the mark stays and the whole
+ * range is offered again next step.
+ *
+ * With a reuse-filtering manager this is the `reuse:K` policy: the manager
+ * declines blocks seen fewer than K times, so they are retried until they
+ * qualify or the request ends.
+ */
+export class StoreOnComputePolicy implements StorePolicy {
+  readonly name: string;
+  /** Request id -> index of its first offloaded block not yet stored (absent: 0). */
+  private readonly nextToStore = new Map<string, number>();
+
+  constructor(
+    private readonly geometry: OffloadGeometry,
+    name = 'on-compute',
+  ) {
+    this.name = name;
+  }
+
+  storesFor(step: StepView, context: StoreContext): void {
+    const { offloadFactor: f, offloadedBlockTokens } = this.geometry;
+    for (const view of step.scheduled) {
+      const request = view.request;
+      // Tokens whose KV exists once this step's forward ran; a block one token short is not full.
+      const computed = Math.min(request.numComputedTokens, request.numTokens);
+      const end = Math.floor(computed / offloadedBlockTokens);
+      const start = this.nextToStore.get(request.id) ?? 0;
+      if (end <= start) continue;
+
+      const candidates: StoreCandidate[] = [];
+      for (let i = start; i < end; i++) {
+        candidates.push({
+          key: request.blockHashes[i * f + f - 1],
+          gpuBlockIds: view.blockIds.slice(i * f, (i + 1) * f),
+        });
+      }
+      const result = context.store(request.id, candidates, false);
+      if (result === null) continue;
+      this.nextToStore.set(request.id, start + acceptedRun(candidates, result.declinedKeys));
+    }
+  }
+
+  onLoadIssued(request: Request, endBlock: number): void {
+    const mark = this.nextToStore.get(request.id) ?? 0;
+    if (endBlock > mark) this.nextToStore.set(request.id, endBlock);
+  }
+
+  onPreempted(request: Request): void {
+    this.nextToStore.delete(request.id);
+  }
+
+  onRequestFinished(request: Request): void {
+    this.nextToStore.delete(request.id);
+  }
+
+  onGpuBlockEvicted(): void {
+    // Blocks were stored when computed; an eviction changes nothing.
+  }
+
+  attachGpuPrefixCache(): void {
+    // Never reads the GPU cache: the step's block tables say where computed blocks are.
+  }
+
+  reset(): void {
+    this.nextToStore.clear();
+  }
+}
+
+/** How many candidates, from the first, the manager did not decline. */
+function acceptedRun(candidates: readonly StoreCandidate[], declined: ReadonlySet<BlockHash>): number {
+  let n = 0;
+  while (n < candidates.length && !declined.has(candidates[n].key)) n++;
+  return n;
+}

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../../src/core/errors.js';
+import { bytesPerGpuBlock } from '../../../src/model/shape.js';
+import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
+import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../../src/offload/create-connector.js';
+import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { StoreOnEvictPolicy } from '../../../src/offload/policies/on-evict.js';
+import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
+import { bareRequest, promptOf, TINY } from './helpers.js';
+
+function config(overrides: Partial<OffloadingConnectorConfig> = {}): OffloadingConnectorConfig {
+  return { model: TINY, tp: 2, blockSize: 4, offloadFactor: 1, cpuBlocks: 16, eviction: 'lru', storePolicy: 'on-compute', ...overrides };
+}
+
+describe('createOffloadingConnector', () => {
+  it('builds an LRU or ARC manager of the configured capacity under a store-on-compute policy by default', () => {
+    const lru = createOffloadingConnector(config());
+    expect(lru.manager).toBeInstanceOf(LruOffloadingManager);
+    expect(lru.connector.policy.name).toBe('on-compute');
+    expect(lru.manager.stats().capacityBlocks).toBe(16);
+    expect(createOffloadingConnector(config({ eviction: 'arc' })).manager).toBeInstanceOf(ArcOffloadingManager);
+  });
+
+  it('wraps the manager in a reuse filter of threshold K for reuse:K', () => {
+    const { manager, connector } = createOffloadingConnector(config({ storePolicy: 'reuse:3' }));
+    expect(manager).toBeInstanceOf(ReuseFilterManager);
+    expect((manager as ReuseFilterManager).threshold).toBe(3);
+    expect(connector.policy.name).toBe('reuse:3');
+  });
+
+  it('builds the write-back policy for on-evict', () => {
+    expect(createOffloadingConnector(config({ storePolicy: 'on-evict' })).connector.policy).toBeInstanceOf(StoreOnEvictPolicy);
+  });
+
+  it('sizes the tier from cpuBytes and counts the bytes of issued jobs over every rank', () => {
+    const perGpuBlockAllRanks = bytesPerGpuBlock(TINY, 2, 4) * 2;
+    const { connector, geometry } = createOffloadingConnector(
+      config({ cpuBlocks: undefined, cpuBytes: 10 * 2 * perGpuBlockAllRanks + 5, offloadFactor: 2 }),
+    );
+    expect(geometry.capacityBlocks).toBe(10);
+    const request = bareRequest('r', promptOf(8, 1), 4);
+    request.numComputedTokens = 8;
+    connector.buildConnectorMeta({
+      step: 0,
+      scheduled: [{ request, blockIds: [0, 1], numScheduledTokens: 8, fresh: true }],
+      preemptedReqIds: [],
+    });
+    expect(connector.metrics().bytesExpected.gpuToCpu).toBe(2 * perGpuBlockAllRanks);
+  });
+
+  it('rejects a store policy it does not know, naming the field and value', () => {
+    for (const storePolicy of ['sometimes', 'reuse:0', 'reuse:', 'reuse:1.5']) {
+      expect(() => createOffloadingConnector(config({ storePolicy }))).toThrow(ConfigError);
+      expect(() => createOffloadingConnector(config({ storePolicy }))).toThrow(`storePolicy must be`);
+      expect(() => createOffloadingConnector(config({ storePolicy }))).toThrow(JSON.stringify(storePolicy));
+    }
+  });
+
+  it('rejects a tier of no blocks and a bad offload factor', () => {
+    expect(() => createOffloadingConnector(config({ cpuBlocks: 0 }))).toThrow(/cpuBlocks/);
+    expect(() => createOffloadingConnector(config({ offloadFactor: 0 }))).toThrow(/offloadFactor/);
+    expect(() => createOffloadingConnector(config({ cpuBlocks: undefined }))).toThrow(/cpuBlocks and cpuBytes/);
+  });
+});

@@ -1,0 +1,354 @@
+import { blockHashes, type BlockHash } from '../../../src/core/block-hash.js';
+import { MODEL_PRESETS } from '../../../src/model/presets.js';
+import { chainStates, referenceGenerate } from '../../../src/model/reference.js';
+import type { ModelShape } from '../../../src/model/shape.js';
+import { OffloadingConnector } from '../../../src/offload/connector.js';
+import { createOffloadingConnector } from '../../../src/offload/create-connector.js';
+import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../../src/offload/manager.js';
+import { StoreOnComputePolicy } from '../../../src/offload/policies/on-compute.js';
+import { offloadGeometry } from '../../../src/offload/policies/store-policy.js';
+import { parseSchedulerConfig, type SchedulerConfigInput } from '../../../src/scheduler/config.js';
+import type { SchedulerConnector, StepView } from '../../../src/scheduler/connector.js';
+import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../../src/scheduler/outputs.js';
+import { createRequest, type Request } from '../../../src/scheduler/request.js';
+import { Scheduler } from '../../../src/scheduler/scheduler.js';
+import { SimulatedRunner } from '../../../src/sim/simulated-runner.js';
+
+export const TINY: ModelShape = MODEL_PRESETS.tiny;
+
+/** Deterministic prompt tokens: `length` tokens drawn from `seed`. */
+export function promptOf(length: number, seed: number): number[] {
+  const out: number[] = [];
+  let x = (seed * 2654435761 + 12345) >>> 0;
+  for (let i = 0; i < length; i++) {
+    x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6b43a9b5) >>> 0;
+    out.push(x % TINY.vocabSize);
+  }
+  return out;
+}
+
+export interface RequestSketch {
+  readonly prompt: readonly number[];
+  readonly maxTokens: number;
+  readonly seed?: number;
+}
+
+/** A request with the tiny model's limits, outside any scheduler (unit tests drive the connector directly). */
+export function bareRequest(id: string, prompt: readonly number[], blockSize: number, maxTokens = 4): Request {
+  return createRequest(
+    { id, promptTokens: prompt, maxTokens, seed: 7 },
+    { vocabSize: TINY.vocabSize, maxModelLen: 4096, blockSize },
+  );
+}
+
+// ------------------------------------------------------------------ a scripted manager
+
+/**
+ * An LRU manager whose store answers a test can script: refuse the next
+ * prepareStore calls (null, "no room"), or decline chosen keys the way an
+ * admission filter does. Every offer is recorded.
+ */
+export class ScriptedManager implements OffloadingManager {
+  readonly backing: LruOffloadingManager;
+  readonly storeOffers: BlockHash[][] = [];
+  readonly lookups: BlockHash[][] = [];
+  readonly touches: BlockHash[][] = [];
+  refusals = 0;
+  declined = new Set<BlockHash>();
+
+  constructor(capacityBlocks = 64) {
+    this.backing = new LruOffloadingManager({ capacityBlocks });
+  }
+
+  lookup(keys: readonly BlockHash[]): number | null {
+    this.lookups.push([...keys]);
+    return this.backing.lookup(keys);
+  }
+  prepareLoad(keys: readonly BlockHash[]): number[] {
+    return this.backing.prepareLoad(keys);
+  }
+  touch(keys: readonly BlockHash[]): void {
+    this.touches.push([...keys]);
+    this.backing.touch(keys);
+  }
+  completeLoad(keys: readonly BlockHash[]): void {
+    this.backing.completeLoad(keys);
+  }
+  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
+    this.storeOffers.push([...keys]);
+    if (this.refusals > 0) {
+      this.refusals--;
+      return null;
+    }
+    return this.backing.prepareStore(keys, (key) => !this.declined.has(key) && (admit === undefined || admit(key)));
+  }
+  completeStore(keys: readonly BlockHash[], success: boolean): void {
+    this.backing.completeStore(keys, success);
+  }
+  takeEvents() {
+    return this.backing.takeEvents();
+  }
+  reset(): void {
+    this.backing.reset();
+  }
+  stats(): OffloadingManagerStats {
+    return this.backing.stats();
+  }
+
+  /** Puts `keys` in the tier, ready (their content is whatever the test writes to the runner). */
+  hold(keys: readonly BlockHash[]): number[] {
+    const out = this.backing.prepareStore(keys) as PrepareStoreOutput;
+    this.backing.completeStore(out.keysToStore, true);
+    return [...out.cpuBlockIds];
+  }
+}
+
+/** A store-on-compute connector over a scripted manager, for unit tests without a scheduler. */
+export function scriptedConnector(options: { blockSize?: number; offloadFactor?: number; capacityBlocks?: number } = {}) {
+  const geometry = offloadGeometry(options.blockSize ?? 4, options.offloadFactor ?? 1);
+  const manager = new ScriptedManager(options.capacityBlocks ?? 64);
+  const connector = new OffloadingConnector({
+    manager,
+    policy: new StoreOnComputePolicy(geometry),
+    geometry,
+    bytesPerGpuBlock: 1,
+  });
+  return { connector, manager, geometry };
+}
+
+/** A step in which `request` computed `numTokens` more tokens over the table `blockIds`. */
+export function computeStep(
+  step: number,
+  request: Request,
+  blockIds: readonly number[],
+  numTokens: number,
+  preemptedReqIds: readonly string[] = [],
+): StepView {
+  request.numComputedTokens += numTokens;
+  return { step, scheduled: [{ request, blockIds, numScheduledTokens: numTokens, fresh: false }], preemptedReqIds };
+}
+
+/** Sequential GPU block ids from `first`. */
+export function blockRange(first: number, count: number): number[] {
+  return Array.from({ length: count }, (_, i) => first + i);
+}
+
+/** A merged worker output reporting the given jobs finished. */
+export function jobsFinished(step: number, jobs: readonly TransferJobSpec[], ok = true): ModelRunnerOutput {
+  return {
+    step,
+    sampledTokens: new Map(),
+    finishedJobs: jobs.map((job) => ({
+      jobId: job.jobId,
+      direction: job.direction,
+      ok,
+      failedGpuBlockIds: ok || job.direction === 'gpuToCpu' ? [] : [...job.gpuBlockIds],
+      bytes: 0,
+      elapsedMs: 0,
+    })),
+    finishedSending: new Set(),
+    finishedRecving: new Set(),
+    invalidBlockIds: new Set(),
+  };
+}
+
+// ------------------------------------------------------------------ end to end
+
+export interface OffloadHarnessOptions {
+  readonly scheduler?: Partial<SchedulerConfigInput>;
+  readonly offloadFactor?: number;
+  readonly cpuBlocks?: number;
+  readonly eviction?: 'lru' | 'arc';
+  readonly storePolicy?: string;
+  readonly loadLatencySteps?: number;
+  readonly storeLatencySteps?: number;
+  /** Wraps the connector the scheduler sees (e.g. to tamper with its metadata in a control run). */
+  readonly wrapConnector?: (connector: OffloadingConnector) => SchedulerConnector;
+}
+
+/**
+ * The real Scheduler and OffloadingConnector driven by the SimulatedRunner,
+ * which executes every step's transfers and forward faithfully, so a wrong
+ * or stale block shows up as a wrong token.
+ */
+export class OffloadHarness {
+  readonly scheduler: Scheduler;
+  readonly runner: SimulatedRunner;
+  readonly connector: OffloadingConnector;
+  readonly manager: OffloadingManager;
+  readonly outputs = new Map<string, number[]>();
+  readonly finished = new Set<string>();
+  readonly aborted = new Set<string>();
+  readonly sketches = new Map<string, RequestSketch>();
+  readonly steps: SchedulerOutput[] = [];
+  readonly results: ModelRunnerOutput[] = [];
+
+  constructor(options: OffloadHarnessOptions = {}) {
+    const config = parseSchedulerConfig({
+      blockSize: 4,
+      numGpuBlocks: 64,
+      maxNumBatchedTokens: 64,
+      maxNumSeqs: 16,
+      maxModelLen: 128,
+      vocabSize: TINY.vocabSize,
+      ...options.scheduler,
+    });
+    const offloadFactor = options.offloadFactor ?? 1;
+    const parts = createOffloadingConnector({
+      model: TINY,
+      tp: 1,
+      blockSize: config.blockSize,
+      offloadFactor,
+      cpuBlocks: options.cpuBlocks ?? 64,
+      eviction: options.eviction ?? 'lru',
+      storePolicy: options.storePolicy ?? 'on-compute',
+    });
+    this.connector = parts.connector;
+    this.manager = parts.manager;
+    this.runner = new SimulatedRunner({
+      shape: TINY,
+      blockSize: config.blockSize,
+      numGpuBlocks: config.numGpuBlocks,
+      numCpuBlocks: parts.geometry.capacityBlocks,
+      offloadFactor,
+      loadLatencySteps: options.loadLatencySteps ?? 1,
+      storeLatencySteps: options.storeLatencySteps ?? 1,
+    });
+    let clock = 0;
+    const seen = options.wrapConnector ? options.wrapConnector(this.connector) : this.connector;
+    this.scheduler = new Scheduler(config, { connector: seen, now: () => clock++ });
+    this.connector.attachGpuPrefixCache(this.scheduler.kvCacheManager.pool);
+  }
+
+  add(id: string, sketch: RequestSketch): Request {
+    const request = createRequest(
+      { id, promptTokens: sketch.prompt, maxTokens: sketch.maxTokens, seed: sketch.seed ?? 7 },
+      this.scheduler.requestLimits,
+    );
+    this.scheduler.addRequest(request);
+    this.sketches.set(id, sketch);
+    this.outputs.set(id, []);
+    return request;
+  }
+
+  step(): SchedulerOutput {
+    const scheduled = this.scheduler.schedule();
+    const result = this.runner.execute(scheduled);
+    this.steps.push(scheduled);
+    this.results.push(result);
+    for (const update of this.scheduler.updateFromOutput(scheduled, result)) {
+      this.outputs.get(update.reqId)?.push(...update.newTokenIds);
+      if (update.finishReason !== undefined) this.finished.add(update.reqId);
+    }
+    return scheduled;
+  }
+
+  runUntilIdle(maxSteps = 2_000): void {
+    for (let n = 0; this.scheduler.hasPendingWork(); n++) {
+      if (n >= maxSteps) throw new Error(`still busy after ${maxSteps} steps`);
+      this.step();
+    }
+  }
+
+  /** Runs one request alone to the end (stores included). */
+  serve(id: string, sketch: RequestSketch): void {
+    this.add(id, sketch);
+    this.runUntilIdle();
+  }
+
+  /** Drops every cached GPU block, so the next lookups must go to the CPU tier. */
+  forgetGpuCache(): void {
+    if (!this.scheduler.kvCacheManager.pool.resetPrefixCache()) throw new Error('GPU blocks are still held');
+  }
+
+  expectedTokens(id: string): number[] {
+    const sketch = this.sketches.get(id) as RequestSketch;
+    return referenceGenerate(TINY, { promptTokens: sketch.prompt, maxTokens: sketch.maxTokens, seed: sketch.seed ?? 7 })
+      .outputTokens;
+  }
+
+  /** Aborts a request (its tokens so far must still be a prefix of the reference). */
+  abort(id: string): boolean {
+    this.aborted.add(id);
+    return this.scheduler.abortRequest(id);
+  }
+
+  /** Requests whose tokens differ from the reference model's (for aborted ones: are not a prefix of them). */
+  wrongOutputs(): string[] {
+    return [...this.sketches.keys()].filter((id) => {
+      const got = this.outputs.get(id) as number[];
+      const want = this.expectedTokens(id);
+      const lengthOk = this.aborted.has(id) ? got.length <= want.length : got.length === want.length;
+      return !lengthOk || got.some((t, i) => t !== want[i]);
+    });
+  }
+
+  /** Anything left behind once idle: held GPU blocks, pinned or half-stored CPU blocks, jobs. */
+  leaks(): string[] {
+    const problems = [...this.scheduler.kvCacheManager.pool.checkConsistency()];
+    const usage = this.scheduler.stats().kvCache;
+    if (usage.referenced !== 0) problems.push(`${usage.referenced} GPU blocks still held`);
+    const tier = this.manager.stats();
+    if (tier.pinnedBlocks !== 0) problems.push(`${tier.pinnedBlocks} CPU blocks still pinned`);
+    if (tier.beingStoredBlocks !== 0) problems.push(`${tier.beingStoredBlocks} CPU blocks still being stored`);
+    if (this.connector.hasPendingWork()) problems.push('connector still has jobs in flight');
+    if (this.runner.pendingJobs() !== 0) problems.push(`${this.runner.pendingJobs()} jobs still on the runner`);
+    return problems;
+  }
+
+  /**
+   * Every offloaded block the tier reports loadable, checked against the
+   * reference KV of the token prefix it is keyed by. Returns the keys whose
+   * CPU copy is wrong. (Uses lookup/prepareLoad, so run it at the end.)
+   */
+  wrongTierBlocks(): BlockHash[] {
+    const f = this.runner.cpu.offloadFactor;
+    const bs = this.runner.blockSize;
+    const expected = new Map<BlockHash, Uint32Array>();
+    for (const [id, sketch] of this.sketches) {
+      const tokens = [...sketch.prompt, ...(this.outputs.get(id) as number[])];
+      const states = chainStates(TINY, tokens);
+      const hashes = blockHashes(tokens, bs);
+      for (let last = f - 1; last < hashes.length; last += f) {
+        expected.set(hashes[last], states.slice((last - f + 1) * bs, (last + 1) * bs));
+      }
+    }
+    const wrong: BlockHash[] = [];
+    for (const [key, states] of expected) {
+      if (this.manager.lookup([key]) !== 1) continue;
+      const [cpuBlockId] = this.manager.prepareLoad([key]);
+      this.manager.completeLoad([key]);
+      const held = this.runner.cpu.readBlock(cpuBlockId);
+      if (held.some((s, i) => s !== states[i])) wrong.push(key);
+    }
+    return wrong;
+  }
+
+  /** Every load and store job sent to the workers so far. */
+  loads(): TransferJobSpec[] {
+    return this.steps.flatMap((s) => s.offload?.loads ?? []);
+  }
+
+  stores(): TransferJobSpec[] {
+    return this.steps.flatMap((s) => s.offload?.stores ?? []);
+  }
+
+  /** Index of the step whose output reported job `jobId` finished, or -1. */
+  stepFinishing(jobId: number): number {
+    return this.results.findIndex((r) => r.finishedJobs.some((j) => j.jobId === jobId));
+  }
+
+  /** Index of the first step that computed tokens of request `id`, or -1. */
+  firstStepScheduling(id: string): number {
+    return this.steps.findIndex((s) => s.requests.some((r) => r.reqId === id));
+  }
+}
+
+/** The offloaded-block keys of a token sequence. */
+export function offloadedKeysOf(tokens: readonly number[], blockSize: number, offloadFactor: number): BlockHash[] {
+  const hashes = blockHashes(tokens, blockSize);
+  const keys: BlockHash[] = [];
+  for (let last = offloadFactor - 1; last < hashes.length; last += offloadFactor) keys.push(hashes[last]);
+  return keys;
+}

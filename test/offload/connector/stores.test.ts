@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { bareRequest, blockRange, computeStep, jobsFinished, offloadedKeysOf, promptOf, scriptedConnector } from './helpers.js';
+
+/** Store on compute, driven step by step without a scheduler (blocks of 4 tokens). */
+describe('store on compute', () => {
+  it('stores each full offloaded block once computed, reading its f GPU blocks', () => {
+    const { connector } = scriptedConnector({ blockSize: 4, offloadFactor: 2 });
+    const prompt = promptOf(17, 1);
+    const request = bareRequest('r', prompt, 4);
+    const table = blockRange(10, 5);
+    const meta = connector.buildConnectorMeta(computeStep(0, request, table, 17));
+    const keys = offloadedKeysOf(prompt, 4, 2);
+    expect(meta.stores).toHaveLength(1);
+    expect(meta.stores[0]).toMatchObject({ reqId: 'r', direction: 'gpuToCpu', fence: false, firstSubBlock: 0 });
+    // Two offloaded blocks of 8 tokens: GPU blocks 10..13; the 17th token's block is not full.
+    expect(meta.stores[0].gpuBlockIds).toEqual([10, 11, 12, 13]);
+    expect(meta.stores[0].cpuBlockIds).toHaveLength(2);
+    expect(keys).toHaveLength(2);
+  });
+
+  it('does not store a block one token short of full', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const request = bareRequest('r', promptOf(12, 2), 4);
+    const table = blockRange(0, 3);
+    expect(connector.buildConnectorMeta(computeStep(0, request, table, 7)).stores[0].gpuBlockIds).toEqual([0]);
+    // Still one token short of the second block: nothing new is offered.
+    expect(connector.buildConnectorMeta(computeStep(1, request, table, 0)).stores).toEqual([]);
+    expect(manager.storeOffers).toHaveLength(1);
+    expect(connector.buildConnectorMeta(computeStep(2, request, table, 1)).stores[0].gpuBlockIds).toEqual([1]);
+  });
+
+  it('stores only the blocks the manager accepted, and offers a declined block again next step', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(12, 3);
+    const keys = offloadedKeysOf(prompt, 4, 1);
+    const request = bareRequest('r', prompt, 4);
+    const table = blockRange(20, 3);
+    manager.declined = new Set([keys[1]]);
+    const first = connector.buildConnectorMeta(computeStep(0, request, table, 12));
+    expect(first.stores[0].gpuBlockIds).toEqual([20, 22]);
+    expect(connector.metrics()).toMatchObject({ storeBlocksAccepted: 2, storeBlocksDeclined: 1 });
+
+    // The mark stopped at the declined block: the next step offers it again (the others are held now).
+    manager.declined = new Set();
+    const second = connector.buildConnectorMeta(computeStep(1, request, table, 0));
+    expect(manager.storeOffers[1]).toEqual(keys.slice(1));
+    expect(second.stores[0].gpuBlockIds).toEqual([21]);
+    // Everything is stored: nothing is offered again.
+    connector.buildConnectorMeta(computeStep(2, request, table, 0));
+    expect(manager.storeOffers).toHaveLength(2);
+  });
+
+  it('offers a store refused for lack of room (null) again next step', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 4);
+    const request = bareRequest('r', prompt, 4);
+    const table = blockRange(0, 2);
+    manager.refusals = 1;
+    expect(connector.buildConnectorMeta(computeStep(0, request, table, 8)).stores).toEqual([]);
+    expect(connector.metrics().storesRejected).toBe(1);
+    const retried = connector.buildConnectorMeta(computeStep(1, request, table, 0));
+    expect(manager.storeOffers[1]).toEqual(offloadedKeysOf(prompt, 4, 1));
+    expect(retried.stores[0].gpuBlockIds).toEqual([0, 1]);
+  });
+
+  it('moves past blocks the tier already holds without issuing a job', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 5);
+    manager.hold(offloadedKeysOf(prompt, 4, 1));
+    const request = bareRequest('r', prompt, 4);
+    expect(connector.buildConnectorMeta(computeStep(0, request, blockRange(0, 2), 8)).stores).toEqual([]);
+    connector.buildConnectorMeta(computeStep(1, request, blockRange(0, 2), 0));
+    expect(manager.storeOffers).toHaveLength(1);
+    expect(connector.hasPendingWork()).toBe(false);
+  });
+
+  it('issues at most one store job per request per step, covering every block it completed', () => {
+    const { connector } = scriptedConnector({ blockSize: 4 });
+    const a = bareRequest('a', promptOf(16, 6), 4);
+    const b = bareRequest('b', promptOf(16, 7), 4);
+    a.numComputedTokens = 16;
+    b.numComputedTokens = 8;
+    const meta = connector.buildConnectorMeta({
+      step: 0,
+      scheduled: [
+        { request: a, blockIds: blockRange(0, 4), numScheduledTokens: 16, fresh: true },
+        { request: b, blockIds: blockRange(4, 2), numScheduledTokens: 8, fresh: true },
+      ],
+      preemptedReqIds: [],
+    });
+    expect(meta.stores.map((s) => [s.reqId, s.gpuBlockIds])).toEqual([
+      ['a', [0, 1, 2, 3]],
+      ['b', [4, 5]],
+    ]);
+    expect(new Set(meta.stores.map((s) => s.jobId)).size).toBe(2);
+  });
+
+  it("resets a preempted request's mark, so it stores what it recomputes after resuming", () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 8);
+    const request = bareRequest('r', prompt, 4);
+    const stored = connector.buildConnectorMeta(computeStep(0, request, blockRange(0, 2), 8)).stores;
+    connector.updateConnectorOutput(jobsFinished(0, stored));
+    // The tier lost the blocks meanwhile (say, evicted); the request is preempted and recomputes.
+    manager.reset();
+    request.numComputedTokens = 0;
+    const preempted = connector.buildConnectorMeta({ step: 1, scheduled: [], preemptedReqIds: ['r'] });
+    expect(preempted.flushReqIds).toEqual(['r']);
+    const resumed = connector.buildConnectorMeta(computeStep(2, request, blockRange(5, 2), 8));
+    expect(resumed.stores[0].gpuBlockIds).toEqual([5, 6]);
+  });
+
+  it('completes a store in the manager when every rank finished it, and frees its blocks when it failed', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const a = bareRequest('a', promptOf(4, 9), 4);
+    const b = bareRequest('b', promptOf(4, 10), 4);
+    const storeA = connector.buildConnectorMeta(computeStep(0, a, [0], 4)).stores;
+    const storeB = connector.buildConnectorMeta(computeStep(1, b, [1], 4)).stores;
+    expect(manager.stats().beingStoredBlocks).toBe(2);
+    connector.updateConnectorOutput(jobsFinished(1, storeA, true));
+    connector.updateConnectorOutput(jobsFinished(1, storeB, false));
+    expect(manager.lookup(offloadedKeysOf(promptOf(4, 9), 4, 1))).toBe(1);
+    expect(manager.lookup(offloadedKeysOf(promptOf(4, 10), 4, 1))).toBe(0);
+    expect(manager.stats()).toMatchObject({ usedBlocks: 1, beingStoredBlocks: 0 });
+    expect(connector.metrics()).toMatchObject({ offloadedBlocksStored: 1, storesFailed: 1 });
+  });
+
+  it('keeps a finished request\'s blocks while its stores are in flight', () => {
+    const { connector } = scriptedConnector({ blockSize: 4 });
+    const request = bareRequest('r', promptOf(8, 11), 4);
+    const stores = connector.buildConnectorMeta(computeStep(0, request, blockRange(0, 2), 8)).stores;
+    expect(connector.requestFinished(request, blockRange(0, 2))).toBe(true);
+    connector.updateConnectorOutput(jobsFinished(1, stores));
+    expect(connector.hasPendingWork()).toBe(false);
+    const idle = bareRequest('idle', promptOf(3, 12), 4);
+    expect(connector.requestFinished(idle, [0])).toBe(false);
+  });
+});
