@@ -126,7 +126,11 @@ export interface Device {
   waitJobs(jobIds: readonly number[]): Promise<void>;
   /** Number of submitted jobs not yet finished. */
   pendingJobs(): number;
-  /** Runs one step of the reference model; resolves with this rank's digest per request (0 where not sampled). */
+  /**
+   * Runs one step of the reference model; resolves with this rank's digest per
+   * request (0 where not sampled). One forward at a time per device: a call
+   * while another is still running rejects.
+   */
   forward(batch: ForwardBatch, options?: ForwardOptions): Promise<Uint32Array>;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
@@ -137,6 +141,18 @@ export interface Device {
   writeGpuBlock(blockId: number, data: Uint8Array): void;
   readCpuBlock(blockId: number): Buffer;
   writeCpuBlock(blockId: number, data: Uint8Array): void;
-  /** Frees device and host memory and stops the streams; later calls throw. */
+  /**
+   * Bench access: one contiguous copy of `bytes` (at most the smaller of the
+   * GPU buffer and the first CPU chunk) on that direction's copy stream;
+   * resolves with its duration measured on the stream (ms): the limit block
+   * copies are compared to. A store copies the start of the GPU buffer to the
+   * start of the CPU tier, a load the end of the first CPU chunk to the end of
+   * the GPU buffer, so one of each can run at once on disjoint bytes.
+   */
+  timeContiguousCopy?(direction: TransferDirection, bytes: number): Promise<number>;
+  /**
+   * Frees device and host memory and stops the streams; later calls throw
+   * "device is closed" (close itself is idempotent).
+   */
   close(): void;
 }

@@ -52,6 +52,12 @@ export interface RequestSpec {
   readonly seed?: number;
   readonly stopToken?: number | null;
   readonly cacheSalt?: string | null;
+  /**
+   * When the request arrived, on the engine clock (ms); default: when it is
+   * added. A caller that queues requests itself passes their real arrival so
+   * TTFT includes the time they waited.
+   */
+  readonly arrivalMs?: number;
 }
 
 export type FinishReason = 'length' | 'stopped' | 'aborted' | 'error';

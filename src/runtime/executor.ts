@@ -22,6 +22,7 @@ interface RankHandle {
   /** Rejects when the thread dies; never resolves. */
   readonly death: Promise<never>;
   dead: RankError | null;
+  exited: boolean;
 }
 
 /**
@@ -55,13 +56,22 @@ export class Executor {
     return this.handles.length;
   }
 
-  /** Runs one step on every rank; rejects with the first rank failure. */
+  /**
+   * Runs one step on every rank. Waits until every rank answered, died or
+   * missed the deadline before it rejects with the first failure, so nothing
+   * sent afterwards can interleave with a rank still inside this step.
+   */
   async executeStep(step: SchedulerOutput): Promise<RankStepOutput[]> {
-    return Promise.all(
-      this.handles.map((h) =>
-        this.guard(h, h.api.executeStep(step), this.options.stepDeadlineMs, `missed the step deadline of ${this.options.stepDeadlineMs} ms at step ${step.step}`),
-      ),
+    const late = `missed the step deadline of ${this.options.stepDeadlineMs} ms at step ${step.step}`;
+    const settled = await Promise.allSettled(
+      this.handles.map((h) => this.guard(h, h.api.executeStep(step), this.options.stepDeadlineMs, late)),
     );
+    const outputs: RankStepOutput[] = [];
+    for (const result of settled) {
+      if (result.status === 'rejected') throw result.reason;
+      outputs.push(result.value);
+    }
+    return outputs;
   }
 
   /** Asks every live rank to drain its transfers and forget its state. */
@@ -80,6 +90,11 @@ export class Executor {
     const info = await this.initRank(handle, this.options.ranks[rank]);
     this.readyInfo[rank] = info;
     return info;
+  }
+
+  /** Rank threads that have not exited yet. */
+  liveThreads(): number {
+    return this.handles.filter((h) => !h.exited).length;
   }
 
   /** Ranks known to be dead. */
@@ -127,12 +142,13 @@ export class Executor {
         reject(handle.dead);
       });
       worker.once('exit', (code) => {
+        handle.exited = true;
         handle.dead ??= new RankError(rank, `worker thread exited with code ${code}`);
         reject(handle.dead);
       });
     });
     death.catch(() => undefined);
-    handle = { rank, worker, api, death, dead: null };
+    handle = { rank, worker, api, death, dead: null, exited: false };
     return handle;
   }
 

@@ -1,0 +1,460 @@
+#include "cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "cuda_kernels.cuh"
+#include "cuda_poller.cuh"
+#include "cuda_staging.cuh"
+#include "poison.h"
+
+namespace kvtier {
+
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const DeviceConfig& config, const DeviceGeometry& geometry, CompletionSink& sink)
+      : geometry_(geometry),
+        sink_(sink),
+        device_(static_cast<int>(config.deviceIndex)),
+        computePoller_(device_, sink),
+        storePoller_(device_, sink),
+        loadPoller_(device_, sink) {
+    const int count = cudaDeviceCountOrZero();
+    if (device_ >= count) {
+      throw std::invalid_argument("deviceIndex = " + std::to_string(device_) + " is out of range: " +
+                                  std::to_string(count) + " CUDA device(s) visible");
+    }
+    cudaDeviceProp properties{};
+    check(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
+    name_ = properties.name;
+    hostStaging_.pinned = true;
+    hostDigests_.pinned = true;
+  }
+
+  ~CudaBackend() override { shutdown(); }
+
+  std::string deviceName() const override { return name_; }
+
+  void open(const std::atomic<bool>& abort) override {
+    useDevice();
+    void* p = nullptr;
+    check(cudaMalloc(&p, geometry_.gpuBytes), "cudaMalloc (GPU KV cache)");
+    gpu_ = static_cast<uint8_t*>(p);
+    check(cudaMemset(gpu_, 0, geometry_.gpuBytes), "cudaMemset (GPU KV cache)");
+
+    // Poison source: one block region of 0xDEAD words, in device memory.
+    const uint64_t segmentBytes = geometry_.kv.segmentBytes();
+    check(cudaMalloc(&p, segmentBytes), "cudaMalloc (poison pattern)");
+    poison_ = static_cast<uint8_t*>(p);
+    std::vector<uint8_t> pattern(segmentBytes);
+    fillPoison(pattern.data(), segmentBytes);
+    check(cudaMemcpy(poison_, pattern.data(), segmentBytes, cudaMemcpyHostToDevice), "cudaMemcpy (poison pattern)");
+
+    // A host flag the spin kernels watch, so shutdown does not wait out
+    // emulated compute or injected delays.
+    check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped), "cudaHostAlloc (abort flag)");
+    abortHost_ = static_cast<volatile int*>(p);
+    *abortHost_ = 0;
+    check(cudaHostGetDevicePointer(&p, const_cast<int*>(abortHost_), 0), "cudaHostGetDevicePointer");
+    abortDevice_ = static_cast<const volatile int*>(p);
+
+    for (cudaStream_t* stream : {&compute_, &store_, &load_}) {
+      check(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    }
+    check(cudaEventCreateWithFlags(&computeMark_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+
+    const CpuTierGeometry& cpu = geometry_.cpu;
+    uint64_t allocated = 0;
+    for (uint64_t k = 0; k < cpu.numChunks; k++) {
+      if (abort.load()) throw std::runtime_error("device closed while opening");
+      const uint64_t bytes = cpu.chunkBytes(k);
+      // Pinned, never pageable: DMA needs it to reach full bandwidth.
+      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc (CPU tier chunk)");
+      chunks_.push_back(static_cast<uint8_t*>(p));
+      std::memset(p, 0, bytes);
+      allocated += bytes;
+      Completion progress;
+      progress.kind = CompletionKind::AllocProgress;
+      progress.allocatedBytes = allocated;
+      progress.totalBytes = geometry_.cpuBytes;
+      sink_.post(std::move(progress));
+    }
+    // cudaMemset ran on the legacy stream, which the non-blocking streams do
+    // not wait for.
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    computePoller_.start();
+    storePoller_.start();
+    loadPoller_.start();
+  }
+
+  void submitTransfer(TransferWork&& work) override {
+    useDevice();
+    const bool store = work.direction == Direction::GpuToCpu;
+    cudaStream_t stream = store ? store_ : load_;
+    waitForJobs(stream, work.after);
+    if (store && work.orderAfterCompute) {
+      // Re-recording the mark later does not affect waits already enqueued.
+      check(cudaEventRecord(computeMark_, compute_), "cudaEventRecord (compute mark)");
+      check(cudaStreamWaitEvent(stream, computeMark_, 0), "cudaStreamWaitEvent (compute mark)");
+    }
+    JobEvents events{takeEvent(), takeEvent()};
+    try {
+      check(cudaEventRecord(events.start, stream), "cudaEventRecord (job start)");
+      if (work.delayMs > 0) {
+        check(launchSpin(stream, static_cast<uint64_t>(work.delayMs * 1e6), abortDevice_), "delay kernel launch");
+      }
+      enqueueCopies(work.plan.copies, store, stream);
+      for (const CopyRegion& r : work.plan.poison) {
+        void* dst = store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset;
+        check(cudaMemcpyAsync(dst, poison_, r.bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync (poison)");
+      }
+      check(cudaEventRecord(events.end, stream), "cudaEventRecord (job end)");
+    } catch (...) {
+      eventPool_.push_back(events.start);
+      eventPool_.push_back(events.end);
+      throw;
+    }
+    jobs_[work.jobId] = events;
+    PollEntry entry;
+    entry.kind = CompletionKind::Job;
+    entry.id = work.jobId;
+    entry.waitFor = {events.end};
+    entry.timingStart = events.start;
+    (store ? storePoller_ : loadPoller_).push(std::move(entry));
+  }
+
+  void releaseJob(int64_t jobId) override {
+    auto it = jobs_.find(jobId);
+    if (it == jobs_.end()) return;
+    eventPool_.push_back(it->second.start);
+    eventPool_.push_back(it->second.end);
+    jobs_.erase(it);
+  }
+
+  void submitForward(ForwardWork&& work) override {
+    useDevice();
+    const ForwardBatchData& b = work.batch;
+    const uint32_t n = b.numRequests;
+
+    std::vector<int32_t> sampled;
+    std::vector<int64_t> pairOffsets{0};
+    for (uint32_t r = 0; r < n; r++) {
+      if (!b.sample[r]) continue;
+      sampled.push_back(static_cast<int32_t>(r));
+      pairOffsets.push_back(pairOffsets.back() + b.contextEnd(r));
+    }
+    const uint64_t numPairs = static_cast<uint64_t>(pairOffsets.back());
+    if (numPairs > 0x7fffffffull) throw std::invalid_argument("forward: the sampled contexts exceed 2^31 positions");
+
+    BatchPacker in;
+    const size_t oTableOffsets = in.reserve<int32_t>(b.blockTableOffsets.size());
+    const size_t oTables = in.reserve<int32_t>(b.blockTables.size());
+    const size_t oStarts = in.reserve<int32_t>(b.startPositions.size());
+    const size_t oTokenOffsets = in.reserve<int32_t>(b.tokenOffsets.size());
+    const size_t oTokens = in.reserve<int32_t>(b.tokens.size());
+    const size_t oSampled = in.reserve<int32_t>(sampled.size());
+    const size_t oPairs = in.reserve<int64_t>(pairOffsets.size());
+    BatchPacker scratch;
+    const size_t oStates = scratch.reserve<uint32_t>(b.numTokens());
+    const size_t oBlocks = scratch.reserve<uint32_t>(b.numTokens());
+    const size_t oSlots = scratch.reserve<uint32_t>(b.numTokens());
+    const size_t oDigests = scratch.reserve<uint32_t>(n);
+
+    // Device layout: the inputs, then (8-byte aligned) the scratch arrays.
+    const size_t scratchStart = (in.size() + 7) & ~size_t{7};
+    hostStaging_.ensure(in.size());
+    deviceStaging_.ensure(scratchStart + scratch.size());
+    hostDigests_.ensure(n * sizeof(uint32_t) + 8);
+    uint8_t* host = hostStaging_.data;
+    std::memcpy(host + oTableOffsets, b.blockTableOffsets.data(), b.blockTableOffsets.size() * 4);
+    std::memcpy(host + oTables, b.blockTables.data(), b.blockTables.size() * 4);
+    std::memcpy(host + oStarts, b.startPositions.data(), b.startPositions.size() * 4);
+    std::memcpy(host + oTokenOffsets, b.tokenOffsets.data(), b.tokenOffsets.size() * 4);
+    std::memcpy(host + oTokens, b.tokens.data(), b.tokens.size() * 4);
+    std::memcpy(host + oSampled, sampled.data(), sampled.size() * 4);
+    std::memcpy(host + oPairs, pairOffsets.data(), pairOffsets.size() * 8);
+
+    uint8_t* dev = deviceStaging_.data;
+    uint8_t* devScratch = dev + scratchStart;
+    DeviceForwardBatch db{};
+    db.numRequests = n;
+    db.numTokens = static_cast<uint32_t>(b.numTokens());
+    db.numSampled = static_cast<uint32_t>(sampled.size());
+    db.numPairs = numPairs;
+    db.blockTableOffsets = reinterpret_cast<const int32_t*>(dev + oTableOffsets);
+    db.blockTables = reinterpret_cast<const int32_t*>(dev + oTables);
+    db.startPositions = reinterpret_cast<const int32_t*>(dev + oStarts);
+    db.tokenOffsets = reinterpret_cast<const int32_t*>(dev + oTokenOffsets);
+    db.tokens = reinterpret_cast<const int32_t*>(dev + oTokens);
+    db.sampledRequests = reinterpret_cast<const int32_t*>(dev + oSampled);
+    db.pairOffsets = reinterpret_cast<const int64_t*>(dev + oPairs);
+    db.tokenStates = reinterpret_cast<uint32_t*>(devScratch + oStates);
+    db.tokenBlocks = reinterpret_cast<uint32_t*>(devScratch + oBlocks);
+    db.tokenSlots = reinterpret_cast<uint32_t*>(devScratch + oSlots);
+    db.digests = reinterpret_cast<uint32_t*>(devScratch + oDigests);
+
+    PollEntry entry;
+    entry.kind = CompletionKind::Forward;
+    entry.ownsEvents = true;
+    entry.timingStart = createEvent();
+    entry.waitFor = {createEvent()};
+    try {
+      waitForJobs(compute_, work.after);
+      check(cudaEventRecord(entry.timingStart, compute_), "cudaEventRecord (forward start)");
+      if (in.size() > 0) {
+        check(cudaMemcpyAsync(dev, host, in.size(), cudaMemcpyHostToDevice, compute_), "cudaMemcpyAsync (batch)");
+      }
+      if (n > 0) check(cudaMemsetAsync(db.digests, 0, n * sizeof(uint32_t), compute_), "cudaMemsetAsync (digests)");
+      // The emulated compute comes before the KV writes.
+      if (work.computeNs > 0) check(launchSpin(compute_, work.computeNs, abortDevice_), "compute kernel launch");
+      check(launchForward(compute_, geometry_.kv, work.modelSeed, reinterpret_cast<uint16_t*>(gpu_), db),
+            "forward kernel launch");
+      if (n > 0) {
+        check(cudaMemcpyAsync(hostDigests_.data, db.digests, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, compute_),
+              "cudaMemcpyAsync (digests)");
+      }
+      check(cudaEventRecord(entry.waitFor.back(), compute_), "cudaEventRecord (forward end)");
+    } catch (...) {
+      entry.destroyOwnedEvents();
+      throw;
+    }
+    const uint32_t* digests = reinterpret_cast<const uint32_t*>(hostDigests_.data);
+    entry.finish = [digests, n](Completion& done) { done.digests.assign(digests, digests + n); };
+    computePoller_.push(std::move(entry));
+  }
+
+  void submitSync(int64_t token) override {
+    useDevice();
+    PollEntry entry;
+    entry.kind = CompletionKind::Sync;
+    entry.id = token;
+    entry.ownsEvents = true;
+    try {
+      for (cudaStream_t stream : {compute_, store_, load_}) {
+        entry.waitFor.push_back(createEvent());
+        check(cudaEventRecord(entry.waitFor.back(), stream), "cudaEventRecord (synchronize)");
+      }
+    } catch (...) {
+      entry.destroyOwnedEvents();
+      throw;
+    }
+    computePoller_.push(std::move(entry));
+  }
+
+  void submitTimedCopy(int64_t token, Direction direction, uint64_t bytes) override {
+    useDevice();
+    const bool store = direction == Direction::GpuToCpu;
+    cudaStream_t stream = store ? store_ : load_;
+    PollEntry entry;
+    entry.kind = CompletionKind::TimedCopy;
+    entry.id = token;
+    entry.ownsEvents = true;
+    entry.timingStart = createEvent();
+    entry.waitFor = {createEvent()};
+    // Loads use the ends of both buffers, so a store and a load can run at once
+    // on disjoint bytes.
+    void* dst = store ? static_cast<void*>(chunks_[0]) : gpu_ + geometry_.gpuBytes - bytes;
+    const void* src =
+        store ? static_cast<const void*>(gpu_) : chunks_[0] + geometry_.cpu.chunkBytes(0) - bytes;
+    try {
+      check(cudaEventRecord(entry.timingStart, stream), "cudaEventRecord (copy start)");
+      check(cudaMemcpyAsync(dst, src, bytes, store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream),
+            "cudaMemcpyAsync (contiguous copy)");
+      check(cudaEventRecord(entry.waitFor.back(), stream), "cudaEventRecord (copy end)");
+    } catch (...) {
+      entry.destroyOwnedEvents();
+      throw;
+    }
+    (store ? storePoller_ : loadPoller_).push(std::move(entry));
+  }
+
+  void readGpu(uint64_t offset, void* dst, uint64_t bytes) override {
+    useDevice();
+    check(cudaMemcpy(dst, gpu_ + offset, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (read GPU block)");
+  }
+
+  void writeGpu(uint64_t offset, const void* src, uint64_t bytes) override {
+    useDevice();
+    check(cudaMemcpy(gpu_ + offset, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (write GPU block)");
+  }
+
+  uint8_t* cpuChunk(uint32_t chunk) override { return chunks_[chunk]; }
+
+  void shutdown() override {
+    if (shutDown_) return;
+    shutDown_ = true;
+    cudaSetDevice(device_);
+    if (abortHost_ != nullptr) *abortHost_ = 1;
+    for (cudaStream_t stream : {compute_, store_, load_}) {
+      if (stream != nullptr) cudaStreamSynchronize(stream);
+    }
+    computePoller_.stop();
+    storePoller_.stop();
+    loadPoller_.stop();
+    for (auto& [id, events] : jobs_) {
+      cudaEventDestroy(events.start);
+      cudaEventDestroy(events.end);
+    }
+    jobs_.clear();
+    for (cudaEvent_t e : eventPool_) cudaEventDestroy(e);
+    eventPool_.clear();
+    if (computeMark_ != nullptr) cudaEventDestroy(computeMark_);
+    for (cudaStream_t stream : {compute_, store_, load_}) {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+    compute_ = store_ = load_ = nullptr;
+    hostStaging_.release();
+    deviceStaging_.release();
+    hostDigests_.release();
+    for (uint8_t* chunk : chunks_) cudaFreeHost(chunk);
+    chunks_.clear();
+    if (poison_ != nullptr) cudaFree(poison_);
+    if (gpu_ != nullptr) cudaFree(gpu_);
+    if (abortHost_ != nullptr) cudaFreeHost(const_cast<int*>(abortHost_));
+    poison_ = gpu_ = nullptr;
+    abortHost_ = nullptr;
+  }
+
+ private:
+  struct JobEvents {
+    cudaEvent_t start;
+    cudaEvent_t end;
+  };
+
+  void useDevice() { check(cudaSetDevice(device_), "cudaSetDevice"); }
+
+  cudaEvent_t takeEvent() {
+    if (eventPool_.empty()) return createEvent();
+    cudaEvent_t event = eventPool_.back();
+    eventPool_.pop_back();
+    return event;
+  }
+
+  void waitForJobs(cudaStream_t stream, const std::vector<int64_t>& jobIds) {
+    for (int64_t id : jobIds) {
+      auto it = jobs_.find(id);
+      if (it != jobs_.end()) check(cudaStreamWaitEvent(stream, it->second.end, 0), "cudaStreamWaitEvent (after)");
+    }
+  }
+
+  // One copy per coalesced run; several runs go out as one batch.
+  void enqueueCopies(const std::vector<CopyRegion>& regions, bool store, cudaStream_t stream) {
+    if (regions.empty()) return;
+    dsts_.clear();
+    srcs_.clear();
+    sizes_.clear();
+    for (const CopyRegion& r : regions) {
+      uint8_t* gpu = gpu_ + r.gpuOffset;
+      uint8_t* cpu = chunks_[r.cpuChunk] + r.cpuOffset;
+      dsts_.push_back(store ? cpu : gpu);
+      srcs_.push_back(store ? gpu : cpu);
+      sizes_.push_back(r.bytes);
+    }
+    const cudaMemcpyKind kind = store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+    if (regions.size() == 1) {
+      check(cudaMemcpyAsync(dsts_[0], srcs_[0], sizes_[0], kind, stream), "cudaMemcpyAsync (transfer)");
+      return;
+    }
+#if CUDART_VERSION >= 12080
+    if (batchSupported_) {
+      cudaMemcpyAttributes attributes{};
+      // Stream order on both sides: a load may read CPU blocks a store
+      // (on the other copy stream) wrote just before it.
+      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attributes.flags = cudaMemcpyFlagDefault;
+      size_t attributeIndex = 0;
+#if CUDART_VERSION >= 13000
+      const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), regions.size(),
+                                                      &attributes, &attributeIndex, 1, stream);
+#else
+      size_t failIndex = 0;
+      const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), regions.size(),
+                                                      &attributes, &attributeIndex, 1, &failIndex, stream);
+#endif
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotSupported && status != cudaErrorCallRequiresNewerDriver) {
+        check(status, "cudaMemcpyBatchAsync");
+      }
+      cudaGetLastError();  // clear the non-sticky error and fall back for good
+      batchSupported_ = false;
+    }
+#endif
+    for (size_t i = 0; i < regions.size(); i++) {
+      check(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], kind, stream), "cudaMemcpyAsync (transfer)");
+    }
+  }
+
+  DeviceGeometry geometry_;
+  CompletionSink& sink_;
+  int device_;
+  std::string name_;
+  bool shutDown_ = false;
+
+  uint8_t* gpu_ = nullptr;
+  uint8_t* poison_ = nullptr;
+  std::vector<uint8_t*> chunks_;
+  volatile int* abortHost_ = nullptr;
+  const volatile int* abortDevice_ = nullptr;
+
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t store_ = nullptr;
+  cudaStream_t load_ = nullptr;
+  cudaEvent_t computeMark_ = nullptr;
+  CudaPoller computePoller_;
+  CudaPoller storePoller_;
+  CudaPoller loadPoller_;
+
+  // JS thread only.
+  std::unordered_map<int64_t, JobEvents> jobs_;
+  std::vector<cudaEvent_t> eventPool_;
+  std::vector<void*> dsts_;
+  std::vector<void*> srcs_;
+  std::vector<size_t> sizes_;
+  bool batchSupported_ = true;
+  StagingBuffer hostStaging_;
+  StagingBuffer deviceStaging_;
+  StagingBuffer hostDigests_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> createCudaBackend(const DeviceConfig& config, const DeviceGeometry& geometry,
+                                           CompletionSink& sink) {
+  return std::make_unique<CudaBackend>(config, geometry, sink);
+}
+
+int cudaDeviceCountOrZero() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+CudaDeviceProperties cudaDeviceProperties(int deviceIndex) {
+  const int count = cudaDeviceCountOrZero();
+  if (deviceIndex < 0 || deviceIndex >= count) {
+    throw std::invalid_argument("cudaDeviceProperties: deviceIndex = " + std::to_string(deviceIndex) +
+                                " is out of range: " + std::to_string(count) + " CUDA device(s) visible");
+  }
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, deviceIndex), "cudaGetDeviceProperties");
+  CudaDeviceProperties out;
+  out.name = p.name;
+  out.totalMemoryBytes = p.totalGlobalMem;
+  out.computeMajor = p.major;
+  out.computeMinor = p.minor;
+  check(cudaDriverGetVersion(&out.driverVersion), "cudaDriverGetVersion");
+  check(cudaRuntimeGetVersion(&out.runtimeVersion), "cudaRuntimeGetVersion");
+  return out;
+}
+
+}  // namespace kvtier

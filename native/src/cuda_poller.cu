@@ -1,0 +1,69 @@
+#include "cuda_check.cuh"
+#include "cuda_poller.cuh"
+
+namespace kvtier {
+
+void PollEntry::destroyOwnedEvents() {
+  if (!ownsEvents) return;
+  for (cudaEvent_t e : waitFor) cudaEventDestroy(e);
+  if (timingStart != nullptr) cudaEventDestroy(timingStart);
+  waitFor.clear();
+  timingStart = nullptr;
+}
+
+void CudaPoller::start() { thread_ = std::thread([this] { run(); }); }
+
+void CudaPoller::push(PollEntry entry) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.push_back(std::move(entry));
+  }
+  queued_.notify_one();
+}
+
+void CudaPoller::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  for (PollEntry& entry : entries_) entry.destroyOwnedEvents();
+  entries_.clear();
+}
+
+void CudaPoller::run() {
+  cudaSetDevice(device_);
+  for (;;) {
+    PollEntry entry;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queued_.wait(lock, [&] { return stopping_ || !entries_.empty(); });
+      if (stopping_) return;
+      entry = std::move(entries_.front());
+      entries_.pop_front();
+    }
+    Completion done;
+    done.kind = entry.kind;
+    done.id = entry.id;
+    cudaError_t error = cudaSuccess;
+    for (cudaEvent_t e : entry.waitFor) {
+      const cudaError_t status = cudaEventSynchronize(e);
+      if (error == cudaSuccess) error = status;
+    }
+    if (error == cudaSuccess && entry.timingStart != nullptr) {
+      float ms = 0;
+      error = cudaEventElapsedTime(&ms, entry.timingStart, entry.waitFor.back());
+      done.elapsedMs = ms;
+    }
+    if (error != cudaSuccess) {
+      done.error = cudaMessage("device work", error);
+    } else if (entry.finish) {
+      entry.finish(done);
+    }
+    entry.destroyOwnedEvents();
+    sink_.post(std::move(done));
+  }
+}
+
+}  // namespace kvtier

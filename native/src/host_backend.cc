@@ -1,0 +1,232 @@
+#include "host_backend.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <unistd.h>
+
+#include "host_model.h"
+#include "host_stream.h"
+#include "poison.h"
+
+namespace kvtier {
+
+namespace {
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using HostMemory = std::unique_ptr<uint8_t, FreeDeleter>;
+
+// Page-aligned and touched, so later copies measure copying, not page faults.
+HostMemory allocateZeroed(uint64_t bytes, const char* what) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes == 0 ? 4096 : bytes) != 0) {
+    throw std::runtime_error(std::string("cannot allocate ") + std::to_string(bytes) + " bytes for the " + what);
+  }
+  std::memset(p, 0, bytes);
+  return HostMemory(static_cast<uint8_t*>(p));
+}
+
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend(const DeviceGeometry& geometry, CompletionSink& sink) : geometry_(geometry), sink_(sink) {}
+
+  ~HostBackend() override { shutdown(); }
+
+  std::string deviceName() const override {
+#if defined(__x86_64__)
+    return "host (x86_64)";
+#elif defined(__aarch64__)
+    return "host (aarch64)";
+#else
+    return "host";
+#endif
+  }
+
+  void open(const std::atomic<bool>& abort) override {
+    // Touching more than the machine has would get the process killed rather
+    // than an error; refuse up front.
+    const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    const uint64_t needed = geometry_.gpuBytes + geometry_.cpuBytes;
+    if (needed > physical) {
+      throw std::runtime_error("the GPU buffer and CPU tier need " + std::to_string(needed) +
+                               " bytes but this machine has " + std::to_string(physical));
+    }
+    gpu_ = allocateZeroed(geometry_.gpuBytes, "GPU buffer");
+    const CpuTierGeometry& cpu = geometry_.cpu;
+    uint64_t allocated = 0;
+    for (uint64_t k = 0; k < cpu.numChunks; k++) {
+      if (abort.load()) throw std::runtime_error("device closed while opening");
+      chunks_.push_back(allocateZeroed(cpu.chunkBytes(k), "CPU tier"));
+      allocated += cpu.chunkBytes(k);
+      Completion progress;
+      progress.kind = CompletionKind::AllocProgress;
+      progress.allocatedBytes = allocated;
+      progress.totalBytes = geometry_.cpuBytes;
+      sink_.post(std::move(progress));
+    }
+    compute_.start();
+    store_.start();
+    load_.start();
+  }
+
+  void submitTransfer(TransferWork&& work) override {
+    std::vector<std::shared_ptr<HostEvent>> waits = eventsOf(work.after);
+    if (work.direction == Direction::GpuToCpu && work.orderAfterCompute) {
+      // A mark behind everything submitted to compute so far.
+      auto mark = std::make_shared<HostEvent>();
+      compute_.enqueue([this, mark] { board_.signal(*mark); });
+      waits.push_back(mark);
+    }
+    auto end = std::make_shared<HostEvent>();
+    jobEnds_[work.jobId] = end;
+    auto shared = std::make_shared<TransferWork>(std::move(work));
+    streamFor(shared->direction).enqueue([this, shared, waits, end] { runTransfer(*shared, waits, *end); });
+  }
+
+  void releaseJob(int64_t jobId) override { jobEnds_.erase(jobId); }
+
+  void submitForward(ForwardWork&& work) override {
+    std::vector<std::shared_ptr<HostEvent>> waits = eventsOf(work.after);
+    auto shared = std::make_shared<ForwardWork>(std::move(work));
+    compute_.enqueue([this, shared, waits] { runForward(*shared, waits); });
+  }
+
+  void submitSync(int64_t token) override {
+    auto remaining = std::make_shared<std::atomic<int>>(3);
+    for (HostStream* stream : {&compute_, &store_, &load_}) {
+      stream->enqueue([this, remaining, token] {
+        if (remaining->fetch_sub(1) != 1) return;
+        Completion done;
+        done.kind = CompletionKind::Sync;
+        done.id = token;
+        sink_.post(std::move(done));
+      });
+    }
+  }
+
+  void submitTimedCopy(int64_t token, Direction direction, uint64_t bytes) override {
+    streamFor(direction).enqueue([this, token, direction, bytes] {
+      const auto start = std::chrono::steady_clock::now();
+      if (direction == Direction::GpuToCpu) {
+        std::memcpy(chunks_[0].get(), gpu_.get(), bytes);
+      } else {
+        std::memcpy(gpu_.get() + geometry_.gpuBytes - bytes, chunks_[0].get() + geometry_.cpu.chunkBytes(0) - bytes,
+                    bytes);
+      }
+      Completion done;
+      done.kind = CompletionKind::TimedCopy;
+      done.id = token;
+      done.elapsedMs = millisecondsSince(start);
+      sink_.post(std::move(done));
+    });
+  }
+
+  void readGpu(uint64_t offset, void* dst, uint64_t bytes) override { std::memcpy(dst, gpu_.get() + offset, bytes); }
+
+  void writeGpu(uint64_t offset, const void* src, uint64_t bytes) override {
+    std::memcpy(gpu_.get() + offset, src, bytes);
+  }
+
+  uint8_t* cpuChunk(uint32_t chunk) override { return chunks_[chunk].get(); }
+
+  void shutdown() override {
+    board_.abort();
+    compute_.stop();
+    store_.stop();
+    load_.stop();
+    jobEnds_.clear();
+    chunks_.clear();
+    gpu_.reset();
+  }
+
+ private:
+  HostStream& streamFor(Direction direction) { return direction == Direction::GpuToCpu ? store_ : load_; }
+
+  std::vector<std::shared_ptr<HostEvent>> eventsOf(const std::vector<int64_t>& jobIds) {
+    std::vector<std::shared_ptr<HostEvent>> events;
+    for (int64_t id : jobIds) {
+      auto it = jobEnds_.find(id);
+      if (it != jobEnds_.end()) events.push_back(it->second);
+    }
+    return events;
+  }
+
+  bool waitAll(const std::vector<std::shared_ptr<HostEvent>>& events) {
+    for (const auto& event : events) {
+      if (!board_.wait(*event)) return false;
+    }
+    return true;
+  }
+
+  void runTransfer(const TransferWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits, HostEvent& end) {
+    if (!waitAll(waits)) return;
+    const auto start = std::chrono::steady_clock::now();
+    if (work.delayMs > 0 && !board_.sleepFor(static_cast<uint64_t>(work.delayMs * 1e6))) return;
+    const bool store = work.direction == Direction::GpuToCpu;
+    for (const CopyRegion& r : work.plan.copies) {
+      uint8_t* gpu = gpu_.get() + r.gpuOffset;
+      uint8_t* cpu = chunks_[r.cpuChunk].get() + r.cpuOffset;
+      if (store) {
+        std::memcpy(cpu, gpu, r.bytes);
+      } else {
+        std::memcpy(gpu, cpu, r.bytes);
+      }
+    }
+    for (const CopyRegion& r : work.plan.poison) {
+      fillPoison(store ? chunks_[r.cpuChunk].get() + r.cpuOffset : gpu_.get() + r.gpuOffset, r.bytes);
+    }
+    Completion done;
+    done.kind = CompletionKind::Job;
+    done.id = work.jobId;
+    done.elapsedMs = millisecondsSince(start);
+    board_.signal(end);
+    sink_.post(std::move(done));
+  }
+
+  void runForward(const ForwardWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits) {
+    if (!waitAll(waits)) return;
+    const auto start = std::chrono::steady_clock::now();
+    // The emulated compute comes before the writes, so a store that does not
+    // wait for this forward reliably copies what was there before it.
+    if (work.computeNs > 0 && !board_.sleepFor(work.computeNs)) return;
+    Completion done;
+    done.kind = CompletionKind::Forward;
+    try {
+      done.digests = runHostForward(geometry_.kv, work.modelSeed, reinterpret_cast<uint16_t*>(gpu_.get()), work.batch);
+    } catch (const std::exception& e) {
+      done.error = e.what();
+    }
+    done.elapsedMs = millisecondsSince(start);
+    sink_.post(std::move(done));
+  }
+
+  DeviceGeometry geometry_;
+  CompletionSink& sink_;
+  HostMemory gpu_;
+  std::vector<HostMemory> chunks_;
+  HostEventBoard board_;
+  HostStream compute_;
+  HostStream store_;
+  HostStream load_;
+  // Completion marks of jobs whose completion has not been consumed yet
+  // (JS thread only).
+  std::unordered_map<int64_t, std::shared_ptr<HostEvent>> jobEnds_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> createHostBackend(const DeviceGeometry& geometry, CompletionSink& sink) {
+  return std::make_unique<HostBackend>(geometry, sink);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,306 @@
+import { performance } from 'node:perf_hooks';
+import { ConfigError } from '../core/errors.js';
+import { openDevice } from '../device/device.js';
+import { DeviceError } from '../device/errors.js';
+import type { BackendName, Device, KvLayout } from '../device/types.js';
+import { mix } from '../model/mix.js';
+import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
+import type { TransferDirection } from '../scheduler/outputs.js';
+
+/**
+ * The transfer bench (DESIGN.md section 8): GB/s moving N blocks GPU->CPU,
+ * CPU->GPU and both at once, against one contiguous copy of the same bytes in
+ * the same run (the limit), for each model shape, layout and block size.
+ *
+ * Block ids follow a realistic pattern: runs of 1..MAX_RUN blocks (uniform),
+ * consecutive on both the GPU and the CPU side within a run, as a request's
+ * freshly allocated blocks are; the runs sit in independent random orders on
+ * the two sides, so consecutive runs are adjacent only by chance. A run is
+ * what the device can coalesce into one copy (one per layer, per-layer).
+ */
+
+export type BenchDirection = TransferDirection | 'both';
+
+export interface TransferBenchRow {
+  readonly direction: BenchDirection;
+  readonly layout: KvLayout;
+  readonly blockTokens: number;
+  readonly model: string;
+  /** Blocks per direction. */
+  readonly blocks: number;
+  /** Bytes moved (both directions together for 'both'). */
+  readonly bytes: number;
+  readonly gbps: number;
+  readonly limitGbps: number;
+  /** gbps / limitGbps. */
+  readonly ratio: number;
+}
+
+export interface TransferBenchOptions {
+  readonly backend: BackendName;
+  readonly models: readonly ModelShape[];
+  readonly layouts: readonly KvLayout[];
+  /** Tokens per GPU block, e.g. 16, 32, 64, 128, 256. */
+  readonly blockTokens: readonly number[];
+  /** Blocks per direction per run; or give totalBytes. */
+  readonly numBlocks?: number;
+  /** Bytes per direction per run (rounded down to whole blocks, at least one). */
+  readonly totalBytes?: number;
+  /** Timed repeats per measurement; the median is reported. */
+  readonly repeats: number;
+  /** The shard of rank 0 of tp (default 1: the whole model). */
+  readonly tp?: number;
+  readonly deviceIndex?: number;
+  /** Seed of the block id pattern. */
+  readonly seed?: number;
+  readonly onRow?: (row: TransferBenchRow) => void;
+}
+
+/** Longest run of blocks adjacent on both sides. */
+export const MAX_RUN = 8;
+
+const DEFAULT_SEED = 0x7a11;
+
+export async function runTransferBench(options: TransferBenchOptions): Promise<TransferBenchRow[]> {
+  checkOptions(options);
+  const rows: TransferBenchRow[] = [];
+  for (const model of options.models) {
+    for (const layout of options.layouts) {
+      for (const blockTokens of options.blockTokens) {
+        for (const row of await benchOneShape(options, model, layout, blockTokens)) {
+          rows.push(row);
+          options.onRow?.(row);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+function checkOptions(o: TransferBenchOptions): void {
+  const positiveInteger = (name: string, value: number | undefined) => {
+    if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+      throw new ConfigError(`transfer bench: ${name} = ${String(value)} must be a positive integer`);
+    }
+  };
+  if (o.models.length === 0) throw new ConfigError('transfer bench: models must name at least one model');
+  if (o.layouts.length === 0) throw new ConfigError('transfer bench: layouts must name at least one layout');
+  if (o.blockTokens.length === 0) throw new ConfigError('transfer bench: blockTokens must list at least one size');
+  o.blockTokens.forEach((tokens, i) => positiveInteger(`blockTokens[${i}]`, tokens));
+  positiveInteger('repeats', o.repeats);
+  positiveInteger('numBlocks', o.numBlocks);
+  positiveInteger('totalBytes', o.totalBytes);
+  positiveInteger('tp', o.tp);
+  if ((o.numBlocks === undefined) === (o.totalBytes === undefined)) {
+    throw new ConfigError('transfer bench: give exactly one of numBlocks and totalBytes');
+  }
+}
+
+async function benchOneShape(
+  options: TransferBenchOptions,
+  model: ModelShape,
+  layout: KvLayout,
+  blockTokens: number,
+): Promise<TransferBenchRow[]> {
+  const tp = options.tp ?? 1;
+  const blockBytes = bytesPerGpuBlock(model, tp, blockTokens);
+  const blocks = options.numBlocks ?? Math.max(1, Math.floor(options.totalBytes! / blockBytes));
+  // Two disjoint halves on each side, so a store and a load can run at once;
+  // one CPU chunk, so the contiguous copy has room.
+  const device = await openDevice({
+    backend: options.backend,
+    rank: 0,
+    tp,
+    deviceIndex: options.deviceIndex ?? 0,
+    model,
+    blockSize: blockTokens,
+    layout,
+    numGpuBlocks: 2 * blocks,
+    numCpuBlocks: 2 * blocks,
+    offloadFactor: 1,
+    cpuChunkBytes: 2 * blocks * blockBytes,
+  });
+  try {
+    const random = new PatternRandom(mix(((options.seed ?? DEFAULT_SEED) ^ blockTokens) >>> 0));
+    const storePattern = blockPattern(random, blocks, 0, 0);
+    const loadPattern = blockPattern(random, blocks, blocks, blocks);
+    const runner = new BenchRunner(device);
+    const bytes = blocks * blockBytes;
+
+    // One untimed round first.
+    await runner.blocks('gpuToCpu', storePattern);
+    await runner.blocks('cpuToGpu', loadPattern);
+    await runner.contiguousBoth(bytes);
+
+    const measured: Record<BenchDirection, Timings> = {
+      gpuToCpu: { blocks: [], limit: [] },
+      cpuToGpu: { blocks: [], limit: [] },
+      both: { blocks: [], limit: [] },
+    };
+    for (let i = 0; i < options.repeats; i++) {
+      measured.gpuToCpu.blocks.push(await runner.blocks('gpuToCpu', storePattern));
+      measured.gpuToCpu.limit.push(await runner.contiguous('gpuToCpu', bytes));
+      measured.cpuToGpu.blocks.push(await runner.blocks('cpuToGpu', loadPattern));
+      measured.cpuToGpu.limit.push(await runner.contiguous('cpuToGpu', bytes));
+      measured.both.blocks.push(await runner.blocksBoth(storePattern, loadPattern));
+      measured.both.limit.push(await runner.contiguousBoth(bytes));
+    }
+    const row = (direction: BenchDirection, movedBytes: number, ms: Timings): TransferBenchRow => {
+      const gbps = movedBytes / (median(ms.blocks) * 1e6);
+      const limitGbps = movedBytes / (median(ms.limit) * 1e6);
+      const ratio = gbps / limitGbps;
+      return { direction, layout, blockTokens, model: model.name, blocks, bytes: movedBytes, gbps, limitGbps, ratio };
+    };
+    return [
+      row('gpuToCpu', bytes, measured.gpuToCpu),
+      row('cpuToGpu', bytes, measured.cpuToGpu),
+      row('both', 2 * bytes, measured.both),
+    ];
+  } finally {
+    device.close();
+  }
+}
+
+/** Durations (ms) of the block copies and of the contiguous copies, one per repeat. */
+interface Timings {
+  readonly blocks: number[];
+  readonly limit: number[];
+}
+
+/** GPU and CPU block ids of one transfer job, in job order. */
+export interface BlockPattern {
+  readonly gpuBlockIds: Int32Array;
+  readonly cpuBlockIds: Int32Array;
+}
+
+/**
+ * `count` blocks from [gpuBase, gpuBase + count) and [cpuBase, cpuBase + count):
+ * runs of 1..MAX_RUN blocks, consecutive on both sides within a run, laid out
+ * in independent random orders on the two sides.
+ */
+export function blockPattern(random: PatternRandom, count: number, gpuBase: number, cpuBase: number): BlockPattern {
+  const runs: number[] = [];
+  for (let left = count; left > 0; ) {
+    const length = Math.min(left, 1 + random.below(MAX_RUN));
+    runs.push(length);
+    left -= length;
+  }
+  const gpuStarts = placeRuns(runs, random.permutation(runs.length), gpuBase);
+  const cpuStarts = placeRuns(runs, random.permutation(runs.length), cpuBase);
+  const gpuBlockIds = new Int32Array(count);
+  const cpuBlockIds = new Int32Array(count);
+  let i = 0;
+  runs.forEach((length, run) => {
+    for (let j = 0; j < length; j++, i++) {
+      gpuBlockIds[i] = gpuStarts[run] + j;
+      cpuBlockIds[i] = cpuStarts[run] + j;
+    }
+  });
+  return { gpuBlockIds, cpuBlockIds };
+}
+
+/** Start of each run when the runs are laid out back to back in `order`. */
+function placeRuns(runs: readonly number[], order: readonly number[], base: number): number[] {
+  const starts = new Array<number>(runs.length);
+  let next = base;
+  for (const run of order) {
+    starts[run] = next;
+    next += runs[run];
+  }
+  return starts;
+}
+
+/** A small counter-based generator (murmur3 fmix32 over a Weyl sequence). */
+export class PatternRandom {
+  private state: number;
+
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+
+  /** Uniform integer in [0, n). */
+  below(n: number): number {
+    this.state = (this.state + 0x9e3779b9) >>> 0;
+    return mix(this.state) % n;
+  }
+
+  permutation(n: number): number[] {
+    const out = Array.from({ length: n }, (_, i) => i);
+    for (let i = n - 1; i > 0; i--) {
+      const j = this.below(i + 1);
+      [out[i], out[j]] = [out[j], out[i]];
+    }
+    return out;
+  }
+}
+
+/** Runs the timed operations of one device. */
+class BenchRunner {
+  private nextJobId = 1;
+
+  constructor(private readonly device: Device) {}
+
+  /** One job moving the pattern; its duration as the device measured it (ms). */
+  async blocks(direction: TransferDirection, pattern: BlockPattern): Promise<number> {
+    const jobId = this.submit(direction, pattern);
+    await this.device.waitJobs([jobId]);
+    return this.elapsed([jobId])[0];
+  }
+
+  /** A store and a load submitted together; wall time until both finished (ms). */
+  async blocksBoth(storePattern: BlockPattern, loadPattern: BlockPattern): Promise<number> {
+    const started = performance.now();
+    const ids = [this.submit('gpuToCpu', storePattern), this.submit('cpuToGpu', loadPattern)];
+    await this.device.waitJobs(ids);
+    const wall = performance.now() - started;
+    this.elapsed(ids);
+    return wall;
+  }
+
+  async contiguous(direction: TransferDirection, bytes: number): Promise<number> {
+    return this.timeContiguous(direction, bytes);
+  }
+
+  /** Both contiguous copies at once (they touch disjoint bytes); wall time (ms). */
+  async contiguousBoth(bytes: number): Promise<number> {
+    const started = performance.now();
+    await Promise.all([this.timeContiguous('gpuToCpu', bytes), this.timeContiguous('cpuToGpu', bytes)]);
+    return performance.now() - started;
+  }
+
+  private timeContiguous(direction: TransferDirection, bytes: number): Promise<number> {
+    if (!this.device.timeContiguousCopy) {
+      throw new DeviceError('transfer bench: this device cannot time a contiguous copy');
+    }
+    return this.device.timeContiguousCopy(direction, bytes);
+  }
+
+  private submit(direction: TransferDirection, pattern: BlockPattern): number {
+    const jobId = this.nextJobId++;
+    this.device.submitTransfer({
+      jobId,
+      direction,
+      gpuBlockIds: pattern.gpuBlockIds,
+      cpuBlockIds: pattern.cpuBlockIds,
+      // Nothing computes during the bench: no compute ordering to wait for.
+      orderAfterCompute: false,
+    });
+    return jobId;
+  }
+
+  /** Collects the finished jobs' results; throws if one failed. */
+  private elapsed(jobIds: readonly number[]): number[] {
+    const results = this.device.pollFinished();
+    return jobIds.map((id) => {
+      const result = results.find((r) => r.jobId === id);
+      if (!result?.ok) throw new DeviceError(`transfer bench: job ${id} did not complete`);
+      return result.elapsedMs;
+    });
+  }
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}

@@ -1,0 +1,385 @@
+import { performance } from 'node:perf_hooks';
+import { EngineError, RankError, RequestError } from '../core/errors.js';
+import { resolveBackend } from '../device/native.js';
+import type { BackendName } from '../device/types.js';
+import { parseFaultPlan, rulesForRank, validateFaultPlanRanks } from '../faults/plan.js';
+import { createOffloadingConnector, type OffloadingSetup } from '../offload/create-connector.js';
+import { parseSchedulerConfig } from '../scheduler/config.js';
+import { createRequest, type Request } from '../scheduler/request.js';
+import { Scheduler, type RequestUpdate, type SchedulerTestOnlyOptions } from '../scheduler/scheduler.js';
+import { KVOutputAggregator } from './aggregator.js';
+import { resolveEngineConfig, type EngineConfig } from './engine-config.js';
+import type {
+  EngineConfigInput,
+  EngineMetrics,
+  FinishedRequest,
+  FinishReason,
+  RequestSpec,
+  StepReport,
+} from './engine-types.js';
+import { Executor } from './executor.js';
+import { PromptHashPool } from './hash-pool.js';
+import { TransferMetrics } from './metrics.js';
+import type { RankInit, RankReady, RankTestSwitches } from './rank-protocol.js';
+
+export interface EngineOptions {
+  /** Switches that turn reference behaviours off, for the tests that show they matter. */
+  readonly testOnly?: {
+    readonly worker?: RankTestSwitches;
+    readonly scheduler?: SchedulerTestOnlyOptions;
+  };
+}
+
+/** The engine stopped because a rank died; `finished` holds the requests it ended with an error. */
+export class EngineStoppedError extends EngineError {
+  readonly rankError: RankError;
+  readonly finished: readonly FinishedRequest[];
+
+  constructor(rankError: RankError, finished: readonly FinishedRequest[]) {
+    super(`engine stopped: ${rankError.message}`, { cause: rankError });
+    this.rankError = rankError;
+    this.finished = finished;
+  }
+}
+
+/**
+ * kvtier's library API: create an engine from one config, add requests, step
+ * or run them to completion, abort, read metrics, shut down. Every step runs
+ * on all ranks; outputs never depend on where the KV came from.
+ */
+export class Engine {
+  private readonly live = new Map<string, Request>();
+  private readonly pendingFinished: FinishedRequest[] = [];
+  private readonly transfers = new TransferMetrics();
+  private nextId = 0;
+  private promptTokens = 0;
+  private rankRestarts = 0;
+  private stopped: EngineStoppedError | null = null;
+  private closed = false;
+
+  private constructor(
+    readonly config: EngineConfig,
+    readonly backend: BackendName,
+    private readonly scheduler: Scheduler,
+    private readonly offloading: OffloadingSetup | null,
+    private readonly executor: Executor,
+    private readonly aggregator: KVOutputAggregator,
+    private readonly hashPool: PromptHashPool,
+    private readonly startedAt: number,
+  ) {}
+
+  static async create(input: EngineConfigInput = {}, options: EngineOptions = {}): Promise<Engine> {
+    const config = resolveEngineConfig(input);
+    const backend = resolveBackend(config.backend);
+    const plan = parseFaultPlan(config.faults, config.faultSeed);
+    validateFaultPlanRanks(plan, config.tp);
+
+    const offloading = config.offload
+      ? createOffloadingConnector({
+          model: config.model,
+          tp: config.tp,
+          blockSize: config.blockSize,
+          offloadFactor: config.offloadFactor,
+          cpuBlocks: config.cpuBlocks,
+          cpuBytes: config.cpuBytes,
+          eviction: config.eviction,
+          storePolicy: config.storePolicy,
+        })
+      : null;
+    const schedulerConfig = parseSchedulerConfig({
+      blockSize: config.blockSize,
+      numGpuBlocks: config.gpuBlocks,
+      maxNumBatchedTokens: config.maxNumBatchedTokens,
+      maxNumSeqs: config.maxNumSeqs,
+      maxModelLen: config.maxModelLen,
+      enableChunkedPrefill: config.enableChunkedPrefill,
+      enablePrefixCaching: config.enablePrefixCaching,
+      failurePolicy: config.failurePolicy,
+      vocabSize: config.model.vocabSize,
+    });
+    const startedAt = performance.now();
+    const scheduler = new Scheduler(schedulerConfig, {
+      connector: offloading?.connector ?? null,
+      now: () => performance.now() - startedAt,
+      testOnly: options.testOnly?.scheduler,
+    });
+    // Write-back of offloaded blocks larger than one GPU block reads the GPU prefix cache.
+    offloading?.connector.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
+
+    const ranks: RankInit[] = [];
+    for (let rank = 0; rank < config.tp; rank++) {
+      ranks.push({
+        rank,
+        tp: config.tp,
+        backend,
+        model: config.model,
+        blockSize: config.blockSize,
+        layout: config.layout,
+        numGpuBlocks: config.gpuBlocks,
+        numCpuBlocks: offloading?.geometry.capacityBlocks ?? 0,
+        offloadFactor: config.offloadFactor,
+        faultRules: rulesForRank(plan, rank),
+        faultSeed: plan.seed,
+        testSwitches: options.testOnly?.worker,
+      });
+    }
+    const executor = await Executor.start({ ranks, stepDeadlineMs: config.stepDeadlineMs });
+    const engine = new Engine(
+      config,
+      backend,
+      scheduler,
+      offloading,
+      executor,
+      new KVOutputAggregator(config.tp, config.model.vocabSize),
+      new PromptHashPool(config.blockSize),
+      startedAt,
+    );
+    return engine;
+  }
+
+  /** What each rank opened (device name, bytes per block, memory). */
+  get ranks(): readonly RankReady[] {
+    return this.executor.ready;
+  }
+
+  /** Milliseconds since the engine started (the clock of every timestamp it reports). */
+  now(): number {
+    return performance.now() - this.startedAt;
+  }
+
+  /** Validates and queues one request; returns its id. Nothing is queued if it is rejected. */
+  addRequest(spec: RequestSpec): string {
+    this.assertUsable();
+    const request = this.buildRequest(spec, undefined);
+    this.admit(request);
+    return request.id;
+  }
+
+  /**
+   * Validates and queues many requests, hashing their prompt blocks off the
+   * engine loop. All are validated before any is queued: one bad request
+   * rejects the batch and nothing of it is accepted.
+   */
+  async addRequests(specs: readonly RequestSpec[]): Promise<string[]> {
+    this.assertUsable();
+    const prompts = specs.map((s, i) => {
+      if (s === null || typeof s !== 'object' || s.promptTokens == null) throw new RequestError(`requests[${i}]: not a request`);
+      return Int32Array.from(s.promptTokens);
+    });
+    const ids = new Set<string>();
+    for (const spec of specs) {
+      if (spec.id === undefined) continue;
+      if (ids.has(spec.id) || this.live.has(spec.id)) throw new RequestError(`request id '${spec.id}' is already in use`);
+      ids.add(spec.id);
+    }
+    const hashes = await this.hashPool.hash(prompts, specs.map((s) => s.cacheSalt ?? null));
+    const requests = specs.map((spec, i) => this.buildRequest({ ...spec, promptTokens: prompts[i] }, hashes[i]));
+    for (const request of requests) this.admit(request);
+    return requests.map((r) => r.id);
+  }
+
+  /** Aborts a request in any state; false if it is unknown or already finished. */
+  abort(id: string): boolean {
+    this.assertUsable();
+    const request = this.live.get(id);
+    if (!request || !this.scheduler.abortRequest(id)) return false;
+    this.live.delete(id);
+    this.pendingFinished.push(this.finishedRecord(request, 'aborted', null));
+    return true;
+  }
+
+  /** true while requests are unfinished or transfers still have to complete. */
+  hasPendingWork(): boolean {
+    return !this.stopped && (this.scheduler.hasPendingWork() || this.pendingFinished.length > 0);
+  }
+
+  /** Runs one step on every rank. */
+  async step(): Promise<StepReport> {
+    this.assertUsable();
+    const schedulerOutput = this.scheduler.schedule();
+    let outputs;
+    try {
+      outputs = await this.executor.executeStep(schedulerOutput);
+    } catch (error) {
+      if (error instanceof RankError) return this.recoverFromRankFailure(schedulerOutput.step, error);
+      throw error;
+    }
+    const output = this.aggregator.aggregate(outputs, schedulerOutput);
+    this.transfers.record(output.finishedJobs);
+    const updates = this.scheduler.updateFromOutput(schedulerOutput, output);
+    return this.report(schedulerOutput.step, updates);
+  }
+
+  /** Steps until every request finished and every transfer completed. */
+  async run(onStep?: (report: StepReport) => void): Promise<FinishedRequest[]> {
+    const finished: FinishedRequest[] = [];
+    while (this.hasPendingWork()) {
+      const report = await this.step();
+      finished.push(...report.finished);
+      onStep?.(report);
+    }
+    return finished;
+  }
+
+  metrics(): EngineMetrics {
+    const s = this.scheduler.stats();
+    const tier = this.offloading?.manager.stats();
+    const transfers = this.transfers.snapshot();
+    return {
+      steps: s.steps,
+      preemptions: s.preemptions,
+      requests: {
+        added: s.requestsAdded,
+        finished: s.requestsFinished,
+        aborted: s.requestsAborted,
+        failed: s.requestsFailed,
+      },
+      tokens: { prompt: this.promptTokens, output: s.outputTokens, prefillComputed: s.prefillTokensComputed },
+      hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
+      transfers,
+      loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
+      storeFailures: transfers.gpuToCpu.failedJobs,
+      rankRestarts: this.rankRestarts,
+      leaks: {
+        gpuBlocks: s.kvCache.referenced,
+        cpuBlocks: tier ? tier.beingStoredBlocks + tier.pinnedBlocks : 0,
+      },
+    };
+  }
+
+  /** Jobs each rank still has in flight or deferred (0 everywhere once idle). */
+  async pendingJobsPerRank(): Promise<number[]> {
+    return this.executor.pendingJobs();
+  }
+
+  /** Test access: the ranks' transfer logs (recorded when the recordTransfers switch is on). */
+  async transferLogs(): Promise<unknown[][]> {
+    return this.executor.transferLogs();
+  }
+
+  /** Rank worker threads still running (0 after shutdown). */
+  liveRankThreads(): number {
+    return this.executor.liveThreads();
+  }
+
+  /** Faults the ranks' devices injected so far. */
+  async faultStats(): Promise<{ loadBlocksFailed: number; storesFailed: number; jobsDelayed: number }[]> {
+    return this.executor.faultStats();
+  }
+
+  /** Stops every rank and frees their devices. */
+  async shutdown(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.hashPool.close();
+    if (this.stopped) await this.executor.terminateAll();
+    else await this.executor.shutdown();
+  }
+
+  private assertUsable(): void {
+    if (this.closed) throw new EngineError('engine is shut down');
+    if (this.stopped) throw this.stopped;
+  }
+
+  private buildRequest(spec: RequestSpec, promptBlockHashes: readonly string[] | undefined): Request {
+    if (spec === null || typeof spec !== 'object') throw new RequestError(`request: expected an object, got ${String(spec)}`);
+    const id = spec.id ?? `req-${this.nextId++}`;
+    if (this.live.has(id)) throw new RequestError(`request id '${id}' is already in use`);
+    return createRequest(
+      {
+        id,
+        promptTokens: spec.promptTokens,
+        maxTokens: spec.maxTokens,
+        seed: spec.seed ?? 0,
+        stopToken: spec.stopToken ?? null,
+        cacheSalt: spec.cacheSalt ?? null,
+        arrivalTime: this.arrivalTime(spec.arrivalMs),
+        promptBlockHashes,
+      },
+      this.scheduler.requestLimits,
+    );
+  }
+
+  private arrivalTime(arrivalMs: number | undefined): number {
+    const now = this.now();
+    if (arrivalMs === undefined) return now;
+    if (!Number.isFinite(arrivalMs) || arrivalMs < 0 || arrivalMs > now) {
+      throw new RequestError(`request: arrivalMs ${arrivalMs} must be a time on the engine clock in [0, ${now.toFixed(1)}]`);
+    }
+    return arrivalMs;
+  }
+
+  private admit(request: Request): void {
+    this.scheduler.addRequest(request);
+    this.live.set(request.id, request);
+    this.promptTokens += request.numPromptTokens;
+  }
+
+  private report(step: number, updates: readonly RequestUpdate[]): StepReport {
+    const finished = this.pendingFinished.splice(0);
+    const newTokens = new Map<string, readonly number[]>();
+    for (const update of updates) {
+      if (update.newTokenIds.length > 0) newTokens.set(update.reqId, update.newTokenIds);
+      if (update.finishReason === undefined) continue;
+      const request = this.live.get(update.reqId);
+      if (!request) continue;
+      this.live.delete(update.reqId);
+      finished.push(this.finishedRecord(request, update.finishReason, update.errorMessage ?? null));
+    }
+    return { step, finished, newTokens };
+  }
+
+  private finishedRecord(request: Request, reason: FinishReason, errorMessage: string | null): FinishedRequest {
+    return {
+      id: request.id,
+      promptTokens: request.promptTokens,
+      outputTokens: request.outputTokens.slice(),
+      maxTokens: request.maxTokens,
+      seed: request.seed,
+      stopToken: request.stopToken,
+      finishReason: reason,
+      errorMessage: errorMessage ?? request.errorMessage,
+      arrivalMs: request.arrivalTime,
+      firstTokenMs: request.firstTokenTime,
+      finishMs: request.finishTime ?? this.now(),
+      numPreemptions: request.numPreemptions,
+      gpuPrefixHitTokens: request.gpuPrefixHitTokens,
+      cpuTierHitTokens: request.externalHitTokens,
+    };
+  }
+
+  /**
+   * A rank died or missed its deadline. Without rankRestart every unfinished
+   * request ends with an error naming the rank and the engine stops. With it,
+   * dead ranks are respawned, every rank drops its state, and since the lost
+   * rank's GPU blocks and CPU shard are gone everywhere, requests resume by
+   * recompute (tokens of the failed step are discarded).
+   */
+  private async recoverFromRankFailure(step: number, error: RankError): Promise<StepReport> {
+    if (this.config.rankRestart) {
+      try {
+        for (const dead of this.executor.deadRanks()) await this.executor.restartRank(dead.rank);
+        await this.executor.resetRanks();
+        this.scheduler.resetForRankLoss();
+        this.aggregator.reset();
+        this.rankRestarts += 1;
+        return { step, finished: this.pendingFinished.splice(0), newTokens: new Map() };
+      } catch (restartError) {
+        const cause = restartError instanceof RankError ? restartError : error;
+        return this.stop(cause);
+      }
+    }
+    return this.stop(error);
+  }
+
+  private async stop(error: RankError): Promise<never> {
+    const finished = this.pendingFinished.splice(0);
+    for (const request of this.live.values()) {
+      finished.push(this.finishedRecord(request, 'error', `request ended because ${error.message}`));
+    }
+    this.live.clear();
+    this.stopped = new EngineStoppedError(error, finished);
+    await this.executor.terminateAll();
+    throw this.stopped;
+  }
+}

@@ -1,0 +1,84 @@
+import { expect } from 'vitest';
+import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { referenceGenerate } from '../../src/model/reference.js';
+import { Engine, type EngineOptions } from '../../src/runtime/engine.js';
+import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
+
+export const tiny = MODEL_PRESETS.tiny;
+
+/** A deterministic token stream (xorshift) for building prompts. */
+export function tokens(seed: number, count: number, vocab = tiny.vocabSize): number[] {
+  let x = (seed * 0x9e3779b1 + 0x6d2b79f5) >>> 0 || 1;
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    out.push(x % vocab);
+  }
+  return out;
+}
+
+/** Requests that share `prefix` and differ after it. */
+export function sharedPrefixRequests(prefix: number[], count: number, suffixTokens: number, maxTokens: number, seed = 1): RequestSpec[] {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `shared-${seed}-${i}`,
+    promptTokens: [...prefix, ...tokens(seed * 1000 + i, suffixTokens)],
+    maxTokens,
+    seed: seed * 100 + i,
+  }));
+}
+
+/** Creates a host-backend engine, runs `body`, and always shuts it down. */
+export async function withEngine<T>(
+  config: EngineConfigInput,
+  body: (engine: Engine) => Promise<T>,
+  options: EngineOptions = {},
+): Promise<T> {
+  const engine = await Engine.create({ backend: 'host', model: 'tiny', ...config }, options);
+  try {
+    return await body(engine);
+  } finally {
+    await engine.shutdown();
+  }
+}
+
+/** Every finished request's tokens equal the reference model's (a list of ids that differ). */
+export function mismatches(finished: readonly FinishedRequest[]): string[] {
+  const wrong: string[] = [];
+  for (const f of finished) {
+    if (f.finishReason !== 'length' && f.finishReason !== 'stopped') continue;
+    const expected = referenceGenerate(tiny, {
+      promptTokens: f.promptTokens,
+      maxTokens: f.maxTokens,
+      seed: f.seed,
+      stopToken: f.stopToken,
+    });
+    if (expected.outputTokens.join(',') !== f.outputTokens.join(',')) wrong.push(f.id);
+  }
+  return wrong;
+}
+
+export function expectAllMatchReference(finished: readonly FinishedRequest[], expectedCount: number): void {
+  expect(finished.filter((f) => f.finishReason === 'length' || f.finishReason === 'stopped')).toHaveLength(expectedCount);
+  expect(mismatches(finished)).toEqual([]);
+}
+
+/** No GPU or CPU block leaked, no transfer pending on any rank. */
+export async function expectIdle(engine: Engine): Promise<void> {
+  expect(engine.hasPendingWork()).toBe(false);
+  expect(engine.metrics().leaks).toEqual({ gpuBlocks: 0, cpuBlocks: 0 });
+  for (const pending of await engine.pendingJobsPerRank()) expect(pending).toBe(0);
+}
+
+/** Adds requests in waves: each wave is added once the previous one finished. */
+export async function runWaves(engine: Engine, waves: readonly RequestSpec[][]): Promise<FinishedRequest[]> {
+  const finished: FinishedRequest[] = [];
+  for (const wave of waves) {
+    await engine.addRequests(wave);
+    finished.push(...(await engine.run()));
+  }
+  return finished;
+}
