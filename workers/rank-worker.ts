@@ -4,9 +4,9 @@ import { parentPort } from 'node:worker_threads';
 import { openDevice } from '../src/device/device.js';
 import { cudaDeviceCount } from '../src/device/native.js';
 import type { Device, ForwardBatch } from '../src/device/types.js';
-import { RankFaults } from '../src/faults/rank-faults.js';
+import { RankFaults, type RankDeath } from '../src/faults/rank-faults.js';
 import { threadEndpoint } from '../src/runtime/comlink-endpoint.js';
-import type { RankFaultStats, RankInit, RankReady, RankWorkerApi } from '../src/runtime/rank-protocol.js';
+import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from '../src/runtime/rank-protocol.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../src/scheduler/outputs.js';
 import { WorkerConnector } from './worker-connector.js';
 
@@ -42,10 +42,12 @@ class RankWorker implements RankWorkerApi {
     });
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
-    this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank);
+    this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
+    await die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
     const info = device.info;
     return {
       rank: init.rank,
+      openCount: init.openCount,
       backend: info.backend,
       deviceName: info.deviceName,
       deviceIndex,
@@ -113,13 +115,26 @@ class RankWorker implements RankWorkerApi {
     };
   }
 
-  async reset(): Promise<void> {
+  async reset(resetCount: number): Promise<void> {
+    if (this.faults) await die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
     await this.connector?.drainAndReset();
     this.tables.clear();
   }
 
   async pendingJobs(): Promise<number> {
     return this.connector?.pendingCount() ?? 0;
+  }
+
+  async state(): Promise<RankState> {
+    const connector = this.connector?.state();
+    return {
+      tables: this.tables.size,
+      inFlightJobs: connector?.inFlightJobs ?? 0,
+      deferredStores: connector?.deferredStores ?? 0,
+      loadingBlocks: connector?.loadingBlocks ?? 0,
+      finishingRequests: connector?.finishingRequests ?? 0,
+      deviceJobs: this.device?.pendingJobs() ?? 0,
+    };
   }
 
   async transferLog(): Promise<unknown[]> {
@@ -146,20 +161,7 @@ class RankWorker implements RankWorkerApi {
 
   private async applyFaults(step: number): Promise<void> {
     const faults = this.faults!;
-    const death = faults.deathAt(step);
-    if (death?.kind === 'hang') {
-      // Never answer: the executor's step deadline must catch it.
-      await new Promise<never>(() => {});
-    }
-    if (death?.kind === 'crash') {
-      const message = `injected crash at step ${step}`;
-      if (death.how === 'exit') process.exit(70);
-      // Thrown outside the RPC handler, so it is an uncaught error of the thread.
-      setImmediate(() => {
-        throw new Error(message);
-      });
-      await new Promise<never>(() => {});
-    }
+    await die(faults.deathAt(step), `at step ${step}`);
     const deviceFaults = faults.deviceFaultsAt(step);
     if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
   }
@@ -218,6 +220,27 @@ class RankWorker implements RankWorkerApi {
     };
     return device.forward(batch, { after });
   }
+}
+
+/** Exit code of a rank thread that an injected crash ended. */
+const INJECTED_EXIT_CODE = 70;
+
+/**
+ * Carries out an injected death (a no-op for null): a hang never answers (the
+ * executor's deadline must catch it), a crash either exits the thread or
+ * throws an uncaught error in it. The thread's device is released when the
+ * thread ends, as it would be for a real crash.
+ */
+async function die(death: RankDeath | null, when: string): Promise<void> {
+  if (death === null) return;
+  if (death.kind === 'crash') {
+    if (death.how === 'exit') process.exit(INJECTED_EXIT_CODE);
+    // Thrown outside the RPC handler, so it is an uncaught error of the thread.
+    setImmediate(() => {
+      throw new Error(`injected crash ${when}`);
+    });
+  }
+  await new Promise<never>(() => {});
 }
 
 if (!parentPort) throw new Error('rank-worker must run in a worker thread');

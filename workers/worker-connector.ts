@@ -19,6 +19,18 @@ export interface WorkerConnectorTestSwitches {
   readonly submitStoresImmediately?: boolean;
   /** Keep a log of every submission (for ordering assertions). */
   readonly recordTransfers?: boolean;
+  /** Report failed stores as ok, so the scheduler takes their (poisoned) CPU blocks for KV. */
+  readonly reportFailedStoresAsOk?: boolean;
+  /** On a reset, forget in-flight jobs without waiting for them (they then land after the reset). */
+  readonly resetWithoutDrain?: boolean;
+}
+
+/** What the connector holds between steps. */
+export interface WorkerConnectorState {
+  readonly inFlightJobs: number;
+  readonly deferredStores: number;
+  readonly loadingBlocks: number;
+  readonly finishingRequests: number;
 }
 
 /** When and where each job was submitted, for ordering assertions. */
@@ -134,7 +146,7 @@ export class WorkerConnector {
       const job = this.inFlight.get(result.jobId);
       if (!job) continue;
       this.inFlight.delete(result.jobId);
-      finishedJobs.push(toJobResult(result));
+      finishedJobs.push(this.toJobResult(result));
       const { spec } = job;
       if (spec.direction === 'cpuToGpu') {
         for (const id of spec.gpuBlockIds) if (this.loadingBlocks.get(id) === spec.jobId) this.loadingBlocks.delete(id);
@@ -160,22 +172,31 @@ export class WorkerConnector {
     return this.inFlight.size + this.deferred.length;
   }
 
-  /** Waits for any in-flight job (bounded), so idle steps do not spin. */
+  /**
+   * Waits (bounded) until some in-flight job finished, so idle steps do not
+   * spin. Each direction has one copy stream that runs its jobs in submission
+   * order, so the next job to finish is the oldest one of some direction:
+   * waiting on those (at most two) is waiting for any job.
+   */
   async waitForProgress(timeoutMs: number): Promise<void> {
-    if (this.inFlight.size === 0) return;
-    const ids = [...this.inFlight.keys()];
+    const oldest = this.oldestInFlightPerDirection();
+    if (oldest.length === 0) return;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
     });
-    await Promise.race([Promise.any(ids.map((id) => this.device.waitJobs([id]))), timeout]);
+    await Promise.race([Promise.any(oldest.map((id) => this.device.waitJobs([id]))), timeout]);
     clearTimeout(timer);
   }
 
-  /** Waits for every submitted job, then forgets all state (the ranks agreed a rank's tier was lost). */
+  /**
+   * Waits for every submitted job, then forgets all state (the ranks agreed a
+   * rank's tier was lost). The wait matters: a job of the old state landing
+   * after the reset would write blocks the new state has given to others.
+   */
   async drainAndReset(): Promise<void> {
     const ids = [...this.inFlight.keys()];
-    if (ids.length > 0) await this.device.waitJobs(ids);
+    if (ids.length > 0 && !this.switches.resetWithoutDrain) await this.device.waitJobs(ids);
     this.device.pollFinished();
     this.inFlight.clear();
     this.deferred = [];
@@ -184,8 +205,41 @@ export class WorkerConnector {
     this.finishedReqs.clear();
   }
 
+  state(): WorkerConnectorState {
+    return {
+      inFlightJobs: this.inFlight.size,
+      deferredStores: this.deferred.length,
+      loadingBlocks: this.loadingBlocks.size,
+      finishingRequests: this.finishedReqs.size,
+    };
+  }
+
   transferLog(): readonly TransferLogEntry[] {
     return this.log;
+  }
+
+  /** Oldest in-flight job of each direction (Map keeps submission order). */
+  private oldestInFlightPerDirection(): number[] {
+    let store: number | null = null;
+    let load: number | null = null;
+    for (const [jobId, job] of this.inFlight) {
+      if (job.spec.direction === 'gpuToCpu') store ??= jobId;
+      else load ??= jobId;
+      if (store !== null && load !== null) break;
+    }
+    return [store, load].filter((id): id is number => id !== null);
+  }
+
+  private toJobResult(r: DeviceJobResult): JobResult {
+    const ok = r.ok || (r.direction === 'gpuToCpu' && this.switches.reportFailedStoresAsOk === true);
+    return {
+      jobId: r.jobId,
+      direction: r.direction,
+      ok,
+      failedGpuBlockIds: r.failedGpuBlockIds,
+      bytes: r.bytes,
+      elapsedMs: r.elapsedMs,
+    };
   }
 
   private storesOf(reqId: string): Set<number> {
@@ -219,15 +273,4 @@ export class WorkerConnector {
       this.log.push({ jobId: spec.jobId, direction: spec.direction, reqId: spec.reqId, issuedStep, submittedStep: step, phase });
     }
   }
-}
-
-function toJobResult(r: DeviceJobResult): JobResult {
-  return {
-    jobId: r.jobId,
-    direction: r.direction,
-    ok: r.ok,
-    failedGpuBlockIds: r.failedGpuBlockIds,
-    bytes: r.bytes,
-    elapsedMs: r.elapsedMs,
-  };
 }

@@ -10,6 +10,11 @@ import { KvtierError } from '../core/errors.js';
  * default) targets every rank. `load-fail` also takes `blocks=3|7` (GPU block
  * ids), `after=STEP` (active from that step on) and `count=N` (at most N failed
  * blocks on each targeted rank).
+ *
+ * `crash` and `hang` say when the rank dies with exactly one of: `step=S`
+ * (during step S), `open=N` (right after it opened its device for the N-th
+ * time: 1 at engine start, 2 at its first restart, ...) or `reset=N` (during
+ * the engine's N-th rank-loss reset, 1 being the first).
  */
 export class FaultPlanError extends KvtierError {
   constructor(message: string) {
@@ -51,23 +56,38 @@ const delay = z
   })
   .strict();
 
+/** When a rank dies: exactly one of these is given. */
+const deathMoment = {
+  step: step.optional(),
+  open: z.number().int().min(1).optional(),
+  reset: z.number().int().min(1).optional(),
+};
+
+function oneDeathMoment(rule: { step?: number; open?: number; reset?: number }): boolean {
+  return [rule.step, rule.open, rule.reset].filter((v) => v !== undefined).length === 1;
+}
+
+const deathMomentMessage = { message: 'give exactly one of step=S, open=N or reset=N', path: ['step'] };
+
 const crash = z
   .object({
     kind: z.literal('crash'),
     rank: rankField.default('*'),
-    step,
+    ...deathMoment,
     /** 'throw': an uncaught error in the rank; 'exit': the rank's thread exits. */
     how: z.enum(['throw', 'exit']).default('throw'),
   })
-  .strict();
+  .strict()
+  .refine(oneDeathMoment, deathMomentMessage);
 
 const hang = z
   .object({
     kind: z.literal('hang'),
     rank: rankField.default('*'),
-    step,
+    ...deathMoment,
   })
-  .strict();
+  .strict()
+  .refine(oneDeathMoment, deathMomentMessage);
 
 export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, crash, hang]);
 export type FaultRule = z.output<typeof faultRuleSchema>;
@@ -82,8 +102,8 @@ const KNOWN_KEYS: Record<FaultKind, readonly string[]> = {
   'load-fail': ['rank', 'p', 'blocks', 'after', 'count'],
   'store-fail': ['rank', 'p', 'after'],
   delay: ['rank', 'ms', 'after'],
-  crash: ['rank', 'step', 'how'],
-  hang: ['rank', 'step'],
+  crash: ['rank', 'step', 'open', 'reset', 'how'],
+  hang: ['rank', 'step', 'open', 'reset'],
 };
 
 function isKind(kind: string): kind is FaultKind {
@@ -152,6 +172,22 @@ export function validateFaultPlanRanks(plan: FaultPlan, tp: number): void {
   }
 }
 
+/**
+ * Checks the GPU block ids a plan lists against the engine's pool, so a bad
+ * plan is refused up front instead of failing a rank when its rule activates.
+ */
+export function validateFaultPlanBlocks(plan: FaultPlan, numGpuBlocks: number): void {
+  for (const rule of plan.rules) {
+    if (rule.kind !== 'load-fail') continue;
+    const outside = rule.blocks.find((b) => b >= numGpuBlocks);
+    if (outside !== undefined) {
+      throw new FaultPlanError(
+        `fault plan: load-fail: blocks=${outside} is not a GPU block (gpuBlocks is ${numGpuBlocks}, ids 0..${numGpuBlocks - 1})`,
+      );
+    }
+  }
+}
+
 export function rulesForRank(plan: FaultPlan, rank: number): FaultRule[] {
   return plan.rules.filter((r) => r.rank === '*' || r.rank === rank);
 }
@@ -161,7 +197,10 @@ export function formatFaultPlan(plan: FaultPlan): string {
   return plan.rules
     .map((rule) => {
       const parts = Object.entries(rule)
-        .filter(([key, value]) => key !== 'kind' && value !== null && !(Array.isArray(value) && value.length === 0))
+        .filter(
+          ([key, value]) =>
+            key !== 'kind' && value !== null && value !== undefined && !(Array.isArray(value) && value.length === 0),
+        )
         .map(([key, value]) => `${key}=${Array.isArray(value) ? value.join('|') : String(value)}`);
       return `${rule.kind}:${parts.join(',')}`;
     })

@@ -4,6 +4,9 @@ import type { FaultRule } from './plan.js';
 
 export type RankDeath = { kind: 'crash'; how: 'throw' | 'exit' } | { kind: 'hang' };
 
+/** A moment a death rule can name (see plan.ts). */
+type DeathMoment = 'step' | 'open' | 'reset';
+
 /**
  * Turns one rank's fault rules into what its device injects at each step,
  * and tells the rank when it must die.
@@ -12,11 +15,18 @@ export class RankFaults {
   private appliedKey = '';
   private loadFailuresSoFar = 0;
 
+  /**
+   * `loadFailuresBefore`: block load failures an earlier incarnation of this
+   * rank already injected (a restarted rank keeps spending the same `count`).
+   */
   constructor(
     private readonly rules: readonly FaultRule[],
     private readonly seed: number,
     private readonly rank: number,
-  ) {}
+    loadFailuresBefore = 0,
+  ) {
+    this.loadFailuresSoFar = loadFailuresBefore;
+  }
 
   /** Records block load failures seen on this rank (they count against `count`). */
   noteLoadFailures(blocks: number): void {
@@ -25,9 +35,24 @@ export class RankFaults {
 
   /** How the rank dies at `step`, if a rule says so. */
   deathAt(step: number): RankDeath | null {
+    return this.death('step', step);
+  }
+
+  /** How the rank dies right after opening its device for the `count`-th time (1 = at engine start). */
+  deathAtOpen(count: number): RankDeath | null {
+    return this.death('open', count);
+  }
+
+  /** How the rank dies during the engine's `count`-th rank-loss reset (1 = the first). */
+  deathAtReset(count: number): RankDeath | null {
+    return this.death('reset', count);
+  }
+
+  private death(moment: DeathMoment, value: number): RankDeath | null {
     for (const rule of this.rules) {
-      if (rule.kind === 'crash' && rule.step === step) return { kind: 'crash', how: rule.how };
-      if (rule.kind === 'hang' && rule.step === step) return { kind: 'hang' };
+      if (rule.kind !== 'crash' && rule.kind !== 'hang') continue;
+      if (rule[moment] !== value) continue;
+      return rule.kind === 'crash' ? { kind: 'crash', how: rule.how } : { kind: 'hang' };
     }
     return null;
   }

@@ -2,9 +2,11 @@ import { performance } from 'node:perf_hooks';
 import { EngineError, RankError, RequestError } from '../core/errors.js';
 import { resolveBackend } from '../device/native.js';
 import type { BackendName } from '../device/types.js';
-import { parseFaultPlan, rulesForRank, validateFaultPlanRanks } from '../faults/plan.js';
+import { parseFaultPlan, rulesForRank, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
 import { createOffloadingConnector, type OffloadingSetup } from '../offload/create-connector.js';
+import type { OffloadingManagerStats } from '../offload/manager.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
+import type { KVCacheUsage } from '../scheduler/kv-cache-manager.js';
 import { createRequest, type Request } from '../scheduler/request.js';
 import { Scheduler, type RequestUpdate, type SchedulerTestOnlyOptions } from '../scheduler/scheduler.js';
 import { KVOutputAggregator } from './aggregator.js';
@@ -20,15 +22,35 @@ import type {
 import { Executor } from './executor.js';
 import { PromptHashPool } from './hash-pool.js';
 import { TransferMetrics } from './metrics.js';
-import type { RankInit, RankReady, RankTestSwitches } from './rank-protocol.js';
+import type { RankReady, RankSetup, RankState, RankTestSwitches } from './rank-protocol.js';
+
+/** Engine-level switches that turn a recovery behaviour off (tests only). */
+export interface EngineTestSwitches {
+  /** After a rank-loss reset, keep the aggregator's partial reports of the lost state. */
+  readonly keepPartialReportsOnRankLoss?: boolean;
+}
 
 export interface EngineOptions {
   /** Switches that turn reference behaviours off, for the tests that show they matter. */
   readonly testOnly?: {
     readonly worker?: RankTestSwitches;
     readonly scheduler?: SchedulerTestOnlyOptions;
+    readonly engine?: EngineTestSwitches;
   };
 }
+
+/** What the scheduler side holds at a moment (diagnostics; after a rank-loss reset everything is empty). */
+export interface EngineHoldings {
+  /** The GPU block pool: free, cached (prefix cache), referenced, pending (being loaded). */
+  readonly gpu: KVCacheUsage;
+  /** The CPU tier as the offloading manager sees it; null without offloading. */
+  readonly cpuTier: OffloadingManagerStats | null;
+  /** Transfer jobs some but not all ranks reported finished. */
+  readonly partialJobs: number;
+}
+
+/** Rounds of restart-and-reset tried after a rank loss before the engine gives up. */
+const MAX_RECOVERY_ATTEMPTS = 3;
 
 /** The engine stopped because a rank died; `finished` holds the requests it ended with an error. */
 export class EngineStoppedError extends EngineError {
@@ -66,6 +88,7 @@ export class Engine {
     private readonly aggregator: KVOutputAggregator,
     private readonly hashPool: PromptHashPool,
     private readonly startedAt: number,
+    private readonly switches: EngineTestSwitches,
   ) {}
 
   static async create(input: EngineConfigInput = {}, options: EngineOptions = {}): Promise<Engine> {
@@ -73,6 +96,7 @@ export class Engine {
     const backend = resolveBackend(config.backend);
     const plan = parseFaultPlan(config.faults, config.faultSeed);
     validateFaultPlanRanks(plan, config.tp);
+    validateFaultPlanBlocks(plan, config.gpuBlocks);
 
     const offloading = config.offload
       ? createOffloadingConnector({
@@ -106,7 +130,7 @@ export class Engine {
     // Write-back of offloaded blocks larger than one GPU block reads the GPU prefix cache.
     offloading?.connector.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
 
-    const ranks: RankInit[] = [];
+    const ranks: RankSetup[] = [];
     for (let rank = 0; rank < config.tp; rank++) {
       ranks.push({
         rank,
@@ -133,6 +157,7 @@ export class Engine {
       new KVOutputAggregator(config.tp, config.model.vocabSize),
       new PromptHashPool(config.blockSize),
       startedAt,
+      options.testOnly?.engine ?? {},
     );
     return engine;
   }
@@ -262,6 +287,20 @@ export class Engine {
     return this.executor.liveThreads();
   }
 
+  /** What each rank holds between steps (tables, jobs); all zero right after a rank-loss reset. */
+  async rankStates(): Promise<RankState[]> {
+    return this.executor.rankStates();
+  }
+
+  /** What the scheduler side holds now (see EngineHoldings). */
+  holdings(): EngineHoldings {
+    return {
+      gpu: this.scheduler.kvCacheManager.usage(),
+      cpuTier: this.offloading?.manager.stats() ?? null,
+      partialJobs: this.aggregator.pendingJobIds().length,
+    };
+  }
+
   /** Faults the ranks' devices injected so far. */
   async faultStats(): Promise<{ loadBlocksFailed: number; storesFailed: number; jobsDelayed: number }[]> {
     return this.executor.faultStats();
@@ -351,25 +390,37 @@ export class Engine {
   /**
    * A rank died or missed its deadline. Without rankRestart every unfinished
    * request ends with an error naming the rank and the engine stops. With it,
-   * dead ranks are respawned, every rank drops its state, and since the lost
-   * rank's GPU blocks and CPU shard are gone everywhere, requests resume by
-   * recompute (tokens of the failed step are discarded).
+   * dead ranks are respawned and every rank drops its state; since the lost
+   * rank's GPU blocks and CPU shard are gone, the scheduler drops the whole
+   * GPU prefix cache and CPU tier too (every rank and the scheduler agree
+   * nothing survived), and requests resume by recompute (tokens of the failed
+   * step are discarded). A rank that dies while being restarted or reset is
+   * restarted in the next round; after MAX_RECOVERY_ATTEMPTS rounds the engine
+   * stops.
    */
   private async recoverFromRankFailure(step: number, error: RankError): Promise<StepReport> {
-    if (this.config.rankRestart) {
+    if (!this.config.rankRestart) return this.stop(error);
+    let failure = error;
+    for (let attempt = 1; attempt <= MAX_RECOVERY_ATTEMPTS; attempt++) {
       try {
-        for (const dead of this.executor.deadRanks()) await this.executor.restartRank(dead.rank);
+        await this.executor.restartDeadRanks();
         await this.executor.resetRanks();
-        this.scheduler.resetForRankLoss();
-        this.aggregator.reset();
-        this.rankRestarts += 1;
-        return { step, finished: this.pendingFinished.splice(0), newTokens: new Map() };
-      } catch (restartError) {
-        const cause = restartError instanceof RankError ? restartError : error;
-        return this.stop(cause);
+      } catch (recoveryError) {
+        if (!(recoveryError instanceof RankError)) throw recoveryError;
+        failure = recoveryError;
+        continue;
       }
+      this.scheduler.resetForRankLoss();
+      // Reports of the lost state must not count toward jobs or requests of the new one.
+      if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
+      this.rankRestarts += 1;
+      return { step, finished: this.pendingFinished.splice(0), newTokens: new Map() };
     }
-    return this.stop(error);
+    return this.stop(
+      new RankError(failure.rank, `${failure.cause_} (no recovery after ${MAX_RECOVERY_ATTEMPTS} restart attempts)`, {
+        cause: failure,
+      }),
+    );
   }
 
   private async stop(error: RankError): Promise<never> {
@@ -380,6 +431,9 @@ export class Engine {
     this.live.clear();
     this.stopped = new EngineStoppedError(error, finished);
     await this.executor.terminateAll();
+    // The devices are gone with their threads: nothing holds blocks or transfers anymore.
+    this.scheduler.resetForRankLoss();
+    this.aggregator.reset();
     throw this.stopped;
   }
 }

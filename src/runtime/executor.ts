@@ -3,13 +3,13 @@ import { Worker } from 'node:worker_threads';
 import { RankError } from '../core/errors.js';
 import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
 import { threadEndpoint } from './comlink-endpoint.js';
-import type { RankInit, RankReady, RankWorkerApi } from './rank-protocol.js';
+import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from './rank-protocol.js';
 import { workerScript } from './worker-path.js';
 
 export interface ExecutorOptions {
-  /** One init per rank, in rank order. */
-  readonly ranks: readonly RankInit[];
-  /** A step not answered by every rank within this time fails the rank. */
+  /** One setup per rank, in rank order. */
+  readonly ranks: readonly RankSetup[];
+  /** A step (or reset) not answered by every rank within this time fails the rank. */
   readonly stepDeadlineMs: number;
   /** Time allowed to open a device (allocating a large CPU tier takes a while). */
   readonly initDeadlineMs?: number;
@@ -32,15 +32,25 @@ interface RankHandle {
  */
 export class Executor {
   private readonly handles: RankHandle[] = [];
+  /** Threads replaced by a restart; they count as live until they exited. */
+  private readonly retired: RankHandle[] = [];
   private readyInfo: RankReady[] = [];
+  /** Device opens per rank so far (a restart opens a new device). */
+  private readonly openCounts: number[];
+  /** Block load failures each rank reported so far (a restarted rank keeps spending its fault budget). */
+  private readonly loadFailures: number[];
+  private resetCount = 0;
 
-  private constructor(private readonly options: ExecutorOptions) {}
+  private constructor(private readonly options: ExecutorOptions) {
+    this.openCounts = options.ranks.map(() => 0);
+    this.loadFailures = options.ranks.map(() => 0);
+  }
 
   static async start(options: ExecutorOptions): Promise<Executor> {
     const executor = new Executor(options);
     try {
-      for (const init of options.ranks) executor.handles.push(executor.spawn(init.rank));
-      executor.readyInfo = await Promise.all(executor.handles.map((h, i) => executor.initRank(h, options.ranks[i])));
+      for (const setup of options.ranks) executor.handles.push(executor.spawn(setup.rank));
+      executor.readyInfo = await Promise.all(executor.handles.map((h) => executor.initRank(h)));
     } catch (error) {
       await executor.terminateAll();
       throw error;
@@ -64,54 +74,64 @@ export class Executor {
   async executeStep(step: SchedulerOutput): Promise<RankStepOutput[]> {
     const late = `missed the step deadline of ${this.options.stepDeadlineMs} ms at step ${step.step}`;
     const settled = await Promise.allSettled(
-      this.handles.map((h) => this.guard(h, h.api.executeStep(step), this.options.stepDeadlineMs, late)),
+      this.handles.map((h) => this.guard(h, 'step', h.api.executeStep(step), this.options.stepDeadlineMs, late)),
     );
-    const outputs: RankStepOutput[] = [];
-    for (const result of settled) {
-      if (result.status === 'rejected') throw result.reason;
-      outputs.push(result.value);
-    }
-    return outputs;
+    for (const result of settled) if (result.status === 'fulfilled') this.countLoadFailures(result.value);
+    return this.valuesOrFirstFailure(settled);
   }
 
-  /** Asks every live rank to drain its transfers and forget its state. */
+  /**
+   * Asks every rank to drain its transfers and forget its state. Like a step,
+   * it settles on every rank before it reports a failure, so a retried reset
+   * never overlaps one still running.
+   */
   async resetRanks(): Promise<void> {
-    await Promise.all(
-      this.handles.map((h) => this.guard(h, h.api.reset(), this.options.stepDeadlineMs, 'did not finish its reset in time')),
+    const resetCount = ++this.resetCount;
+    const late = `did not finish reset ${resetCount} within ${this.options.stepDeadlineMs} ms`;
+    const settled = await Promise.allSettled(
+      this.handles.map((h) => this.guard(h, 'reset', h.api.reset(resetCount), this.options.stepDeadlineMs, late)),
     );
+    this.valuesOrFirstFailure(settled);
   }
 
-  /** Replaces a dead (or any) rank with a fresh thread and device. */
+  /** Replaces every dead rank with a fresh thread and device; returns their ranks. */
+  async restartDeadRanks(): Promise<number[]> {
+    const dead = this.handles.filter((h) => h.dead !== null).map((h) => h.rank);
+    for (const rank of dead) await this.restartRank(rank);
+    return dead;
+  }
+
+  /** Replaces a rank with a fresh thread and device (the old thread is terminated first). */
   async restartRank(rank: number): Promise<RankReady> {
     const old = this.handles[rank];
-    await old.worker.terminate().catch(() => undefined);
+    this.retired.push(old);
+    await this.terminate(old);
     const handle = this.spawn(rank);
     this.handles[rank] = handle;
-    const info = await this.initRank(handle, this.options.ranks[rank]);
+    const info = await this.initRank(handle);
     this.readyInfo[rank] = info;
     return info;
   }
 
-  /** Rank threads that have not exited yet. */
+  /** Rank threads that have not exited yet, including replaced ones that are still ending. */
   liveThreads(): number {
-    return this.handles.filter((h) => !h.exited).length;
-  }
-
-  /** Ranks known to be dead. */
-  deadRanks(): RankError[] {
-    return this.handles.flatMap((h) => (h.dead ? [h.dead] : []));
+    return [...this.handles, ...this.retired].filter((h) => !h.exited).length;
   }
 
   async pendingJobs(): Promise<number[]> {
-    return Promise.all(this.handles.map((h) => this.guard(h, h.api.pendingJobs(), this.options.stepDeadlineMs, 'did not answer')));
+    return this.askEveryRank((api) => api.pendingJobs());
+  }
+
+  async rankStates(): Promise<RankState[]> {
+    return this.askEveryRank((api) => api.state());
   }
 
   async transferLogs(): Promise<unknown[][]> {
-    return Promise.all(this.handles.map((h) => this.guard(h, h.api.transferLog(), this.options.stepDeadlineMs, 'did not answer')));
+    return this.askEveryRank((api) => api.transferLog());
   }
 
-  async faultStats(): Promise<{ loadBlocksFailed: number; storesFailed: number; jobsDelayed: number }[]> {
-    return Promise.all(this.handles.map((h) => this.guard(h, h.api.faultStats(), this.options.stepDeadlineMs, 'did not answer')));
+  async faultStats(): Promise<RankFaultStats[]> {
+    return this.askEveryRank((api) => api.faultStats());
   }
 
   /** Shuts every rank down cleanly when it can, and terminates it otherwise. */
@@ -119,17 +139,19 @@ export class Executor {
     await Promise.all(
       this.handles.map(async (h) => {
         if (!h.dead) {
-          await this.guard(h, h.api.shutdown(), this.options.stepDeadlineMs, 'did not shut down in time').catch(() => undefined);
+          const late = 'did not shut down in time';
+          await this.guard(h, 'shutdown', h.api.shutdown(), this.options.stepDeadlineMs, late).catch(() => undefined);
         }
         h.api[Comlink.releaseProxy]();
-        await h.worker.terminate().catch(() => undefined);
+        await this.terminate(h);
       }),
     );
+    await Promise.all(this.retired.map((h) => this.terminate(h)));
   }
 
   /** Terminates every rank at once (after a failure). */
   async terminateAll(): Promise<void> {
-    await Promise.all(this.handles.map((h) => h.worker.terminate().catch(() => undefined)));
+    await Promise.all([...this.handles, ...this.retired].map((h) => this.terminate(h)));
   }
 
   private spawn(rank: number): RankHandle {
@@ -152,13 +174,48 @@ export class Executor {
     return handle;
   }
 
-  private initRank(handle: RankHandle, init: RankInit): Promise<RankReady> {
+  private initRank(handle: RankHandle): Promise<RankReady> {
+    const rank = handle.rank;
     const deadline = this.options.initDeadlineMs ?? Math.max(120_000, this.options.stepDeadlineMs);
-    return this.guard(handle, handle.api.init(init), deadline, `did not open its device within ${deadline} ms`);
+    this.openCounts[rank] += 1;
+    const init = { ...this.options.ranks[rank], openCount: this.openCounts[rank], loadFailuresBefore: this.loadFailures[rank] };
+    return this.guard(handle, 'init', handle.api.init(init), deadline, `did not open its device within ${deadline} ms`);
+  }
+
+  /**
+   * Terminates a rank's thread (its device is released as the thread ends).
+   * Bounded: a thread stuck where termination cannot reach it stays counted
+   * by liveThreads() instead of hanging the engine.
+   */
+  private async terminate(handle: RankHandle): Promise<void> {
+    if (handle.exited) return;
+    let timer: NodeJS.Timeout | undefined;
+    const giveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.options.stepDeadlineMs);
+    });
+    await Promise.race([handle.worker.terminate().then(() => undefined, () => undefined), giveUp]);
+    clearTimeout(timer);
+  }
+
+  private async askEveryRank<T>(ask: (api: Comlink.Remote<RankWorkerApi>) => Promise<T>): Promise<T[]> {
+    return Promise.all(this.handles.map((h) => this.guard(h, 'query', ask(h.api), this.options.stepDeadlineMs, 'did not answer')));
+  }
+
+  private countLoadFailures(output: RankStepOutput): void {
+    for (const job of output.connector.finishedJobs) this.loadFailures[output.rank] += job.failedGpuBlockIds.length;
+  }
+
+  private valuesOrFirstFailure<T>(settled: readonly PromiseSettledResult<T>[]): T[] {
+    const values: T[] = [];
+    for (const result of settled) {
+      if (result.status === 'rejected') throw result.reason;
+      values.push(result.value);
+    }
+    return values;
   }
 
   /** Races a rank call against the rank's death and a deadline. */
-  private async guard<T>(handle: RankHandle, call: Promise<T>, deadlineMs: number, lateCause: string): Promise<T> {
+  private async guard<T>(handle: RankHandle, what: string, call: Promise<T>, deadlineMs: number, lateCause: string): Promise<T> {
     if (handle.dead) throw handle.dead;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
@@ -168,15 +225,15 @@ export class Executor {
       }, deadlineMs);
     });
     try {
-      return await Promise.race([call.catch((error: unknown) => this.rankCallFailed(handle, error)), handle.death, late]);
+      return await Promise.race([call.catch((error: unknown) => this.rankCallFailed(handle, what, error)), handle.death, late]);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  private rankCallFailed(handle: RankHandle, error: unknown): never {
+  private rankCallFailed(handle: RankHandle, what: string, error: unknown): never {
     const message = error instanceof Error ? error.message : String(error);
-    handle.dead ??= new RankError(handle.rank, `step failed: ${message}`, { cause: error });
+    handle.dead ??= new RankError(handle.rank, `${what} failed: ${message}`, { cause: error });
     throw handle.dead;
   }
 }

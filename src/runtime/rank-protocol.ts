@@ -12,6 +12,10 @@ export interface RankTestSwitches {
   readonly storesIgnoreCompute?: boolean;
   readonly submitStoresImmediately?: boolean;
   readonly recordTransfers?: boolean;
+  /** Report failed stores as ok (their CPU blocks then hold poison the scheduler believes is KV). */
+  readonly reportFailedStoresAsOk?: boolean;
+  /** On a rank-loss reset, forget job state without waiting for the in-flight jobs (they land after the reset). */
+  readonly resetWithoutDrain?: boolean;
 }
 
 export interface RankInit {
@@ -27,11 +31,20 @@ export interface RankInit {
   /** This rank's fault rules and the plan's seed. */
   readonly faultRules: readonly FaultRule[];
   readonly faultSeed: number;
+  /** How many times this rank has opened a device, this time included (1 at engine start, 2 after a restart, ...). */
+  readonly openCount: number;
+  /** Block load failures earlier incarnations of this rank injected (they count against a rule's `count`). */
+  readonly loadFailuresBefore: number;
   readonly testSwitches?: RankTestSwitches;
 }
 
+/** What the engine decides about a rank; the executor adds what changes when the rank restarts. */
+export type RankSetup = Omit<RankInit, 'openCount' | 'loadFailuresBefore'>;
+
 export interface RankReady {
   readonly rank: number;
+  /** How many devices this rank has opened, this one included (> 1 after a restart). */
+  readonly openCount: number;
   readonly backend: BackendName;
   readonly deviceName: string;
   readonly deviceIndex: number;
@@ -47,13 +60,33 @@ export interface RankFaultStats {
   readonly jobsDelayed: number;
 }
 
+/** What a rank holds between steps (all zero right after a rank-loss reset). */
+export interface RankState {
+  /** Requests whose block table the rank holds. */
+  readonly tables: number;
+  /** Jobs submitted and not yet reported. */
+  readonly inFlightJobs: number;
+  /** Stores waiting for the next step's start. */
+  readonly deferredStores: number;
+  /** GPU blocks an in-flight load is writing. */
+  readonly loadingBlocks: number;
+  /** Finished requests whose stores are still running here. */
+  readonly finishingRequests: number;
+  /** Jobs the rank's device is still running, whether or not the connector still tracks them. */
+  readonly deviceJobs: number;
+}
+
 export interface RankWorkerApi {
   init(init: RankInit): Promise<RankReady>;
   executeStep(step: SchedulerOutput): Promise<RankStepOutput>;
-  /** Waits for every in-flight job and forgets all request and job state. */
-  reset(): Promise<void>;
+  /**
+   * Waits for every in-flight job and forgets all request and job state
+   * (the engine's `resetCount`-th rank-loss reset, 1 being the first).
+   */
+  reset(resetCount: number): Promise<void>;
   /** Jobs submitted or deferred and not yet reported. */
   pendingJobs(): Promise<number>;
+  state(): Promise<RankState>;
   transferLog(): Promise<unknown[]>;
   faultStats(): Promise<RankFaultStats>;
   shutdown(): Promise<void>;
