@@ -1,4 +1,3 @@
-import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { z } from 'zod';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES } from '../model/presets.js';
@@ -7,6 +6,7 @@ import { analyzeTrace, formatAnalysis, type AnalyzeOptions } from './analyze.js'
 import { parseCommandArgs } from './command-parse.js';
 import { flagInput, originOf, parseInput, rejectBoth } from './config-input.js';
 import { byteSize, modelPreset, nonEmptyString, positiveInt, timeWindow, tokenScale } from './field-schemas.js';
+import { checkOutputFile, writeJsonFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
 
@@ -87,8 +87,9 @@ export function parseAnalyzeArgs(argv: readonly string[]): AnalyzeCommandOptions
 
 /** Runs the analysis, prints it and writes the JSON file; returns the exit code. */
 export async function analyzeCommand(options: AnalyzeCommandOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  if (options.json !== null) await checkOutputFile('--json', options.json);
   const analysis = await analyzeTrace(options);
   out.write(`${formatAnalysis(analysis)}\n`);
-  if (options.json !== null) await writeFile(options.json, `${JSON.stringify(analysis, null, 2)}\n`);
+  if (options.json !== null) await writeJsonFile(options.json, analysis);
   return 0;
 }

@@ -35,3 +35,9 @@ export function formatBytes(bytes: number): string {
   }
   return unit === 0 ? `${value} B` : `${value.toFixed(2)} ${units[unit]}`;
 }
+
+/** A transfer rate given in GB/s (1e9 bytes), shown in MB/s below 1 GB/s so small rates stay readable. */
+export function formatRate(gbps: number | null): string {
+  if (gbps === null) return '-';
+  return gbps >= 1 ? `${gbps.toFixed(2)} GB/s` : `${(gbps * 1000).toFixed(1)} MB/s`;
+}

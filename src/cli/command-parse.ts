@@ -1,4 +1,5 @@
 import { CommanderError, type Command } from 'commander';
+import { commanderMessage } from './exit-codes.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -8,7 +9,7 @@ import { UsageError } from './usage-error.js';
  */
 export function asUsageError(err: unknown): unknown {
   if (err instanceof CommanderError && err.exitCode !== 0) {
-    return new UsageError(err.message.replace(/^error:\s*/, ''), { cause: err });
+    return new UsageError(commanderMessage(err), { cause: err });
   }
   return err;
 }

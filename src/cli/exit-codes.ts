@@ -13,11 +13,16 @@ export interface CliExit {
   readonly message: string | null;
 }
 
+/** Commander's message without its "error:" prefix, its suggestion ("(Did you mean ...?)") kept on the same line. */
+export function commanderMessage(err: CommanderError): string {
+  return err.message.replace(/^error:\s*/, '').replace(/\s*\n\s*/g, ' ');
+}
+
 export function cliExitFor(err: unknown): CliExit {
   if (err instanceof CommanderError) {
     // 'commander.help' after a bare `kvtier`: the help text was the message.
     if (err.exitCode === 0 || err.code === 'commander.help') return { code: err.exitCode === 0 ? 0 : 2, message: null };
-    return { code: 2, message: `kvtier: ${err.message.replace(/^error:\s*/, '')}` };
+    return { code: 2, message: `kvtier: ${commanderMessage(err)}` };
   }
   if (err instanceof UsageError || err instanceof ConfigError || err instanceof TraceError) {
     return { code: 2, message: `kvtier: ${err.message}` };

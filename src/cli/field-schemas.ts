@@ -17,12 +17,23 @@ function numericString(value: unknown): unknown {
   return value;
 }
 
-function integerAtLeast(min: number, expected: string) {
-  return z.preprocess(numericString, z.number({ error: expected }).int({ error: expected }).min(min, { error: expected }).max(Number.MAX_SAFE_INTEGER, { error: expected }));
+/** An integer in [min, max]; `tooBig` is the message for values above a given max. */
+function integerAtLeast(min: number, expected: string, max?: number, tooBig = expected) {
+  return z.preprocess(
+    numericString,
+    z
+      .number({ error: expected })
+      .int({ error: expected })
+      .min(min, { error: expected })
+      .max(max ?? Number.MAX_SAFE_INTEGER, { error: tooBig }),
+  );
 }
 
-export const positiveInt = () => integerAtLeast(1, 'expected a positive integer');
-export const nonNegativeInt = () => integerAtLeast(0, 'expected an integer >= 0');
+/** A positive integer, optionally at most `max` (the engine's own limit for that setting). */
+export const positiveInt = (max?: number) =>
+  integerAtLeast(1, 'expected a positive integer', max, max === undefined ? undefined : `expected a positive integer up to ${max}`);
+export const nonNegativeInt = (max?: number) =>
+  integerAtLeast(0, 'expected an integer >= 0', max, max === undefined ? undefined : `expected an integer from 0 to ${max}`);
 
 export const positiveNumber = () => {
   const expected = 'expected a number > 0';

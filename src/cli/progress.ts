@@ -1,5 +1,6 @@
 import { SingleBar } from 'cli-progress';
 import type { EngineMetrics } from '../runtime/engine-types.js';
+import { formatRate } from './byte-size.js';
 
 /**
  * The live progress line of `kvtier run`. On a terminal one line is redrawn
@@ -56,14 +57,14 @@ export function ratesBetween(before: ProgressSnapshot, after: ProgressSnapshot, 
   };
 }
 
-/** One progress line, e.g. "[12.3s] requests 120/256 | 1,234 tok/s | hits GPU 34.1% CPU 38.0% | GB/s out 1.20 in 0.80". */
+/** One progress line, e.g. "[12.3s] requests 120/256 | 1,234 tok/s | hits GPU 34.1% CPU 38.0% | GPU->CPU 1.20 GB/s CPU->GPU 800.0 MB/s". */
 export function formatProgressLine(snapshot: ProgressSnapshot, rates: ProgressRates, elapsedMs: number): string {
   const pct = (part: number) => (snapshot.promptTokens === 0 ? '-' : `${((100 * part) / snapshot.promptTokens).toFixed(1)}%`);
   return [
     `[${(elapsedMs / 1000).toFixed(1)}s] requests ${snapshot.requestsDone}/${snapshot.requestsTotal}`,
     `${Math.round(rates.outputTokensPerSecond).toLocaleString('en-US')} tok/s`,
     `hits GPU ${pct(snapshot.gpuHitTokens)} CPU ${pct(snapshot.cpuHitTokens)}`,
-    `GB/s GPU->CPU ${rates.gbpsGpuToCpu.toFixed(2)} CPU->GPU ${rates.gbpsCpuToGpu.toFixed(2)}`,
+    `GPU->CPU ${formatRate(rates.gbpsGpuToCpu)} CPU->GPU ${formatRate(rates.gbpsCpuToGpu)}`,
   ].join(' | ');
 }
 

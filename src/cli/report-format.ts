@@ -1,4 +1,4 @@
-import { formatBytes } from './byte-size.js';
+import { formatBytes, formatRate } from './byte-size.js';
 import type { Percentiles } from './percentiles.js';
 import type { RunReport, TransferReport } from './report.js';
 import { labeledRows } from './text-rows.js';
@@ -7,9 +7,11 @@ import { labeledRows } from './text-rows.js';
 
 const count = (x: number) => Math.round(x).toLocaleString('en-US');
 const ms = (x: number | null) => (x === null ? '-' : `${x.toFixed(x < 10 ? 2 : 1)} ms`);
-/** GB/s from the report, shown in MB/s below 1 GB/s so small rates stay readable. */
-const rate = (gbps: number | null) => (gbps === null ? '-' : gbps >= 1 ? `${gbps.toFixed(2)} GB/s` : `${(gbps * 1000).toFixed(1)} MB/s`);
+const rate = formatRate;
 const share = (part: number, whole: number) => (whole === 0 ? '-' : `${((100 * part) / whole).toFixed(1)}%`);
+
+/** Integrity as passed/checked, e.g. "1,536/1,536". */
+const passed = (r: RunReport) => `${count(r.integrity.checked - r.integrity.mismatches)}/${count(r.integrity.checked)}`;
 
 function percentiles(p: Percentiles): string {
   return `p50 ${ms(p.p50).padStart(10)}   p90 ${ms(p.p90).padStart(10)}   p99 ${ms(p.p99).padStart(10)}`;
@@ -37,7 +39,7 @@ export function formatRunReport(report: RunReport): string {
     ['preemptions', count(report.preemptions)],
     ['load failures', `${count(report.loadFailures.blocks)} blocks, ${count(report.loadFailures.requestsRecovered)} requests recovered`],
     ['rank restarts', count(report.rankRestarts)],
-    ['integrity', `${count(integrity.checked - integrity.mismatches)}/${count(integrity.checked)}${integrity.mismatches > 0 ? `   ${count(integrity.mismatches)} MISMATCHED` : ''}`],
+    ['integrity', `${passed(report)}${integrity.mismatches > 0 ? `   ${count(integrity.mismatches)} MISMATCHED` : ''}`],
     ['leaks', `${count(leaks.gpuBlocks)} GPU blocks, ${count(leaks.cpuBlocks)} CPU blocks`],
   ];
   for (const m of integrity.examples) lines.push(['', `mismatch: request ${m.id} differs first at output ${m.index}`]);
@@ -75,7 +77,7 @@ export function formatComparison(off: RunReport, on: RunReport): string {
     metric('GPU prefix hits', (r) => r.hits.gpuPrefixTokens, n),
     metric('CPU tier hits', (r) => r.hits.cpuTierTokens, n),
     metric('preemptions', (r) => r.preemptions, n),
-    ['integrity', `${off.integrity.checked - off.integrity.mismatches}/${off.integrity.checked}`, `${on.integrity.checked - on.integrity.mismatches}/${on.integrity.checked}`, ''],
+    ['integrity', passed(off), passed(on), ''],
   ];
   const widths = [0, 1, 2, 3].map((c) => Math.max(...table.map((row) => row[c].length)));
   const lines = table.map((row) =>

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
+import { FaultPlanError, parseFaultPlan, validateFaultPlanRanks } from '../faults/plan.js';
 import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from '../runtime/engine-types.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
@@ -27,6 +28,9 @@ import { UsageError } from './usage-error.js';
 export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
 
+/** Upper bounds the engine's config schema enforces (src/runtime/engine-config.ts), checked here so errors name the flag. */
+const ENGINE_LIMITS = { tp: 64, blockSize: 4096, offloadFactor: 64, faultSeed: 0xffffffff } as const;
+
 /**
  * Everything `kvtier run` accepts, from flags or a JSON config file (one
  * schema for both; flags override the file; unknown keys are errors).
@@ -34,14 +38,14 @@ export { RUN_DEFAULTS } from './run-defaults.js';
 export const runInputSchema = z
   .object({
     backend: oneOf(['auto', 'host', 'cuda']),
-    tp: positiveInt(),
+    tp: positiveInt(ENGINE_LIMITS.tp),
     model: modelPreset(),
     layout: oneOf(['cross-layer', 'per-layer']),
-    blockSize: positiveInt(),
+    blockSize: positiveInt(ENGINE_LIMITS.blockSize),
     gpuBlocks: positiveInt(),
     cpuBlocks: positiveInt(),
     cpuBytes: byteSize(),
-    offloadFactor: positiveInt(),
+    offloadFactor: positiveInt(ENGINE_LIMITS.offloadFactor),
     eviction: oneOf(['lru', 'arc']),
     storePolicy: storePolicy(),
     offload: flag(),
@@ -56,7 +60,7 @@ export const runInputSchema = z
     speedup: positiveNumber(),
     arrivals: flag(),
     faults: nonEmptyString('a fault plan'),
-    faultSeed: nonNegativeInt(),
+    faultSeed: nonNegativeInt(ENGINE_LIMITS.faultSeed),
     failurePolicy: oneOf(['recompute', 'fail']),
     rankRestart: flag(),
     stepDeadlineMs: positiveInt(),
@@ -156,6 +160,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
   const model = given.model ?? RUN_DEFAULTS.model;
   const tp = given.tp ?? 'auto';
   if (tp !== 'auto') checkTpFitsModel(model, tp, input);
+  if (given.faults !== undefined) checkFaultPlan(given.faults, input);
   const hasCpuSize = given.cpuBlocks !== undefined || given.cpuBytes !== undefined;
   return {
     backend: given.backend ?? 'auto',
@@ -231,6 +236,24 @@ function checkCombinations(given: RunInput, input: LayeredInput): void {
   if (given.compare === true && given.offload === false) {
     conflict(`${name('compare')} runs with offloading off and then on; drop ${name('offload')}`);
   }
+  if (given.maxModelLen !== undefined) {
+    const gpuBlocks = given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks;
+    const blockSize = given.blockSize ?? RUN_DEFAULTS.blockSize;
+    if (given.maxModelLen > gpuBlocks * blockSize) {
+      const capacity = `${gpuBlocks} blocks x ${blockSize} tokens = ${gpuBlocks * blockSize} tokens`;
+      throw invalidValue(input, 'maxModelLen', `a request must fit the GPU KV cache: ${capacity}`);
+    }
+  }
+}
+
+/** Parses the plan now, so a typo fails before any rank starts, naming the flag or key. */
+function checkFaultPlan(plan: string, input: LayeredInput): void {
+  try {
+    parseFaultPlan(plan);
+  } catch (err) {
+    if (err instanceof FaultPlanError) throw invalidValue(input, 'faults', err.message.replace(/^fault plan: /, ''));
+    throw err;
+  }
 }
 
 function checkTpFitsModel(model: ModelPresetName, tp: number, input: LayeredInput): void {
@@ -244,18 +267,34 @@ function checkTpFitsModel(model: ModelPresetName, tp: number, input: LayeredInpu
  * Decides the backend and rank count. `cudaDeviceCount` comes from the
  * device layer at run time (0 without CUDA). With cuda and no --tp, tp is the
  * device count, lowered to the largest count that divides the model's KV
- * heads (the tiny model has 4 heads, so 8 GPUs run it with tp 4).
+ * heads (the tiny model has 4 heads, so 8 GPUs run it with tp 4). A fault
+ * plan naming a rank beyond the decided count is a UsageError.
  */
 export function resolveRunConfig(config: RunConfig, cudaDeviceCount: number): ResolvedRunConfig {
   const backend: BackendName = config.backend === 'auto' ? (cudaDeviceCount > 0 ? 'cuda' : 'host') : config.backend;
   if (backend === 'cuda' && cudaDeviceCount === 0) {
     throw new ConfigError('backend "cuda" was requested but no CUDA device was found (use --backend host)');
   }
-  if (config.tp !== 'auto') return { ...config, backend, tp: config.tp };
-  const heads = MODEL_PRESETS[config.model].kvHeads;
+  const tp = config.tp === 'auto' ? autoTp(config.model, backend, cudaDeviceCount) : config.tp;
+  if (config.faults !== null) checkFaultRanks(config.faults, tp);
+  return { ...config, backend, tp };
+}
+
+function autoTp(model: ModelPresetName, backend: BackendName, cudaDeviceCount: number): number {
+  const heads = MODEL_PRESETS[model].kvHeads;
   let tp = backend === 'cuda' ? cudaDeviceCount : RUN_DEFAULTS.hostTp;
   while (heads % tp !== 0) tp--;
-  return { ...config, backend, tp };
+  return tp;
+}
+
+/** A fault plan naming a rank the run does not have is bad input, not a failure of the run. */
+function checkFaultRanks(plan: string, tp: number): void {
+  try {
+    validateFaultPlanRanks(parseFaultPlan(plan), tp);
+  } catch (err) {
+    if (err instanceof FaultPlanError) throw new UsageError(err.message);
+    throw err;
+  }
 }
 
 /** The engine configuration for one run, with offloading on or off (--compare runs both). */

@@ -1,9 +1,11 @@
-import { writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cudaDeviceCount } from '../device/native.js';
 import { Engine, EngineStoppedError } from '../runtime/engine.js';
+import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import { IntegrityChecker } from './integrity.js';
+import { checkHostMemory } from './memory-check.js';
+import { checkOutputFile, writeJsonFile } from './output-file.js';
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
@@ -26,18 +28,18 @@ interface RunOutcome {
  */
 export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
+  checkHostMemory(resolved);
+  if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
   if (resolved.compare) {
     const off = await runOnce(resolved, false);
     const on = await runOnce(resolved, true);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
-    if (resolved.json !== null) {
-      await writeFile(resolved.json, `${JSON.stringify({ offloadOff: off.report, offloadOn: on.report }, null, 2)}\n`);
-    }
+    if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     return reportFailures([off, on]);
   }
   const outcome = await runOnce(resolved, resolved.offload);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
-  if (resolved.json !== null) await writeFile(resolved.json, `${JSON.stringify(outcome.report, null, 2)}\n`);
+  if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   return reportFailures([outcome]);
 }
 
@@ -48,17 +50,17 @@ function reportFailures(outcomes: readonly RunOutcome[]): number {
 }
 
 async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<RunOutcome> {
-  const engine = await Engine.create(toEngineConfig(config, { offload }));
+  const engineConfig = toEngineConfig(config, { offload });
+  // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
+  const limits = resolveEngineConfig(engineConfig);
+  const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
+  const engine = await Engine.create(engineConfig);
   const finished: FinishedRequest[] = [];
   let failure: string | null = null;
   let integrity: IntegrityChecker | null = null;
   let progress: ProgressLine | null = null;
   let wallSeconds = 0;
   try {
-    const workload = await createRunWorkload(config.workload, {
-      vocabSize: engine.config.model.vocabSize,
-      maxModelLen: engine.config.maxModelLen,
-    });
     integrity = new IntegrityChecker(engine.config.model);
     const checker = integrity;
     progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
@@ -105,7 +107,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<Run
     backend: engine.backend,
     tp: engine.config.tp,
     offload,
-    workload: config.workload.kind === 'trace' ? `trace ${config.workload.file}` : `multiturn (${config.workload.requests} requests)`,
+    workload: workload.description,
   });
   if (failure === null && summary.mismatches > 0) {
     failure = `integrity check failed: ${summary.mismatches} of ${summary.checked} requests differ from the reference model`;

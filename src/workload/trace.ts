@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { ConfigError, TraceError } from '../core/errors.js';
 
@@ -99,11 +99,15 @@ export function parseTraceLine(text: string, file: string, line: number): TraceR
 
 /** Yields the file's records in file order, skipping blank lines. */
 export async function* readTraceRecords(file: string): AsyncGenerator<TraceRecord> {
+  const unreadable = (err: unknown): ConfigError =>
+    new ConfigError(`trace file "${file}" cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  let isFile: boolean;
   try {
-    await access(file);
+    isFile = (await stat(file)).isFile();
   } catch (err) {
-    throw new ConfigError(`trace file "${file}" cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw unreadable(err);
   }
+  if (!isFile) throw new ConfigError(`trace file "${file}" cannot be read: it is not a regular file`);
   const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
   let line = 0;
   try {
@@ -112,6 +116,9 @@ export async function* readTraceRecords(file: string): AsyncGenerator<TraceRecor
       if (text.trim() === '') continue;
       yield parseTraceLine(text, file, line);
     }
+  } catch (err) {
+    // A bad line is already a TraceError; anything else is the file failing under us.
+    throw err instanceof TraceError ? err : unreadable(err);
   } finally {
     lines.close();
   }

@@ -43,6 +43,11 @@ describe('how the CLI exits on errors', () => {
     expect(cliExitFor(err)).toEqual({ code: 2, message: "kvtier: unknown option '--x'" });
   });
 
+  it("keeps commander's suggestion on the same line", () => {
+    const err = new CommanderError(1, 'commander.unknownOption', "error: unknown option '--gpu-block'\n(Did you mean --gpu-blocks?)");
+    expect(cliExitFor(err)).toEqual({ code: 2, message: "kvtier: unknown option '--gpu-block' (Did you mean --gpu-blocks?)" });
+  });
+
   it('exits 0 after help or version output, printing nothing more', () => {
     expect(cliExitFor(new CommanderError(0, 'commander.helpDisplayed', '(outputHelp)'))).toEqual({ code: 0, message: null });
   });

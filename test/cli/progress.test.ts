@@ -39,7 +39,7 @@ describe('the progress line', () => {
     const now = snapshot({ requestsDone: 4, requestsTotal: 10, promptTokens: 1000, gpuHitTokens: 250, cpuHitTokens: 125 });
     const rates = { outputTokensPerSecond: 1234.4, gbpsGpuToCpu: 1.5, gbpsCpuToGpu: 0.25 };
     expect(formatProgressLine(now, rates, 12_340)).toBe(
-      '[12.3s] requests 4/10 | 1,234 tok/s | hits GPU 25.0% CPU 12.5% | GB/s GPU->CPU 1.50 CPU->GPU 0.25',
+      '[12.3s] requests 4/10 | 1,234 tok/s | hits GPU 25.0% CPU 12.5% | GPU->CPU 1.50 GB/s CPU->GPU 250.0 MB/s',
     );
   });
 

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { ConfigError } from '../../src/core/errors.js';
+import { MULTITURN_DEFAULTS } from '../../src/workload/multiturn.js';
 import {
   RUN_DEFAULTS,
   UsageError,
@@ -49,7 +50,7 @@ describe('kvtier run defaults', () => {
       storePolicy: 'on-compute',
       compare: false,
       json: null,
-      workload: { kind: 'multiturn', requests: 256, rounds: 8, seed: 1 },
+      workload: { kind: 'multiturn', requests: MULTITURN_DEFAULTS.requests, rounds: MULTITURN_DEFAULTS.rounds, seed: MULTITURN_DEFAULTS.seed },
     });
   });
 
@@ -207,12 +208,20 @@ describe('kvtier run bad flags', () => {
     [['--max-batched-tokens', '1e-3'], '--max-batched-tokens: invalid value "1e-3": expected a positive integer'],
     [['--max-model-len', ''], '--max-model-len: invalid value "": expected a positive integer'],
     [['--compute-ns-per-token', '-1'], '--compute-ns-per-token: invalid value "-1": expected an integer >= 0'],
+    [['--tp', '128'], '--tp: invalid value "128": expected a positive integer up to 64'],
+    [['--block-size', '8192'], '--block-size: invalid value "8192": expected a positive integer up to 4096'],
+    [['--offload-factor', '65'], '--offload-factor: invalid value "65": expected a positive integer up to 64'],
+    [['--fault-seed', '4294967296'], '--fault-seed: invalid value "4294967296": expected an integer from 0 to 4294967295'],
+    [['--faults', 'explode:rank=0'], `--faults: invalid value "explode:rank=0": unknown fault kind 'explode' (known: load-fail, store-fail, delay, crash, hang)`],
+    [['--faults', 'delay:rank=0'], /^--faults: invalid value "delay:rank=0": delay: /],
   ])('%j is rejected naming the flag and value', (argv, message) => {
-    expect(usageMessage(argv)).toBe(message);
+    if (typeof message === 'string') expect(usageMessage(argv)).toBe(message);
+    else expect(usageMessage(argv)).toMatch(message);
   });
 
   it.each([
     [['--bogus'], "unknown option '--bogus'"],
+    [['--gpu-block', '8'], "unknown option '--gpu-block' (Did you mean --gpu-blocks?)"],
     [['--tp'], "option '--tp <n>' argument missing"],
     [['extra'], /too many arguments/],
   ])('%j is a usage error from the flag parser', (argv, message) => {
@@ -232,6 +241,8 @@ describe('kvtier run bad flags', () => {
     [['--trace', 't', '--seed', '5'], /--seed applies to the multiturn workload only/],
     [['--trace', 't', '--speedup', '2', '--no-arrivals'], /--speedup and --no-arrivals do not go together/],
     [['--compare', '--no-offload'], '--compare runs with offloading off and then on; drop --no-offload'],
+    [['--max-model-len', '20000', '--gpu-blocks', '1000'], '--max-model-len: invalid value "20000": a request must fit the GPU KV cache: 1000 blocks x 16 tokens = 16000 tokens'],
+    [['--max-model-len', '600000'], /^--max-model-len: invalid value "600000": a request must fit the GPU KV cache: \d+ blocks x 16 tokens/],
   ])('%j is rejected as a bad combination', (argv, message) => {
     expect(usageMessage(argv)).toMatch(message);
   });
@@ -264,6 +275,12 @@ describe('resolving the backend and rank count', () => {
 
   it('refuses cuda without a device', () => {
     expect(() => resolveRunConfig(parseRunArgs(['--backend', 'cuda']), 0)).toThrow(ConfigError);
+  });
+
+  it('refuses a fault plan naming a rank the run will not have, once the rank count is known', () => {
+    const config = parseRunArgs(['--faults', 'crash:rank=3,step=5']);
+    expect(() => resolveRunConfig(config, 0)).toThrow(new UsageError('fault plan: crash: rank=3 but tp is 2'));
+    expect(resolveRunConfig(config, 4)).toMatchObject({ backend: 'cuda', tp: 4 });
   });
 });
 

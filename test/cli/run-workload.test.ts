@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseRunArgs } from '../../src/cli/run-config.js';
 import { createRunWorkload } from '../../src/cli/run-workload.js';
+import { UsageError } from '../../src/cli/usage-error.js';
 import { MultiturnWorkload } from '../../src/workload/multiturn.js';
 import { TraceWorkload } from '../../src/workload/trace-workload.js';
 import { traceLine, writeTraceFile } from '../workload/trace-files.js';
@@ -23,5 +24,25 @@ describe('the workload of a run', () => {
       [0, 128, 8],
       [1000, 64, 1],
     ]);
+  });
+
+  it('refuses a trace slice with no requests in it', async () => {
+    const file = writeTraceFile([traceLine(0, 100, 4, [1])]);
+    const config = parseRunArgs(['--trace', file, '--time-window', '60:']);
+    await expect(createRunWorkload(config.workload, { vocabSize: 100, maxModelLen: null })).rejects.toThrow(
+      new UsageError(`${file}: no requests to replay in --time-window 60:`),
+    );
+  });
+
+  it('refuses a trace whose request exceeds the engine limit, naming its line, before anything runs', async () => {
+    const file = writeTraceFile([traceLine(0, 100, 4, [1]), traceLine(10, 1024, 64, [1, 2])]);
+    const config = parseRunArgs(['--trace', file, '--token-scale', '2']);
+    await expect(createRunWorkload(config.workload, { vocabSize: 100, maxModelLen: 512 })).rejects.toThrow(
+      new UsageError(
+        `${file}:2: input_length + output_length is 544 tokens after --token-scale 2, over the engine's limit of 512 ` +
+          '(raise --gpu-blocks or --max-model-len, or replay with a larger --token-scale)',
+      ),
+    );
+    await expect(createRunWorkload(config.workload, { vocabSize: 100, maxModelLen: 544 })).resolves.toBeInstanceOf(TraceWorkload);
   });
 });

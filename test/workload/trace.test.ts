@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, TraceError } from '../../src/core/errors.js';
 import { loadTrace, parseTraceLine, scaleLength } from '../../src/workload/trace.js';
@@ -71,6 +72,12 @@ describe('Mooncake trace parsing', () => {
   it('reports a missing file as a configuration error naming it', async () => {
     await expect(loadTrace('/nonexistent/trace.jsonl')).rejects.toThrow(ConfigError);
     await expect(loadTrace('/nonexistent/trace.jsonl')).rejects.toThrow(/"\/nonexistent\/trace\.jsonl" cannot be read: ENOENT/);
+  });
+
+  it('reports a folder given as the trace as a configuration error, not a read failure', async () => {
+    const folder = dirname(writeTraceFile([traceLine(0, 1, 1, [1])]));
+    await expect(loadTrace(folder)).rejects.toThrow(ConfigError);
+    await expect(loadTrace(folder)).rejects.toThrow(/cannot be read: it is not a regular file/);
   });
 });
 

@@ -1,0 +1,55 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { RunReport } from '../../src/cli/report.js';
+import { expectCleanRun, expectCpuTierUsed, expectNoCpuTier, runWithReport, type CliResult } from './cli.js';
+
+/**
+ * 8 conversations x 2 rounds sharing a 512-token system prompt. A 96-block
+ * GPU pool cannot keep every conversation's blocks through its think time,
+ * so part of round two must come from the CPU tier or be recomputed.
+ */
+const SMALL_CHAT = ['--requests', '16', '--rounds', '2', '--gpu-blocks', '96', '--cpu-blocks', '1024'];
+
+type Run = CliResult & { readonly report: RunReport };
+
+describe('kvtier run on the built-in multi-turn workload', () => {
+  let withTier: Run;
+  let withoutTier: Run;
+
+  beforeAll(async () => {
+    // Both runs are mostly think time, so they share the machine well.
+    [withTier, withoutTier] = await Promise.all([runWithReport(SMALL_CHAT), runWithReport([...SMALL_CHAT, '--no-offload'])]);
+  });
+
+  it('finishes every request with outputs equal to the reference model and no leaked block, with and without the tier', () => {
+    for (const run of [withTier, withoutTier]) {
+      expectCleanRun(run.report);
+      expect(run.report.requests.total).toBe(16);
+      expect(run.report).toMatchObject({ backend: 'host', tp: 2 });
+    }
+  });
+
+  it('serves part of round two from the CPU tier and loads exactly the blocks it hit', () => {
+    expectCpuTierUsed(withTier.report);
+  });
+
+  it('moves no KV to or from a CPU tier with --no-offload', () => {
+    expectNoCpuTier(withoutTier.report);
+  });
+
+  it('computes fewer prefill tokens when the CPU tier is on', () => {
+    expect(withTier.report.tokens.prefillComputed).toBeLessThan(withoutTier.report.tokens.prefillComputed);
+  });
+
+  it('sees the same prompts either way: the workload does not depend on where the KV came from', () => {
+    expect(withTier.report.tokens.prompt).toBe(withoutTier.report.tokens.prompt);
+    expect(withTier.report.tokens.output).toBe(withoutTier.report.tokens.output);
+  });
+
+  it('prints the text report with the integrity and leak lines', () => {
+    expect(withTier.stdout).toMatch(/^kvtier run: host backend, tp 2, offload on, multiturn: 8 conversations x up to 2 rounds/m);
+    expect(withTier.stdout).toMatch(/^ +integrity: 16\/16$/m);
+    expect(withTier.stdout).toMatch(/^ +leaks: 0 GPU blocks, 0 CPU blocks$/m);
+    expect(withoutTier.stdout).toMatch(/offload off/);
+    expect(withTier.stderr).toBe('');
+  });
+});
