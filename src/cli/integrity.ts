@@ -11,7 +11,7 @@ import {
   type IntegrityMismatch,
   type IntegrityTask,
 } from './integrity-check.js';
-import { compiledWorkerPath } from './package-root.js';
+import { compiledWorkerPath } from '../core/package-root.js';
 
 /**
  * Checks finished requests against the reference model off the main thread,

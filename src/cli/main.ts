@@ -6,7 +6,7 @@ import { analyzeCommand, analyzeOptionsFromCommand, createAnalyzeCommand } from 
 import { benchCommand } from './bench.js';
 import { cliExitFor } from './exit-codes.js';
 import { parseLooseOptions } from './loose-options.js';
-import { packageRoot } from './package-root.js';
+import { packageRoot } from '../core/package-root.js';
 import { runCommand } from './run.js';
 import { runConfigFromCommand } from './run-config.js';
 import { createRunCommand } from './run-flags.js';

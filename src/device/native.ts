@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { TransferDirection } from '../scheduler/outputs.js';
+import { packageRoot } from '../core/package-root.js';
 import { DeviceError } from './errors.js';
 import type {
   BackendName,
@@ -65,17 +65,6 @@ export interface NativeAddon {
   readonly withCuda: boolean;
   cudaDeviceCount(): number;
   cudaDeviceProperties(deviceIndex: number): CudaDeviceProperties;
-}
-
-/** The folder holding kvtier's package.json (from src/ in tests, dist/src/ when installed). */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new DeviceError(`no package.json above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
 }
 
 export function addonPath(backend: BackendName): string {

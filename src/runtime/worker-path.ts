@@ -1,32 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
+import { compiledWorkerPath } from '../core/package-root.js';
 import { EngineError } from '../core/errors.js';
 
-let root: string | null = null;
-
-/** The package root: the nearest ancestor directory whose package.json names kvtier. */
-export function packageRoot(): string {
-  if (root) return root;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'kvtier') {
-      root = dir;
-      return dir;
-    }
-    const parent = dirname(dir);
-    if (parent === dir) throw new EngineError('cannot find the kvtier package root');
-    dir = parent;
-  }
-}
-
-/**
- * The compiled worker script `dist/workers/<name>.js`. Worker threads run
- * compiled JavaScript, also when the engine itself runs from TypeScript sources.
- */
+/** The compiled worker script `dist/workers/<name>.js`, which must exist. */
 export function workerScript(name: string): string {
-  const file = join(packageRoot(), 'dist', 'workers', `${name}.js`);
+  const file = compiledWorkerPath(name);
   if (!existsSync(file)) throw new EngineError(`worker script ${file} is missing: run \`npm run build\``);
   return file;
 }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { packageRoot } from '../../src/runtime/worker-path.js';
+import { packageRoot } from '../../src/core/package-root.js';
 
 /**
  * `kvtier run` as a user runs it, in a child process: a dead rank makes it

@@ -1,3 +1,4 @@
+export { promptOf } from '../../support/random.js';
 import { blockHashes, type BlockHash } from '../../../src/core/block-hash.js';
 import { MODEL_PRESETS } from '../../../src/model/presets.js';
 import { chainStates, referenceGenerate } from '../../../src/model/reference.js';
@@ -17,16 +18,6 @@ import { SimulatedRunner } from '../../../src/sim/simulated-runner.js';
 
 export const TINY: ModelShape = MODEL_PRESETS.tiny;
 
-/** Deterministic prompt tokens: `length` tokens drawn from `seed`. */
-export function promptOf(length: number, seed: number): number[] {
-  const out: number[] = [];
-  let x = (seed * 2654435761 + 12345) >>> 0;
-  for (let i = 0; i < length; i++) {
-    x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6b43a9b5) >>> 0;
-    out.push(x % TINY.vocabSize);
-  }
-  return out;
-}
 
 export interface RequestSketch {
   readonly prompt: readonly number[];

@@ -43,33 +43,3 @@ export function loadable(manager: OffloadingManager, ...ns: number[]): number[] 
   return ns.filter((n) => manager.lookup(keys(n)) === 1);
 }
 
-/** Deterministic pseudo-random numbers (mulberry32), so a failing sequence can be replayed. */
-export class SeededRandom {
-  private state: number;
-
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  /** Uniform in [0, 1). */
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-
-  /** Uniform integer in [0, n). */
-  int(n: number): number {
-    return Math.floor(this.next() * n);
-  }
-
-  pick<T>(items: readonly T[]): T {
-    return items[this.int(items.length)];
-  }
-
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-}

@@ -4,7 +4,8 @@ import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats } from '../../../src/offload/manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
-import { SeededRandom, keys } from './helpers.js';
+import { Rng } from '../../support/random.js';
+import { keys } from './helpers.js';
 
 /**
  * Random sequences of every manager call against a tiny tier, checked after
@@ -101,7 +102,7 @@ class Scenario {
 
   constructor(
     private readonly subject: Subject,
-    private readonly random: SeededRandom,
+    private readonly random: Rng,
   ) {}
 
   private get manager(): OffloadingManager {
@@ -109,7 +110,7 @@ class Scenario {
   }
 
   private randomKeys(maxLength: number): BlockHash[] {
-    const length = 1 + this.random.int(maxLength);
+    const length = 1 + this.random.below(maxLength);
     return Array.from({ length }, () => this.random.pick(UNIVERSE));
   }
 
@@ -141,7 +142,7 @@ class Scenario {
   private prepareLoad(): void {
     const ready = UNIVERSE.filter((key) => this.isReady(key));
     if (ready.length === 0) return;
-    const wanted = Array.from({ length: 1 + this.random.int(3) }, () => this.random.pick(ready));
+    const wanted = Array.from({ length: 1 + this.random.below(3) }, () => this.random.pick(ready));
     expect(this.manager.prepareLoad(wanted)).toEqual(wanted.map((key) => this.model.get(key)?.id));
     for (const key of wanted) (this.model.get(key) as ModelBlock).pins++;
     this.loadsInFlight.push(wanted);
@@ -149,7 +150,7 @@ class Scenario {
 
   private completeLoad(): void {
     if (this.loadsInFlight.length === 0) return;
-    const [done] = this.loadsInFlight.splice(this.random.int(this.loadsInFlight.length), 1);
+    const [done] = this.loadsInFlight.splice(this.random.below(this.loadsInFlight.length), 1);
     this.manager.completeLoad(done);
     for (const key of done) (this.model.get(key) as ModelBlock).pins--;
   }
@@ -200,7 +201,7 @@ class Scenario {
 
   private completeStore(): void {
     if (this.storesInFlight.length === 0) return;
-    const [done] = this.storesInFlight.splice(this.random.int(this.storesInFlight.length), 1);
+    const [done] = this.storesInFlight.splice(this.random.below(this.storesInFlight.length), 1);
     const success = this.random.chance(0.75);
     this.manager.completeStore(done, success);
     if (!success) this.seen.failedStores++;
@@ -256,7 +257,7 @@ describe.each(SUBJECTS)('$name under random call sequences', ({ create, declines
   it.each(SEEDS)(
     'keeps its blocks, ids, lookups and events consistent with a model of the tier (seed %i)',
     (seed) => {
-      const scenario = new Scenario(create(), new SeededRandom(seed));
+      const scenario = new Scenario(create(), new Rng(seed));
       for (let i = 0; i < STEPS; i++) scenario.step();
       const { refusedStores, evictions, declinedKeys, failedStores, resets } = scenario.seen;
       expect(Math.min(refusedStores, evictions, failedStores, resets)).toBeGreaterThan(0);
