@@ -1,7 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.js';
 import type { SchedulerConnector } from '../scheduler/connector.js';
-import type { JobResult, ModelRunnerOutput, SchedulerOutput } from '../scheduler/outputs.js';
+import type { JobResult, ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../scheduler/outputs.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 
@@ -17,8 +17,12 @@ export interface SchedulerBenchOptions {
   readonly runningRequests?: readonly number[];
   /** Timed decode steps per request count. Default 500. */
   readonly steps?: number;
+  /** Measurements per request count, each on a fresh scheduler; the row is the median one (by usPerStep). Default 3. */
+  readonly repeats?: number;
   /** Untimed decode steps before timing (JIT warm-up). Default 100. */
   readonly warmupSteps?: number;
+  /** Run the first size once untimed before measuring (JIT warm-up for the whole process). Default true. */
+  readonly warmupRun?: boolean;
   /** Prompt length of every request. Default 128. */
   readonly promptTokens?: number;
   /** Default 16. */
@@ -36,6 +40,8 @@ type ResolvedBenchOptions = Required<Omit<SchedulerBenchOptions, 'runningRequest
 export interface SchedulerBenchRow {
   readonly runningRequests: number;
   readonly steps: number;
+  /** Measurements taken; this row is the median one. */
+  readonly repeats: number;
   /**
    * Mean CPU microseconds (user + system, the whole process: JIT and GC
    * helper threads included) per schedule() + updateFromOutput().
@@ -78,24 +84,43 @@ class TrivialWorkers {
 
   run(so: SchedulerOutput): ModelRunnerOutput {
     const sampledTokens = this.sampledTokens;
-    sampledTokens.clear();
+    // Overwrites last step's entries in place (clearing would drop the map's table and regrow it every
+    // step); only when some request is no longer sampled is the map rebuilt.
+    let sampled = 0;
     for (let i = 0; i < so.requests.length; i++) {
       const r = so.requests[i];
-      if (r.sample) sampledTokens.set(r.reqId, (so.step * 7919 + i) % this.vocabSize);
+      if (r.sample) {
+        sampledTokens.set(r.reqId, (so.step * 7919 + i) % this.vocabSize);
+        sampled++;
+      }
+    }
+    if (sampledTokens.size !== sampled) {
+      sampledTokens.clear();
+      for (let i = 0; i < so.requests.length; i++) {
+        const r = so.requests[i];
+        if (r.sample) sampledTokens.set(r.reqId, (so.step * 7919 + i) % this.vocabSize);
+      }
     }
     const finishedJobs: JobResult[] = [];
-    const finishedRecving = new Set<string>();
+    let finishedRecving = EMPTY;
     if (so.offload !== null) {
-      for (const job of [...so.offload.stores, ...so.offload.loads]) {
-        finishedJobs.push({ jobId: job.jobId, direction: job.direction, ok: true, failedGpuBlockIds: [], bytes: 0, elapsedMs: 0 });
-        if (job.direction === 'cpuToGpu' && job.reqId !== null) finishedRecving.add(job.reqId);
+      for (const job of so.offload.stores) finishedJobs.push(finishedJob(job));
+      if (so.offload.loads.length > 0) finishedRecving = new Set();
+      for (const job of so.offload.loads) {
+        finishedJobs.push(finishedJob(job));
+        if (job.reqId !== null) finishedRecving.add(job.reqId);
       }
     }
     return { step: so.step, sampledTokens, finishedJobs, finishedSending: EMPTY, finishedRecving, invalidBlockIds: NO_BLOCKS };
   }
 }
 
-const EMPTY: ReadonlySet<string> = new Set();
+function finishedJob(job: TransferJobSpec): JobResult {
+  return { jobId: job.jobId, direction: job.direction, ok: true, failedGpuBlockIds: NO_IDS, bytes: 0, elapsedMs: 0 };
+}
+
+const EMPTY: Set<string> = new Set();
+const NO_IDS: readonly number[] = Object.freeze([]);
 const NO_BLOCKS: ReadonlySet<number> = new Set();
 
 function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
@@ -162,6 +187,7 @@ function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
   return {
     runningRequests: n,
     steps,
+    repeats: options.repeats,
     usPerStep,
     usPerRequestStep: usPerStep / n,
     wallUsPerStep: Number(totalNs) / 1000 / steps,
@@ -176,7 +202,9 @@ export function runSchedulerBench(options: SchedulerBenchOptions = {}): Schedule
   const sizes = options.runningRequests ?? [256, 1024, 4096];
   const resolved = {
     steps: options.steps ?? 500,
+    repeats: options.repeats ?? 3,
     warmupSteps: options.warmupSteps ?? 100,
+    warmupRun: options.warmupRun ?? true,
     promptTokens: options.promptTokens ?? 128,
     blockSize: options.blockSize ?? 16,
     vocabSize: options.vocabSize ?? 32000,
@@ -185,6 +213,7 @@ export function runSchedulerBench(options: SchedulerBenchOptions = {}): Schedule
   };
   const counts: Array<[string, number, number]> = [
     ['steps', resolved.steps, 1],
+    ['repeats', resolved.repeats, 1],
     ['warmupSteps', resolved.warmupSteps, 0],
     ['promptTokens', resolved.promptTokens, 1],
     ['blockSize', resolved.blockSize, 1],
@@ -198,7 +227,14 @@ export function runSchedulerBench(options: SchedulerBenchOptions = {}): Schedule
   for (const n of sizes) {
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`scheduler bench: runningRequests entry ${n} is not a positive integer`);
   }
-  return sizes.map((n) => measure(n, resolved));
+  // One untimed pass at the first size first: the optimizing compiler's background threads would
+  // otherwise count in the first row's CPU time.
+  if (resolved.warmupRun && sizes.length > 0) measure(sizes[0], resolved);
+  return sizes.map((n) => {
+    const runs = Array.from({ length: resolved.repeats }, () => measure(n, resolved));
+    runs.sort((a, b) => a.usPerStep - b.usPerStep);
+    return runs[Math.floor(runs.length / 2)];
+  });
 }
 
 export function formatSchedulerBench(rows: readonly SchedulerBenchRow[]): string {

@@ -6,6 +6,7 @@ import type { BackendName, Device, KvLayout } from '../device/types.js';
 import { mix } from '../model/mix.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../scheduler/outputs.js';
+import { median } from './stats.js';
 
 /**
  * The transfer bench (DESIGN.md section 8): GB/s moving N blocks GPU->CPU,
@@ -297,10 +298,4 @@ class BenchRunner {
       return result.elapsedMs;
     });
   }
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }

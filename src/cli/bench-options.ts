@@ -49,6 +49,20 @@ export class BenchOptions {
     return n;
   }
 
+  /** A finite number > 0. */
+  positiveNumber(name: string, fallback: number): number {
+    const value = this.string(name, String(fallback));
+    const n = Number(value);
+    if (!Number.isFinite(n) || n <= 0) throw this.bad(name, value, 'a number > 0');
+    return n;
+  }
+
+  /** Throws a UsageError naming the flag when it was given although `conflict` holds (`reason` says why). */
+  forbid(name: string, conflict: boolean, reason: string): void {
+    this.used.add(name);
+    if (conflict && this.raw[name] !== undefined) throw new UsageError(`bench ${this.kind}: --${kebab(name)} ${reason}`);
+  }
+
   bytes(name: string, fallback: number): number {
     const value = this.take(name);
     if (value === undefined) return fallback;

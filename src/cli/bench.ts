@@ -1,8 +1,11 @@
 import { cudaDeviceCount } from '../device/native.js';
 import type { BackendName, KvLayout } from '../device/types.js';
 import { MODEL_PRESET_NAMES, MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
+import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { describeMachine } from '../bench/machine.js';
 import { textTable, writeBenchFiles, type BenchResults, type Column } from '../bench/results.js';
+import { runE2eBench, type E2eBenchRow } from '../bench/e2e.js';
+import { runOverlapBench, type OverlapBenchRow } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
@@ -15,18 +18,19 @@ import { UsageError } from './usage-error.js';
  * ratios against a limit measured in the same run where there is one.
  */
 
-const KINDS = ['transfer', 'scheduler'] as const;
+const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e'] as const;
 
 interface BenchSpec<Row> {
   readonly columns: readonly Column<Row>[];
-  readonly notes: readonly string[];
+  /** Lines the Markdown report carries; may depend on the backend (what a host figure means). */
+  notes(backend: BackendName): readonly string[];
   run(backend: BackendName, options: BenchOptions): Promise<readonly Row[]>;
 }
 
 const fixed = (digits: number) => (x: number) => x.toFixed(digits);
 
 const transferBench: BenchSpec<TransferBenchRow> = {
-  notes: [
+  notes: () => [
     'gbps: blocks moved between the GPU KV cache and the CPU tier by transfer jobs; limitGbps: one contiguous copy of the same bytes in the same run; ratio = gbps / limitGbps.',
   ],
   columns: [
@@ -62,8 +66,10 @@ const transferBench: BenchSpec<TransferBenchRow> = {
 };
 
 const schedulerBench: BenchSpec<SchedulerBenchRow> = {
-  notes: [
-    'usPerStep: CPU microseconds (user + system) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed.',
+  notes: () => [
+    'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, LRU) runs inside both calls.',
+    'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
+    'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
   ],
   columns: [
     { header: 'runningRequests', cell: (r) => String(r.runningRequests) },
@@ -72,16 +78,19 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     { header: 'usPerRequestStep', cell: (r) => fixed(3)(r.usPerRequestStep) },
     { header: 'wallUsPerStep', cell: (r) => fixed(1)(r.wallUsPerStep) },
     { header: 'p99WallUs', cell: (r) => fixed(1)(r.p99WallUsPerStep) },
+    { header: 'scheduleShare', cell: (r) => fixed(2)(r.scheduleShare) },
   ],
   async run(_backend, options) {
     const runningRequests = options.intList('running', [256, 1024, 4096]);
     const steps = options.int('steps', 500);
+    const repeats = options.int('repeats', 3);
     const offload = options.flag('offload', true);
     const promptTokens = options.int('promptTokens', 128);
     options.finish();
     return runSchedulerBench({
       runningRequests,
       steps,
+      repeats,
       promptTokens,
       connector: offload
         ? (config) =>
@@ -99,6 +108,132 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
   },
 };
 
+const overlapBench: BenchSpec<OverlapBenchRow> = {
+  notes: (backend) => [
+    'stepMsAlone / stepMsWithTransfers: median wall time of one forward step (a batch of requests each computing newTokens tokens after contextTokens cached ones, reading all of them), alone and while stores and loads of other blocks run on both copy streams; slowdown = stepMsWithTransfers / stepMsAlone - 1. Alone and busy phases alternate in the same run on the same device.',
+    'storeGbps / loadGbps: bytes the copies moved per direction during the busy phases over their wall time; limitGbps: one contiguous copy in the same run; copyBusyShare: share of the busy phases the less busy copy stream spent copying.',
+    backend === 'host'
+      ? 'Host backend: the "GPU" is host memory, the copy streams are memcpy threads and the compute stream is a thread that sleeps for the emulated compute and then computes the reference model on the CPU. The slowdown here is CPU-core and memory-bandwidth contention between those threads on this machine, not what a GPU sees; the goal (slowdown <= 3% with copies on the copy engines) can only be checked with --backend cuda.'
+      : 'CUDA backend: copies run on the copy engines (one stream per direction) beside the model kernels on the compute stream; the goal is slowdown <= 3%.',
+  ],
+  columns: [
+    { header: 'model', cell: (r) => r.model },
+    { header: 'layout', cell: (r) => r.layout },
+    { header: 'blockTokens', cell: (r) => String(r.blockTokens) },
+    { header: 'batch', cell: (r) => String(r.batch) },
+    { header: 'context', cell: (r) => String(r.contextTokens) },
+    { header: 'newTokens', cell: (r) => String(r.newTokens) },
+    { header: 'stepMsAlone', cell: (r) => fixed(3)(r.stepMsAlone) },
+    { header: 'stepMsWithTransfers', cell: (r) => fixed(3)(r.stepMsWithTransfers) },
+    { header: 'slowdown', cell: (r) => `${(100 * r.slowdown).toFixed(1)}%` },
+    { header: 'storeGbps', cell: (r) => fixed(2)(r.storeGbps) },
+    { header: 'loadGbps', cell: (r) => fixed(2)(r.loadGbps) },
+    { header: 'limitGbps', cell: (r) => fixed(2)(r.limitGbps) },
+    { header: 'copyBusyShare', cell: (r) => fixed(2)(r.copyBusyShare) },
+  ],
+  async run(backend, options) {
+    const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['small', 'llama-8b']);
+    const layouts = options.list<KvLayout>('layouts', ['cross-layer', 'per-layer'], ['cross-layer', 'per-layer']);
+    const blockTokens = options.intList('blockTokens', [16]);
+    const batch = options.int('batch', 16);
+    const contextTokens = options.int('contextTokens', 256, 0);
+    const newTokens = options.int('newTokens', 1);
+    const stepsPerRound = options.int('steps', 10);
+    const rounds = options.int('rounds', 3);
+    const jobBytes = options.bytes('jobBytes', 16 * 2 ** 20);
+    const tp = options.int('tp', 1);
+    options.finish();
+    return runOverlapBench({
+      backend,
+      models: models.map((m) => MODEL_PRESETS[m]),
+      layouts,
+      blockTokens,
+      batch,
+      contextTokens,
+      newTokens,
+      stepsPerRound,
+      rounds,
+      jobBytes,
+      tp,
+      onRow: (row) =>
+        process.stderr.write(
+          `  ${row.model} ${row.layout} ${row.blockTokens}: ${row.stepMsAlone.toFixed(2)} ms alone, ` +
+            `${row.stepMsWithTransfers.toFixed(2)} ms with transfers (${(100 * row.slowdown).toFixed(1)}%)\n`,
+        ),
+    });
+  },
+};
+
+const ms = (x: number | null) => (x === null ? '-' : x.toFixed(1));
+
+const e2eBench: BenchSpec<E2eBenchRow> = {
+  notes: (backend) => [
+    'One slice of a Mooncake trace through the Engine twice, offload off then on, fed by arrival (timestamps / speedup, open loop, as kvtier run --trace). prefill: prompt tokens the ranks computed; gpuHit / cpuHit: prompt tokens served by the GPU prefix cache / loaded from the CPU tier.',
+    'optimalCpuHit: Belady MIN hit tokens of kvtier analyze at the same CPU capacity, block size, offload factor and token scale (no GPU tier in front, transfers instant); ofOptimal = cpuHit / optimalCpuHit. The GPU prefix cache serves part of the reuse before the CPU tier sees it, so the share is a lower bound on what the tier captures.',
+    'Every finished request is checked against the reference model (verified).',
+    backend === 'host'
+      ? 'Host backend: compute is emulated (the model preset\'s ns per token, split over the ranks) and copies are memcpy, so TTFT and throughput show the scheduling and the prefill saved, not a GPU\'s speed.'
+      : 'CUDA backend.',
+  ],
+  columns: [
+    { header: 'offload', cell: (r) => (r.offload ? 'on' : 'off') },
+    { header: 'requests', cell: (r) => `${r.finished}/${r.requests}` },
+    { header: 'prompt', cell: (r) => String(r.promptTokens) },
+    { header: 'prefill', cell: (r) => String(r.prefillTokensComputed) },
+    { header: 'gpuHit', cell: (r) => String(r.gpuPrefixHitTokens) },
+    { header: 'cpuHit', cell: (r) => String(r.cpuHitTokens) },
+    { header: 'optimalCpuHit', cell: (r) => String(r.optimalCpuHitTokens) },
+    { header: 'ofOptimal', cell: (r) => (r.offload ? `${(100 * r.cpuHitShareOfOptimal).toFixed(1)}%` : '-') },
+    { header: 'ttftP50Ms', cell: (r) => ms(r.ttftP50Ms) },
+    { header: 'ttftP99Ms', cell: (r) => ms(r.ttftP99Ms) },
+    { header: 'outTok/s', cell: (r) => fixed(0)(r.outputTokensPerSecond) },
+    { header: 'req/s', cell: (r) => fixed(2)(r.requestsPerSecond) },
+    { header: 'preempt', cell: (r) => String(r.preemptions) },
+    { header: 'verified', cell: (r) => (r.verified === null ? '-' : `${r.verified - (r.mismatches ?? 0)}/${r.verified}`) },
+  ],
+  async run(backend, options) {
+    const traceFile = options.optionalString('trace');
+    if (traceFile === null) throw new UsageError('bench e2e: --trace FILE is required (a Mooncake trace, e.g. conversation_trace.jsonl)');
+    const arrivals = options.flag('arrivals', true);
+    options.forbid('speedup', !arrivals, 'and --arrivals false do not go together: without arrivals there is nothing to speed up');
+    const speedup = arrivals ? options.positiveNumber('speedup', 30) : undefined;
+    const model = options.oneOf<ModelPresetName>('model', MODEL_PRESET_NAMES, 'tiny');
+    const config = {
+      backend,
+      traceFile,
+      maxRequests: options.int('maxRequests', 1000),
+      tokenScale: options.int('tokenScale', 32),
+      arrivals,
+      speedup,
+      model,
+      tp: options.int('tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
+      layout: options.oneOf<KvLayout>('layout', ['cross-layer', 'per-layer'], 'cross-layer'),
+      blockSize: options.int('blockSize', 16),
+      gpuBlocks: options.int('gpuBlocks', 512),
+      cpuBlocks: options.int('cpuBlocks', 4096),
+      offloadFactor: options.int('offloadFactor', 1),
+      eviction: options.oneOf<EvictionPolicyName>('eviction', ['lru', 'arc'], 'lru'),
+      verify: options.flag('verify', true),
+    };
+    options.finish();
+    return runE2eBench({
+      ...config,
+      onRow: (row) =>
+        process.stderr.write(
+          `  offload ${row.offload ? 'on' : 'off'}: ${row.prefillTokensComputed} prefill tokens, ${row.cpuHitTokens} CPU hits, ` +
+            `TTFT p50 ${ms(row.ttftP50Ms)} ms, ${row.wallSeconds.toFixed(1)} s\n`,
+        ),
+    });
+  },
+};
+
+/** As kvtier run: every GPU with cuda (lowered until it divides the model's KV heads), 2 ranks on host. */
+function defaultTp(backend: BackendName, kvHeads: number): number {
+  let tp = backend === 'cuda' ? Math.max(1, cudaDeviceCount()) : 2;
+  while (kvHeads % tp !== 0) tp--;
+  return tp;
+}
+
 function resolveBenchBackend(choice: 'auto' | BackendName): BackendName {
   if (choice === 'host') return 'host';
   const gpus = cudaDeviceCount();
@@ -111,8 +246,12 @@ export async function benchCommand(kind: string, raw: Record<string, string | bo
   switch (kind as (typeof KINDS)[number]) {
     case 'transfer':
       return execute(kind, transferBench, options);
+    case 'overlap':
+      return execute(kind, overlapBench, options);
     case 'scheduler':
       return execute(kind, schedulerBench, options);
+    case 'e2e':
+      return execute(kind, e2eBench, options);
     default:
       throw new UsageError(`bench: unknown kind "${kind}" (known: ${KINDS.join(', ')})`);
   }
@@ -131,6 +270,6 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
     results: rows,
   };
   process.stdout.write(`${textTable(rows, spec.columns)}\n`);
-  await writeBenchFiles(results, spec.columns, { json, markdown }, spec.notes);
+  await writeBenchFiles(results, spec.columns, { json, markdown }, spec.notes(backend));
   return 0;
 }

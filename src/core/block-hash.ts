@@ -5,6 +5,11 @@ import { mix } from '../model/mix.js';
  * Two independent 32-bit lanes give a 64-bit hash rendered as 16 hex digits.
  * Nothing here depends on process state (no random seeds), so every rank,
  * process and machine derives the same hash for the same token prefix.
+ *
+ * Hashing runs on the scheduler's hot path (a block completes every
+ * blockSize decode steps of every request), so the hex rendering and
+ * parsing below work on character codes: one flat string per hash, no
+ * intermediate strings.
  */
 export type BlockHash = string;
 
@@ -22,25 +27,54 @@ function round(h: number, k: number): number {
   return (Math.imul(h, 5) + 0xe6546b64) >>> 0;
 }
 
-function hex8(x: number): string {
-  return (x >>> 0).toString(16).padStart(8, '0');
+/** Character codes of '0'..'9', 'a'..'f'. */
+const HEX_CODES: readonly number[] = Array.from('0123456789abcdef', (c) => c.charCodeAt(0));
+
+/** The two lanes as 16 lowercase hex digits, lane a first (the same text as toString(16) padded to 8 digits each). */
+function renderHash(a: number, b: number): BlockHash {
+  const h = HEX_CODES;
+  return String.fromCharCode(
+    h[a >>> 28], h[(a >>> 24) & 15], h[(a >>> 20) & 15], h[(a >>> 16) & 15],
+    h[(a >>> 12) & 15], h[(a >>> 8) & 15], h[(a >>> 4) & 15], h[a & 15],
+    h[b >>> 28], h[(b >>> 24) & 15], h[(b >>> 20) & 15], h[(b >>> 16) & 15],
+    h[(b >>> 12) & 15], h[(b >>> 8) & 15], h[(b >>> 4) & 15], h[b & 15],
+  );
 }
 
-/** Hash of the block of `tokens[start, end)` chained on `parent` (null for the first block). */
-export function hashBlock(
-  parent: BlockHash | null,
+/** Value of one hex digit's character code ('0'-'9', 'a'-'f', 'A'-'F'); NaN for anything else. */
+function hexDigit(code: number): number {
+  if (code >= 48 && code <= 57) return code - 48;
+  const lower = code | 0x20;
+  return lower >= 97 && lower <= 102 ? lower - 87 : NaN;
+}
+
+/** The 8 hex digits of `text` from `offset` as a uint32. */
+function parseLane(text: string, offset: number): number {
+  let x = 0;
+  for (let i = offset; i < offset + 8; i++) x = x * 16 + hexDigit(text.charCodeAt(i));
+  return x;
+}
+
+/** Where chainLanes leaves its result, so the hot loop allocates nothing but the rendered string. */
+const lanes = new Uint32Array(2);
+
+/** Both lanes of the block `tokens[start, end)` chained on a parent's lanes (hasParent false: the first block). */
+function chainLanes(
+  hasParent: boolean,
+  parentA: number,
+  parentB: number,
   tokens: ArrayLike<number>,
   start: number,
   end: number,
-  extraKey: string | null = null,
-): BlockHash {
+  extraKey: string | null,
+): void {
   let a = LANE_A_SEED;
   let b = LANE_B_SEED;
-  if (parent !== null) {
-    a = round(a, parseInt(parent.slice(0, 8), 16));
-    a = round(a, parseInt(parent.slice(8, 16), 16));
-    b = round(b, parseInt(parent.slice(8, 16), 16));
-    b = round(b, parseInt(parent.slice(0, 8), 16));
+  if (hasParent) {
+    a = round(a, parentA);
+    a = round(a, parentB);
+    b = round(b, parentB);
+    b = round(b, parentA);
   }
   for (let i = start; i < end; i++) {
     const t = tokens[i] >>> 0;
@@ -55,14 +89,27 @@ export function hashBlock(
     }
   }
   const n = end - start;
-  a = mix((a ^ n) >>> 0);
-  b = mix((b ^ Math.imul(n, 0x27d4eb2f)) >>> 0);
-  return hex8(a) + hex8(b);
+  lanes[0] = mix((a ^ n) >>> 0);
+  lanes[1] = mix((b ^ Math.imul(n, 0x27d4eb2f)) >>> 0);
+}
+
+/** Hash of the block of `tokens[start, end)` chained on `parent` (null for the first block). */
+export function hashBlock(
+  parent: BlockHash | null,
+  tokens: ArrayLike<number>,
+  start: number,
+  end: number,
+  extraKey: string | null = null,
+): BlockHash {
+  const hasParent = parent !== null;
+  chainLanes(hasParent, hasParent ? parseLane(parent, 0) : 0, hasParent ? parseLane(parent, 8) : 0, tokens, start, end, extraKey);
+  return renderHash(lanes[0], lanes[1]);
 }
 
 /**
  * Appends the hashes of the full blocks of `tokens` not yet in `hashes`
- * (each block's hash is computed once, as tokens arrive).
+ * (each block's hash is computed once, as tokens arrive). Within one call the
+ * chain continues from the lanes just computed instead of re-parsing them.
  */
 export function extendBlockHashes(
   hashes: BlockHash[],
@@ -72,9 +119,17 @@ export function extendBlockHashes(
   extraKey: string | null = null,
 ): void {
   const full = Math.floor(numTokens / blockSize);
-  for (let i = hashes.length; i < full; i++) {
-    const parent = i === 0 ? null : hashes[i - 1];
-    hashes.push(hashBlock(parent, tokens, i * blockSize, (i + 1) * blockSize, extraKey));
+  let i = hashes.length;
+  if (i >= full) return;
+  let hasParent = i > 0;
+  let parentA = hasParent ? parseLane(hashes[i - 1], 0) : 0;
+  let parentB = hasParent ? parseLane(hashes[i - 1], 8) : 0;
+  for (; i < full; i++) {
+    chainLanes(hasParent, parentA, parentB, tokens, i * blockSize, (i + 1) * blockSize, extraKey);
+    parentA = lanes[0];
+    parentB = lanes[1];
+    hasParent = true;
+    hashes.push(renderHash(parentA, parentB));
   }
 }
 

@@ -53,7 +53,8 @@ export class KVCacheManager {
   readonly blockSize: number;
   readonly enablePrefixCaching: boolean;
   readonly pool: BlockPool;
-  private readonly tables = new Map<string, RequestBlocks>();
+  /** Block tables by request (the Request object itself is the key: no string hashing per lookup). */
+  private readonly tables = new Map<Request, RequestBlocks>();
   private readonly loadingBlocks = new Map<number, KVBlock[]>();
 
   constructor(options: KVCacheManagerOptions) {
@@ -88,11 +89,18 @@ export class KVCacheManager {
    * this step's forward writes them before any later step reads them.
    */
   allocateSlots(request: Request, numNewTokens: number, options?: AllocateSlotsOptions): readonly number[] | null {
+    let entry = this.tables.get(request);
+    // Decode fast path: the step's tokens fit the blocks held and complete no block, so nothing changes.
+    if (options === undefined && entry !== undefined) {
+      const numCacheable = request.numComputedTokens + numNewTokens;
+      if (numCacheable <= entry.blocks.length * this.blockSize && !this.completesCacheableBlock(request, entry, numCacheable)) {
+        return NO_IDS;
+      }
+    }
     const newComputedBlocks = options?.newComputedBlocks ?? NO_BLOCKS;
     const numNewComputed = options?.numNewComputedTokens ?? 0;
     const numExternal = options?.numExternalComputedTokens ?? 0;
     const numLookahead = options?.numLookaheadTokens ?? 0;
-    let entry = this.tables.get(request.id);
     const numHeld = entry === undefined ? 0 : entry.blocks.length;
 
     const numComputed = request.numComputedTokens + numNewComputed;
@@ -102,18 +110,18 @@ export class KVCacheManager {
 
     // Touching a free cached hit takes it out of the free queue too.
     let numFreeHits = 0;
-    for (const block of newComputedBlocks) if (block.refCnt === 0) numFreeHits++;
+    for (let i = 0; i < newComputedBlocks.length; i++) if (newComputedBlocks[i].refCnt === 0) numFreeHits++;
     if (numNewBlocks + numFreeHits > this.pool.numFreeBlocks) return null;
 
     if (entry === undefined) {
       entry = { blocks: [], ids: [], numCachedBlocks: 0 };
-      this.tables.set(request.id, entry);
+      this.tables.set(request, entry);
     }
     if (newComputedBlocks.length > 0) {
       this.pool.touch(newComputedBlocks);
-      for (const block of newComputedBlocks) {
-        entry.blocks.push(block);
-        entry.ids.push(block.id);
+      for (let i = 0; i < newComputedBlocks.length; i++) {
+        entry.blocks.push(newComputedBlocks[i]);
+        entry.ids.push(newComputedBlocks[i].id);
       }
     }
     let newIds: readonly number[] = NO_IDS;
@@ -129,10 +137,7 @@ export class KVCacheManager {
     }
 
     if (this.enablePrefixCaching) {
-      const numFull = Math.min(
-        Math.floor(Math.min(numCacheable, request.numTokens) / this.blockSize),
-        request.blockHashes.length,
-      );
+      const numFull = this.numCacheableBlocks(request, numCacheable);
       if (numFull > entry.numCachedBlocks) {
         this.pool.cacheFullBlocks(entry.blocks, request.blockHashes, entry.numCachedBlocks, numFull);
         entry.numCachedBlocks = numFull;
@@ -141,9 +146,18 @@ export class KVCacheManager {
     return newIds;
   }
 
+  /** Full blocks, up to `numCacheable` tokens, that may enter the prefix cache (only tokens already hashed count). */
+  private numCacheableBlocks(request: Request, numCacheable: number): number {
+    return Math.min(Math.floor(Math.min(numCacheable, request.numTokens) / this.blockSize), request.blockHashes.length);
+  }
+
+  private completesCacheableBlock(request: Request, entry: RequestBlocks, numCacheable: number): boolean {
+    return this.enablePrefixCaching && this.numCacheableBlocks(request, numCacheable) > entry.numCachedBlocks;
+  }
+
   /** Table blocks [first, first + n) of the request are being written by load `jobId`. */
   markLoading(request: Request, firstBlockIndex: number, numBlocks: number, jobId: number): void {
-    const entry = this.tables.get(request.id);
+    const entry = this.tables.get(request);
     if (entry === undefined || firstBlockIndex < 0 || firstBlockIndex + numBlocks > entry.blocks.length) {
       throw new RangeError(
         `markLoading: request '${request.id}' holds ${entry?.blocks.length ?? 0} blocks; ` +
@@ -168,29 +182,29 @@ export class KVCacheManager {
 
   /** Releases the request's blocks, last block first, so its prefix stays cached longest. */
   free(request: Request): void {
-    const entry = this.tables.get(request.id);
+    const entry = this.tables.get(request);
     if (entry === undefined) return;
-    this.tables.delete(request.id);
+    this.tables.delete(request);
     const reversed = entry.blocks.slice().reverse();
     this.pool.free(reversed);
   }
 
   hasBlocks(request: Request): boolean {
-    return this.tables.has(request.id);
+    return this.tables.has(request);
   }
 
   numBlocksOf(request: Request): number {
-    return this.tables.get(request.id)?.blocks.length ?? 0;
+    return this.tables.get(request)?.blocks.length ?? 0;
   }
 
   /** A copy of the request's block table. */
   getBlockIds(request: Request): number[] {
-    return this.tables.get(request.id)?.ids.slice() ?? [];
+    return this.tables.get(request)?.ids.slice() ?? [];
   }
 
   /** The request's block table itself: valid while the request holds its blocks; copy it to keep it. */
   blockIdsView(request: Request): readonly number[] {
-    return this.tables.get(request.id)?.ids ?? NO_IDS;
+    return this.tables.get(request)?.ids ?? NO_IDS;
   }
 
   /**
@@ -198,7 +212,7 @@ export class KVCacheManager {
    * in `blockIds`, or -1.
    */
   firstBlockIndexIn(request: Request, blockIds: ReadonlySet<number>, numBlocks: number): number {
-    const entry = this.tables.get(request.id);
+    const entry = this.tables.get(request);
     if (entry === undefined) return -1;
     const n = Math.min(numBlocks, entry.ids.length);
     for (let i = 0; i < n; i++) if (blockIds.has(entry.ids[i])) return i;
@@ -210,7 +224,7 @@ export class KVCacheManager {
    * offer those blocks to the prefix cache again once they are.
    */
   recacheFrom(request: Request, blockIndex: number): void {
-    const entry = this.tables.get(request.id);
+    const entry = this.tables.get(request);
     if (entry !== undefined && entry.numCachedBlocks > blockIndex) entry.numCachedBlocks = blockIndex;
   }
 

@@ -11,6 +11,7 @@ import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from './out
 import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits } from './request.js';
 import { RunningList } from './running-list.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
+import { SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
 
 /**
  * Decides each engine step (DESIGN.md sections 2, 3, 5), following vLLM v1:
@@ -51,8 +52,8 @@ interface StepDraft {
   readonly requests: ScheduledRequest[];
   /** The Request behind each entry of `requests`. */
   readonly scheduled: Request[];
-  /** Whether each entry carries the full block table (new to the workers or resumed). */
-  readonly fresh: boolean[];
+  /** The connector's view of each entry (built as entries are committed), or null without a connector. */
+  readonly views: ScheduledRequestView[] | null;
   totalTokens: number;
 }
 
@@ -171,7 +172,7 @@ export class Scheduler {
 
   schedule(): SchedulerOutput {
     const step = this.stepCount++;
-    const draft: StepDraft = { requests: [], scheduled: [], fresh: [], totalTokens: 0 };
+    const draft: StepDraft = { requests: [], scheduled: [], views: this.connector === null ? null : [], totalTokens: 0 };
     const now = this.now();
     const preemptedReqIds: string[] = this.droppedByReset;
     this.droppedByReset = [];
@@ -379,17 +380,19 @@ export class Scheduler {
     }
     request.firstScheduledTime ??= now;
     request.numComputedTokens = end;
-    draft.requests.push({
-      reqId: request.id,
-      blockIds: fresh ? this.kvCacheManager.getBlockIds(request) : null,
-      newBlockIds: fresh ? NO_IDS : newBlockIds,
-      startPosition: start,
-      tokens: numTokens === 1 ? [request.tokenAt(start)] : request.tokensBetween(start, end),
-      sample: end === request.numTokens,
-      seed: request.seed,
-    });
+    draft.requests.push(
+      new StepRequest(
+        request.id,
+        fresh ? this.kvCacheManager.getBlockIds(request) : null,
+        fresh ? NO_IDS : newBlockIds,
+        start,
+        request.tokensBetween(start, end),
+        end === request.numTokens,
+        request.seed,
+      ),
+    );
     draft.scheduled.push(request);
-    draft.fresh.push(fresh);
+    draft.views?.push(new StepRequestView(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh));
     draft.totalTokens += numTokens;
   }
 
@@ -398,14 +401,8 @@ export class Scheduler {
     this.finishedSinceLastStep = [];
     this.lastStep = { step, scheduled: draft.scheduled };
     let offload = null;
-    if (this.connector !== null) {
-      const views: ScheduledRequestView[] = draft.scheduled.map((request, k) => ({
-        request,
-        blockIds: this.kvCacheManager.blockIdsView(request),
-        numScheduledTokens: draft.requests[k].tokens.length,
-        fresh: draft.fresh[k],
-      }));
-      offload = this.connector.buildConnectorMeta({ step, scheduled: views, preemptedReqIds });
+    if (this.connector !== null && draft.views !== null) {
+      offload = this.connector.buildConnectorMeta({ step, scheduled: draft.views, preemptedReqIds });
     }
     const { requests, totalTokens: totalScheduledTokens } = draft;
     return { step, requests, totalScheduledTokens, preemptedReqIds, finishedReqIds, offload };
@@ -465,7 +462,7 @@ export class Scheduler {
       if (request.stopToken !== null && token === request.stopToken) status = 'finishedStopped';
       else if (request.outputTokens.length >= request.maxTokens) status = 'finishedLength';
       if (status === null) {
-        updates.push({ reqId: request.id, newTokenIds: [token] });
+        updates.push(new SampledTokenUpdate(request.id, token));
       } else {
         if (request.status === 'running') runningFinished = true;
         this.finish(request, status);

@@ -37,4 +37,21 @@ describe('chained block hashes', () => {
     expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toBe(hashBlock(null, Int32Array.from([1, 2, 3, 4]), 0, 4));
     expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toMatchInlineSnapshot(`"a9cccf004da3919d"`);
   });
+
+  it('keep their pinned value when chained on a parent and salted', () => {
+    const parent = hashBlock(null, [7, 8, 9], 0, 3);
+    expect(hashBlock(parent, [1, 2, 3, 4, 5], 1, 5, 'tenant')).toMatchInlineSnapshot(`"d83f0fdbdbddca3e"`);
+  });
+
+  it('read a parent written in upper case as the same lanes', () => {
+    const parent = hashBlock(null, [7, 8, 9], 0, 3);
+    expect(hashBlock(parent.toUpperCase(), tokens, 0, 16)).toBe(hashBlock(parent, tokens, 0, 16));
+  });
+
+  it('continue a chain from a parent string exactly as extending the list does', () => {
+    const hashes = blockHashes(tokens, 8);
+    for (let i = 1; i < hashes.length; i++) {
+      expect(hashBlock(hashes[i - 1], tokens, i * 8, (i + 1) * 8)).toBe(hashes[i]);
+    }
+  });
 });

@@ -41,12 +41,35 @@ describe('scheduler bench', () => {
       steps: 3,
       warmupSteps: 2,
       promptTokens: 4,
+      warmupRun: false,
+      repeats: 1,
       connector: () => connector,
       onSchedulerCreated: (scheduler) => (stepsBeforeFirst = scheduler.stats().steps),
     });
     expect(row.withConnector).toBe(true);
     expect(stepsBeforeFirst).toBe(0);
     expect(connector.steps).toBe(1 + 2 + 3);
+  });
+
+  it('first runs the first size once, untimed, then measures each size `repeats` times on fresh schedulers', () => {
+    const connectors: ReturnType<typeof countingConnector>[] = [];
+    const rows = runSchedulerBench({
+      runningRequests: [8, 4],
+      steps: 3,
+      warmupSteps: 2,
+      promptTokens: 4,
+      repeats: 2,
+      connector: () => {
+        connectors.push(countingConnector());
+        return connectors[connectors.length - 1];
+      },
+    });
+    expect(rows.map((r) => [r.runningRequests, r.repeats])).toEqual([
+      [8, 2],
+      [4, 2],
+    ]);
+    // The warm-up run, then two measurements per size, each stepping 1 prefill + 2 warm-up + 3 timed steps.
+    expect(connectors.map((c) => c.steps)).toEqual(Array(5).fill(1 + 2 + 3));
   });
 
   it('rejects a request count that is not a positive integer', () => {

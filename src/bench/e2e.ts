@@ -1,0 +1,245 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { analyzeLoadedTrace } from '../cli/analyze.js';
+import { IntegrityChecker } from '../cli/integrity.js';
+import { buildRunReport, type RunReport } from '../cli/report.js';
+import { ConfigError, EngineError } from '../core/errors.js';
+import type { BackendName, KvLayout } from '../device/types.js';
+import { Engine, EngineStoppedError } from '../runtime/engine.js';
+import type { EngineConfigInput, EvictionPolicyName, FinishedRequest, StorePolicyName } from '../runtime/engine-types.js';
+import { loadTrace, type Trace } from '../workload/trace.js';
+import { TraceWorkload } from '../workload/trace-workload.js';
+
+/**
+ * The end-to-end bench (DESIGN.md section 8): a slice of a Mooncake trace
+ * through the Engine twice, with the CPU tier off and then on, on the same
+ * loaded trace. Each row reports the prefill tokens the ranks computed, the
+ * GPU prefix and CPU-tier hit tokens, TTFT percentiles and throughput; the
+ * CPU-tier hits are set against the optimum `kvtier analyze` computes for
+ * the same slice, capacity and block geometry (Belady MIN, no GPU tier in
+ * front), and every finished request is checked against the reference model.
+ *
+ * Requests are fed by arrival as `kvtier run` feeds them: open loop, at
+ * their trace timestamps divided by `speedup` (or all at once with
+ * arrivals off), so TTFT includes the time a request queued.
+ */
+
+export interface E2eBenchOptions {
+  readonly backend: BackendName;
+  readonly traceFile: string;
+  /** Requests taken from the start of the trace. */
+  readonly maxRequests: number;
+  /** Trace lengths are divided by this (a divisor of 512). */
+  readonly tokenScale: number;
+  /** false: every request arrives at time 0. Default true. */
+  readonly arrivals?: boolean;
+  /** Arrival times are divided by this (default 1). */
+  readonly speedup?: number;
+  readonly model?: string;
+  readonly tp: number;
+  readonly layout?: KvLayout;
+  readonly blockSize: number;
+  readonly gpuBlocks: number;
+  /** CPU tier capacity in offloaded blocks (the optimum is computed at the same capacity). */
+  readonly cpuBlocks: number;
+  readonly offloadFactor?: number;
+  readonly eviction?: EvictionPolicyName;
+  readonly storePolicy?: StorePolicyName;
+  readonly maxNumSeqs?: number;
+  readonly maxNumBatchedTokens?: number;
+  /** Check every finished request against the reference model (default true). */
+  readonly verify?: boolean;
+  /** Called when each run finished. */
+  readonly onRow?: (row: E2eBenchRow) => void;
+}
+
+export interface E2eBenchRow {
+  readonly offload: boolean;
+  readonly model: string;
+  readonly tp: number;
+  readonly requests: number;
+  /** Requests that ran to completion. */
+  readonly finished: number;
+  readonly promptTokens: number;
+  readonly prefillTokensComputed: number;
+  readonly gpuPrefixHitTokens: number;
+  readonly cpuHitTokens: number;
+  /** CPU-tier hit tokens of the optimum at the same capacity (analyze), and this run's share of it. */
+  readonly optimalCpuHitTokens: number;
+  readonly cpuHitShareOfOptimal: number;
+  readonly ttftP50Ms: number | null;
+  readonly ttftP99Ms: number | null;
+  readonly outputTokensPerSecond: number;
+  readonly requestsPerSecond: number;
+  readonly wallSeconds: number;
+  readonly preemptions: number;
+  /** Requests compared with the reference model, and how many differed (null when not verified). */
+  readonly verified: number | null;
+  readonly mismatches: number | null;
+  /** The run's configuration, for the record. */
+  readonly gpuBlocks: number;
+  readonly cpuBlocks: number;
+  readonly tokenScale: number;
+  readonly speedup: number | null;
+}
+
+/** Requests added per loop turn at most, so a burst of arrivals does not starve stepping (as kvtier run). */
+const MAX_ADDS_PER_TURN = 4096;
+
+export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow[]> {
+  checkOptions(options);
+  const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
+  if (trace.records.length === 0) throw new ConfigError(`e2e bench: ${options.traceFile} holds no requests`);
+  const optimum = analyzeLoadedTrace(trace, {
+    cpuBlocks: options.cpuBlocks,
+    blockSize: options.blockSize,
+    offloadFactor: options.offloadFactor ?? 1,
+  }).optimal.hitTokens;
+  const rows: E2eBenchRow[] = [];
+  for (const offload of [false, true]) {
+    const report = await replay(options, trace, offload);
+    const failure = runFailure(report);
+    if (failure !== null) throw new EngineError(`e2e bench: the run with offload ${offload ? 'on' : 'off'} failed: ${failure}`);
+    const row = toRow(options, report, optimum);
+    rows.push(row);
+    options.onRow?.(row);
+  }
+  return rows;
+}
+
+function checkOptions(o: E2eBenchOptions): void {
+  const atLeast = (name: string, value: number | undefined, min: number) => {
+    if (value !== undefined && (!Number.isSafeInteger(value) || value < min)) {
+      throw new ConfigError(`e2e bench: ${name} = ${String(value)} must be an integer >= ${min}`);
+    }
+  };
+  atLeast('maxRequests', o.maxRequests, 1);
+  atLeast('tokenScale', o.tokenScale, 1);
+  atLeast('tp', o.tp, 1);
+  atLeast('blockSize', o.blockSize, 1);
+  atLeast('gpuBlocks', o.gpuBlocks, 1);
+  atLeast('cpuBlocks', o.cpuBlocks, 1);
+  atLeast('offloadFactor', o.offloadFactor, 1);
+  if (o.speedup !== undefined && !(o.speedup > 0 && Number.isFinite(o.speedup))) {
+    throw new ConfigError(`e2e bench: speedup = ${String(o.speedup)} must be a number > 0`);
+  }
+  if (o.arrivals === false && o.speedup !== undefined) {
+    throw new ConfigError('e2e bench: speedup and arrivals off do not go together: without arrivals there is nothing to speed up');
+  }
+}
+
+function engineConfig(o: E2eBenchOptions, offload: boolean): EngineConfigInput {
+  const config: EngineConfigInput = {
+    model: o.model ?? 'tiny',
+    tp: o.tp,
+    backend: o.backend,
+    layout: o.layout ?? 'cross-layer',
+    blockSize: o.blockSize,
+    gpuBlocks: o.gpuBlocks,
+    offload,
+  };
+  if (offload) {
+    config.cpuBlocks = o.cpuBlocks;
+    config.offloadFactor = o.offloadFactor ?? 1;
+    config.eviction = o.eviction ?? 'lru';
+    config.storePolicy = o.storePolicy ?? 'on-compute';
+  }
+  if (o.maxNumSeqs !== undefined) config.maxNumSeqs = o.maxNumSeqs;
+  if (o.maxNumBatchedTokens !== undefined) config.maxNumBatchedTokens = o.maxNumBatchedTokens;
+  return config;
+}
+
+/** One pass over the trace slice; the report of `kvtier run` for it. */
+async function replay(options: E2eBenchOptions, trace: Trace, offload: boolean): Promise<RunReport> {
+  const engine = await Engine.create(engineConfig(options, offload));
+  const finished: FinishedRequest[] = [];
+  const integrity = options.verify === false ? null : new IntegrityChecker(engine.config.model);
+  let wallSeconds = 0;
+  try {
+    const workload = new TraceWorkload(trace, {
+      vocabSize: engine.config.model.vocabSize,
+      speedup: options.speedup,
+      arrivals: options.arrivals,
+    });
+    const start = engine.now();
+    const runClock = (): number => engine.now() - start;
+    const done = (f: FinishedRequest): void => {
+      finished.push(f);
+      integrity?.add(f);
+    };
+    try {
+      for (;;) {
+        const due = workload.takeDue(runClock(), MAX_ADDS_PER_TURN);
+        if (due.length > 0) await engine.addRequests(due.map((d) => ({ ...d.spec, arrivalMs: start + d.arrivalMs })));
+        if (engine.hasPendingWork()) {
+          (await engine.step()).finished.forEach(done);
+          continue;
+        }
+        const next = workload.nextArrivalMs();
+        if (workload.done() || next === null) break;
+        await sleep(Math.max(0, next - runClock()));
+      }
+    } catch (error) {
+      if (!(error instanceof EngineStoppedError)) throw error;
+      error.finished.forEach(done);
+      throw new EngineError(`e2e bench: the engine stopped: ${error.message}`, { cause: error });
+    }
+    wallSeconds = runClock() / 1000;
+  } catch (error) {
+    // Stops the checker's pool before giving up.
+    await integrity?.finish().catch(() => {});
+    throw error;
+  } finally {
+    await engine.shutdown();
+  }
+  const summary = integrity === null ? { checked: 0, mismatches: 0, examples: [] } : await integrity.finish();
+  return buildRunReport({
+    finished,
+    metrics: engine.metrics(),
+    integrity: summary,
+    wallSeconds,
+    backend: engine.backend,
+    tp: engine.config.tp,
+    offload,
+    workload: `trace ${trace.file}`,
+  });
+}
+
+/** Why a run's figures cannot be trusted, or null. */
+function runFailure(report: RunReport): string | null {
+  if (report.requests.failed > 0) return `${report.requests.failed} requests failed (${report.errors.join('; ')})`;
+  if (report.integrity.mismatches > 0) {
+    return `${report.integrity.mismatches} of ${report.integrity.checked} requests differ from the reference model`;
+  }
+  if (report.leaks.gpuBlocks > 0 || report.leaks.cpuBlocks > 0) {
+    return `blocks leaked: ${report.leaks.gpuBlocks} GPU, ${report.leaks.cpuBlocks} CPU`;
+  }
+  return null;
+}
+
+function toRow(options: E2eBenchOptions, report: RunReport, optimum: number): E2eBenchRow {
+  return {
+    offload: report.offload,
+    model: options.model ?? 'tiny',
+    tp: report.tp,
+    requests: report.requests.total,
+    finished: report.requests.finished,
+    promptTokens: report.tokens.prompt,
+    prefillTokensComputed: report.tokens.prefillComputed,
+    gpuPrefixHitTokens: report.hits.gpuPrefixTokens,
+    cpuHitTokens: report.hits.cpuTierTokens,
+    optimalCpuHitTokens: optimum,
+    cpuHitShareOfOptimal: optimum === 0 ? 0 : report.hits.cpuTierTokens / optimum,
+    ttftP50Ms: report.latency.ttftMs.p50,
+    ttftP99Ms: report.latency.ttftMs.p99,
+    outputTokensPerSecond: report.throughput.outputTokensPerSecond,
+    requestsPerSecond: report.throughput.requestsPerSecond,
+    wallSeconds: report.wallSeconds,
+    preemptions: report.preemptions,
+    verified: options.verify === false ? null : report.integrity.checked,
+    mismatches: options.verify === false ? null : report.integrity.mismatches,
+    gpuBlocks: options.gpuBlocks,
+    cpuBlocks: options.cpuBlocks,
+    tokenScale: options.tokenScale,
+    speedup: options.arrivals === false ? null : (options.speedup ?? 1),
+  };
+}

@@ -1,0 +1,361 @@
+import { performance } from 'node:perf_hooks';
+import { ConfigError } from '../core/errors.js';
+import { openDevice } from '../device/device.js';
+import { DeviceError } from '../device/errors.js';
+import type { BackendName, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
+import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
+import type { TransferDirection } from '../scheduler/outputs.js';
+import { median } from './stats.js';
+
+/**
+ * The overlap bench (DESIGN.md section 8): how much a forward step slows down
+ * while stores (GPU -> CPU) and loads (CPU -> GPU) run beside it, on the same
+ * device in the same run. Rounds alternate a phase of forwards alone with a
+ * phase of forwards during which both copy streams are kept busy, so drift
+ * in the machine's speed hits both sides alike.
+ *
+ * The forward is one step of the reference model over a batch of requests,
+ * each computing `newTokens` tokens after `contextTokens` cached ones; it
+ * reads every cached position of every request (the digest), as attention
+ * would. Transfers touch blocks the forward never reads or writes, so
+ * nothing orders one after the other: any slowdown is interference (shared
+ * memory bandwidth, copy engines, cores), not waiting.
+ *
+ * During a busy phase a pump keeps JOBS_PER_QUEUE jobs of about `jobBytes`
+ * queued per direction, submitting a new job as each one finishes, so the
+ * copies run for the whole phase; copyBusyShare says how much of it the less
+ * busy copy stream actually spent copying.
+ */
+
+export interface OverlapBenchRow {
+  readonly model: string;
+  readonly layout: KvLayout;
+  readonly blockTokens: number;
+  /** Requests per forward. */
+  readonly batch: number;
+  /** Cached tokens of each request before the step. */
+  readonly contextTokens: number;
+  /** Tokens each request computes per step (1: a decode step). */
+  readonly newTokens: number;
+  /** Timed forwards per mode (alone, with transfers). */
+  readonly steps: number;
+  /** Median wall time of one forward, alone and with stores and loads running (ms). */
+  readonly stepMsAlone: number;
+  readonly stepMsWithTransfers: number;
+  /** stepMsWithTransfers / stepMsAlone - 1. */
+  readonly slowdown: number;
+  /** Bytes per direction the busy phases moved, over their wall time (GB/s, 1e9 bytes). */
+  readonly storeGbps: number;
+  readonly loadGbps: number;
+  /** One contiguous copy per direction in the same run, nothing else running (GB/s): the link's limit. */
+  readonly limitGbps: number;
+  /** Share of the busy phases' wall time the less busy copy stream spent copying (device time of its jobs). */
+  readonly copyBusyShare: number;
+}
+
+export interface OverlapBenchOptions {
+  readonly backend: BackendName;
+  readonly models: readonly ModelShape[];
+  readonly layouts: readonly KvLayout[];
+  readonly blockTokens: readonly number[];
+  readonly batch: number;
+  readonly contextTokens: number;
+  /** Default 1 (decode). */
+  readonly newTokens?: number;
+  /** Timed forwards per mode per round. */
+  readonly stepsPerRound: number;
+  /** Alternations of the two modes (default 3). */
+  readonly rounds?: number;
+  /** Bytes per transfer job, rounded down to whole blocks, at least one (default 16 MiB: large enough that the pump refills the queues before they drain). */
+  readonly jobBytes?: number;
+  /** The shard of rank 0 of tp (default 1: the whole model). */
+  readonly tp?: number;
+  readonly deviceIndex?: number;
+  readonly onRow?: (row: OverlapBenchRow) => void;
+}
+
+const DEFAULT_JOB_BYTES = 16 * 2 ** 20;
+/** Jobs queued per direction during a busy phase. */
+const JOBS_PER_QUEUE = 4;
+const DIRECTIONS: readonly TransferDirection[] = ['gpuToCpu', 'cpuToGpu'];
+const WARMUP_FORWARDS = 3;
+/** Bytes of the contiguous copy that measures the link's limit. */
+const LIMIT_COPY_BYTES = 16 * 2 ** 20;
+
+export async function runOverlapBench(options: OverlapBenchOptions): Promise<OverlapBenchRow[]> {
+  checkOptions(options);
+  const rows: OverlapBenchRow[] = [];
+  for (const model of options.models) {
+    for (const layout of options.layouts) {
+      for (const blockTokens of options.blockTokens) {
+        const row = await benchOneShape(options, model, layout, blockTokens);
+        rows.push(row);
+        options.onRow?.(row);
+      }
+    }
+  }
+  return rows;
+}
+
+function checkOptions(o: OverlapBenchOptions): void {
+  const atLeast = (name: string, value: number | undefined, min: number) => {
+    if (value !== undefined && (!Number.isSafeInteger(value) || value < min)) {
+      throw new ConfigError(`overlap bench: ${name} = ${String(value)} must be an integer >= ${min}`);
+    }
+  };
+  if (o.models.length === 0) throw new ConfigError('overlap bench: models must name at least one model');
+  if (o.layouts.length === 0) throw new ConfigError('overlap bench: layouts must name at least one layout');
+  if (o.blockTokens.length === 0) throw new ConfigError('overlap bench: blockTokens must list at least one size');
+  o.blockTokens.forEach((tokens, i) => atLeast(`blockTokens[${i}]`, tokens, 1));
+  atLeast('batch', o.batch, 1);
+  atLeast('contextTokens', o.contextTokens, 0);
+  atLeast('newTokens', o.newTokens, 1);
+  atLeast('stepsPerRound', o.stepsPerRound, 1);
+  atLeast('rounds', o.rounds, 1);
+  atLeast('jobBytes', o.jobBytes, 1);
+  atLeast('tp', o.tp, 1);
+  for (const model of o.models) {
+    if (model.kvHeads % (o.tp ?? 1) !== 0) {
+      throw new ConfigError(`overlap bench: tp = ${o.tp} does not divide the ${model.name} model's ${model.kvHeads} KV heads`);
+    }
+  }
+}
+
+/** Where the bench's blocks live: the forward's tables first, then the blocks stores read and loads write. */
+interface BlockRegions {
+  readonly blocksPerRequest: number;
+  readonly forwardBlocks: number;
+  /** Blocks per transfer job. */
+  readonly jobBlocks: number;
+  /** GPU blocks stores read: [forwardBlocks, forwardBlocks + ring). CPU blocks they write: [0, ring). */
+  readonly ring: number;
+}
+
+async function benchOneShape(
+  options: OverlapBenchOptions,
+  model: ModelShape,
+  layout: KvLayout,
+  blockTokens: number,
+): Promise<OverlapBenchRow> {
+  const tp = options.tp ?? 1;
+  const newTokens = options.newTokens ?? 1;
+  const blockBytes = bytesPerGpuBlock(model, tp, blockTokens);
+  const blocksPerRequest = Math.ceil((options.contextTokens + newTokens) / blockTokens);
+  const forwardBlocks = options.batch * blocksPerRequest;
+  const batch = forwardBatch(options.batch, blocksPerRequest, options.contextTokens, newTokens, model.vocabSize);
+
+  const jobBlocks = Math.max(1, Math.floor((options.jobBytes ?? DEFAULT_JOB_BYTES) / blockBytes));
+  const regions: BlockRegions = { blocksPerRequest, forwardBlocks, jobBlocks, ring: jobBlocks * JOBS_PER_QUEUE };
+  const device = await openDevice({
+    backend: options.backend,
+    rank: 0,
+    tp,
+    deviceIndex: options.deviceIndex ?? 0,
+    model,
+    blockSize: blockTokens,
+    layout,
+    numGpuBlocks: forwardBlocks + 2 * regions.ring,
+    numCpuBlocks: 2 * regions.ring,
+    offloadFactor: 1,
+    // One chunk, so the contiguous copy that measures the limit has room for a whole ring.
+    cpuChunkBytes: 2 * regions.ring * blockBytes,
+  });
+  try {
+    const limitGbps = await contiguousLimit(device);
+    const pump = new TransferPump(device, regions, blockBytes);
+    const forward = new TimedForward(device, batch);
+    const alone: number[] = [];
+    const busy: number[] = [];
+    for (let i = 0; i < WARMUP_FORWARDS; i++) await forward.run();
+    const rounds = options.rounds ?? 3;
+    for (let round = 0; round < rounds; round++) {
+      for (let i = 0; i < options.stepsPerRound; i++) alone.push(await forward.run());
+      pump.start();
+      for (let i = 0; i < options.stepsPerRound; i++) busy.push(await forward.run());
+      await pump.stop();
+    }
+    const stepMsAlone = median(alone);
+    const stepMsWithTransfers = median(busy);
+    const phaseSeconds = pump.phaseMs / 1000;
+    return {
+      model: model.name,
+      layout,
+      blockTokens,
+      batch: options.batch,
+      contextTokens: options.contextTokens,
+      newTokens,
+      steps: alone.length,
+      stepMsAlone,
+      stepMsWithTransfers,
+      slowdown: stepMsWithTransfers / stepMsAlone - 1,
+      storeGbps: pump.bytesMoved.gpuToCpu / phaseSeconds / 1e9,
+      loadGbps: pump.bytesMoved.cpuToGpu / phaseSeconds / 1e9,
+      limitGbps,
+      copyBusyShare: Math.min(pump.busyMs.gpuToCpu, pump.busyMs.cpuToGpu) / pump.phaseMs,
+    };
+  } finally {
+    device.close();
+  }
+}
+
+/**
+ * `batch` requests, request r owning GPU blocks [r * blocksPerRequest, (r + 1) * blocksPerRequest),
+ * each computing `newTokens` tokens at positions contextTokens, contextTokens + 1, ... and sampled.
+ */
+export function forwardBatch(
+  batch: number,
+  blocksPerRequest: number,
+  contextTokens: number,
+  newTokens: number,
+  vocabSize: number,
+): ForwardBatch {
+  const blockTableOffsets = new Int32Array(batch + 1);
+  const tokenOffsets = new Int32Array(batch + 1);
+  const blockTables = new Int32Array(batch * blocksPerRequest);
+  const tokens = new Int32Array(batch * newTokens);
+  for (let r = 0; r < batch; r++) {
+    blockTableOffsets[r + 1] = (r + 1) * blocksPerRequest;
+    tokenOffsets[r + 1] = (r + 1) * newTokens;
+    for (let b = 0; b < blocksPerRequest; b++) blockTables[r * blocksPerRequest + b] = r * blocksPerRequest + b;
+    for (let t = 0; t < newTokens; t++) tokens[r * newTokens + t] = (r * 7919 + t * 104729) % vocabSize;
+  }
+  return {
+    numRequests: batch,
+    blockTableOffsets,
+    blockTables,
+    startPositions: new Int32Array(batch).fill(contextTokens),
+    tokenOffsets,
+    tokens,
+    sample: new Uint8Array(batch).fill(1),
+  };
+}
+
+/**
+ * Runs the same forward again and again, timing each; every run must give
+ * the first run's digests, so a transfer that touched the forward's blocks
+ * fails the bench instead of skewing it.
+ */
+class TimedForward {
+  private expected: Uint32Array | null = null;
+
+  constructor(
+    private readonly device: Device,
+    private readonly batch: ForwardBatch,
+  ) {}
+
+  /** Wall time of one forward (ms). */
+  async run(): Promise<number> {
+    const started = performance.now();
+    const digests = await this.device.forward(this.batch);
+    const ms = performance.now() - started;
+    if (this.expected === null) this.expected = digests;
+    else if (digests.some((d, i) => d !== this.expected![i])) {
+      throw new DeviceError('overlap bench: a forward gave different digests while transfers ran beside it');
+    }
+    return ms;
+  }
+}
+
+/** GB/s of one contiguous copy per direction (the slower direction, each at its best of a few). */
+async function contiguousLimit(device: Device): Promise<number> {
+  if (!device.timeContiguousCopy) throw new DeviceError('overlap bench: this device cannot time a contiguous copy');
+  const bytes = Math.min(device.info.gpuBytes, device.info.cpuBytes, LIMIT_COPY_BYTES);
+  const rates: number[] = [];
+  for (const direction of ['gpuToCpu', 'cpuToGpu'] as const) {
+    await device.timeContiguousCopy(direction, bytes);
+    let best = Infinity;
+    for (let i = 0; i < 5; i++) best = Math.min(best, await device.timeContiguousCopy(direction, bytes));
+    rates.push(bytes / (best * 1e6));
+  }
+  return Math.min(...rates);
+}
+
+/**
+ * Keeps both copy streams fed during a busy phase: store jobs read the ring
+ * of GPU blocks after the forward's and write CPU blocks [0, ring); load jobs
+ * read CPU blocks [ring, 2 * ring) and write the GPU ring after that. Neither
+ * waits for compute (the forward never touches their blocks), so they run
+ * beside it.
+ */
+class TransferPump {
+  private nextJobId = 1;
+  /** In-flight jobs, oldest first. */
+  private readonly pending = new Map<number, TransferDirection>();
+  private readonly queued: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
+  private readonly nextSlot: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
+  private running = false;
+  private loops: Promise<void>[] = [];
+  private phaseStart = 0;
+  /** Wall time of all busy phases so far (ms). */
+  phaseMs = 0;
+  readonly bytesMoved: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
+  /** Device time of the finished jobs (ms). */
+  readonly busyMs: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
+
+  constructor(
+    private readonly device: Device,
+    private readonly regions: BlockRegions,
+    private readonly blockBytes: number,
+  ) {}
+
+  start(): void {
+    this.phaseStart = performance.now();
+    this.running = true;
+    this.loops = DIRECTIONS.map((direction) => this.pump(direction));
+  }
+
+  /** Stops refilling and waits for the queued jobs; the phase ends when the last one finished. */
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+    await this.device.waitJobs([...this.pending.keys()]);
+    this.collect();
+    if (this.pending.size > 0) throw new DeviceError(`overlap bench: ${this.pending.size} transfer jobs never finished`);
+    this.phaseMs += performance.now() - this.phaseStart;
+  }
+
+  /** One direction's loop: keep its queue full, and wait for its oldest job before refilling. */
+  private async pump(direction: TransferDirection): Promise<void> {
+    while (this.running) {
+      while (this.queued[direction] < JOBS_PER_QUEUE) this.submit(direction);
+      await this.device.waitJobs([this.oldest(direction)]);
+      this.collect();
+    }
+  }
+
+  private oldest(direction: TransferDirection): number {
+    for (const [jobId, d] of this.pending) if (d === direction) return jobId;
+    throw new DeviceError(`overlap bench: no ${direction} job in flight`);
+  }
+
+  private collect(): void {
+    for (const result of this.device.pollFinished()) this.record(result);
+  }
+
+  private submit(direction: TransferDirection): void {
+    const { forwardBlocks, jobBlocks, ring } = this.regions;
+    const slot = this.nextSlot[direction];
+    this.nextSlot[direction] = (slot + 1) % JOBS_PER_QUEUE;
+    const side = direction === 'gpuToCpu' ? 0 : ring;
+    const gpuBlockIds = new Int32Array(jobBlocks);
+    const cpuBlockIds = new Int32Array(jobBlocks);
+    for (let i = 0; i < jobBlocks; i++) {
+      gpuBlockIds[i] = forwardBlocks + side + slot * jobBlocks + i;
+      cpuBlockIds[i] = side + slot * jobBlocks + i;
+    }
+    const jobId = this.nextJobId++;
+    this.device.submitTransfer({ jobId, direction, gpuBlockIds, cpuBlockIds, orderAfterCompute: false });
+    this.pending.set(jobId, direction);
+    this.queued[direction]++;
+  }
+
+  private record(result: DeviceJobResult): void {
+    const direction = this.pending.get(result.jobId);
+    if (direction === undefined) return;
+    if (!result.ok) throw new DeviceError(`overlap bench: transfer job ${result.jobId} failed`);
+    this.pending.delete(result.jobId);
+    this.queued[direction]--;
+    this.bytesMoved[direction] += this.regions.jobBlocks * this.blockBytes;
+    this.busyMs[direction] += result.elapsedMs;
+  }
+}

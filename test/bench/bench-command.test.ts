@@ -1,0 +1,63 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { benchCommand } from '../../src/cli/bench.js';
+import { UsageError } from '../../src/cli/usage-error.js';
+
+let dir = '';
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'kvtier-bench-command-'));
+  // The command prints its table and progress; keep the test output readable.
+  vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+});
+
+afterAll(async () => {
+  vi.restoreAllMocks();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('kvtier bench', () => {
+  it('runs the overlap bench and writes its results as JSON and Markdown, with what a host figure means', async () => {
+    const json = join(dir, 'overlap.json');
+    const markdown = join(dir, 'overlap.md');
+    const code = await benchCommand('overlap', {
+      backend: 'host',
+      models: 'tiny',
+      layouts: 'per-layer',
+      batch: '2',
+      contextTokens: '16',
+      steps: '1',
+      rounds: '1',
+      jobBytes: '64KiB',
+      json,
+      markdown,
+    });
+    expect(code).toBe(0);
+    const results = JSON.parse(await readFile(json, 'utf8'));
+    expect(results).toMatchObject({ bench: 'overlap', backend: 'host', machine: { gpu: null } });
+    expect(results.results).toHaveLength(1);
+    expect(results.results[0]).toMatchObject({ model: 'tiny', layout: 'per-layer', batch: 2, contextTokens: 16 });
+    const text = await readFile(markdown, 'utf8');
+    expect(text).toContain('# kvtier bench overlap (host)');
+    expect(text).toContain('can only be checked with --backend cuda');
+  });
+
+  it('asks for a trace before an end-to-end run', async () => {
+    await expect(benchCommand('e2e', { backend: 'host' })).rejects.toThrow('--trace FILE is required');
+  });
+
+  it('refuses a speedup without arrivals, naming the flag', async () => {
+    await expect(benchCommand('e2e', { backend: 'host', trace: 'x.jsonl', arrivals: 'false', speedup: '2' })).rejects.toThrow(
+      /--speedup and --arrivals false do not go together/,
+    );
+  });
+
+  it('lists the kinds it knows for an unknown one', async () => {
+    const failure = benchCommand('latency', {});
+    await expect(failure).rejects.toThrow(UsageError);
+    await expect(failure).rejects.toThrow('known: transfer, overlap, scheduler, e2e');
+  });
+});
