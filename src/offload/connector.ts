@@ -78,6 +78,7 @@ interface OfferedMatch {
 }
 
 const NO_MATCH: ExternalMatch = Object.freeze({ numTokens: 0, loadAsync: false });
+const NO_KEYS: ReadonlySet<BlockHash> = new Set();
 
 export class OffloadingConnector implements SchedulerConnector {
   readonly manager: OffloadingManager;
@@ -207,16 +208,19 @@ export class OffloadingConnector implements SchedulerConnector {
   // ---------------------------------------------------------------- one step
 
   buildConnectorMeta(step: StepView): OffloadStepMetadata {
-    const scheduledIds = new Set(step.scheduled.map((view) => view.request.id));
-    for (const reqId of step.preemptedReqIds) {
-      // After a rank loss every known request is listed here, and some are admitted again in
-      // this same step: their fresh state stays.
-      if (scheduledIds.has(reqId) || this.loadedSinceMeta.has(reqId)) continue;
-      this.offered.delete(reqId);
-      const request = this.live.get(reqId);
-      if (request !== undefined) this.policy.onPreempted(request);
+    if (step.preemptedReqIds.length > 0) {
+      const scheduledIds = new Set(step.scheduled.map((view) => view.request.id));
+      for (const reqId of step.preemptedReqIds) {
+        // After a rank loss every known request is listed here, and some are admitted again in
+        // this same step: their fresh state stays.
+        if (scheduledIds.has(reqId) || this.loadedSinceMeta.has(reqId)) continue;
+        this.offered.delete(reqId);
+        const request = this.live.get(reqId);
+        if (request !== undefined) this.policy.onPreempted(request);
+      }
     }
-    for (const view of step.scheduled) this.live.set(view.request.id, view.request);
+    // Requests scheduled before are known already; only (re)admitted ones are new here.
+    for (const view of step.scheduled) if (view.fresh) this.live.set(view.request.id, view.request);
     this.policy.storesFor(step, this.storeContext);
     const meta: OffloadStepMetadata = {
       flushReqIds: [...step.preemptedReqIds],
@@ -322,12 +326,17 @@ export class OffloadingConnector implements SchedulerConnector {
     }
     this.counters.storeBlocksAccepted += out.keysToStore.length;
     this.counters.storeBlocksDeclined += out.declinedKeys.length;
-    const declinedKeys = new Set(out.declinedKeys);
+    const declinedKeys = out.declinedKeys.length === 0 ? NO_KEYS : new Set(out.declinedKeys);
     if (out.keysToStore.length === 0) return { job: null, declinedKeys };
 
-    const byKey = new Map(candidates.map((c) => [c.key, c]));
     const gpuBlockIds: number[] = [];
-    for (const key of out.keysToStore) gpuBlockIds.push(...(byKey.get(key) as StoreCandidate).gpuBlockIds);
+    if (out.keysToStore.length === candidates.length) {
+      // Everything offered was accepted, in input order: no need to match keys to candidates.
+      for (const candidate of candidates) for (const id of candidate.gpuBlockIds) gpuBlockIds.push(id);
+    } else {
+      const byKey = new Map(candidates.map((c) => [c.key, c]));
+      for (const key of out.keysToStore) gpuBlockIds.push(...(byKey.get(key) as StoreCandidate).gpuBlockIds);
+    }
     const job = this.jobs.issue('store', reqId, out.keysToStore, gpuBlockIds.length);
     const spec: TransferJobSpec = {
       jobId: job.jobId,

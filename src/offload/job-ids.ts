@@ -23,7 +23,8 @@ export interface TrackedJob {
 export class TransferJobLedger {
   private nextJobId = 1;
   private readonly jobs = new Map<number, TrackedJob>();
-  private readonly storesByRequest = new Map<string, Set<number>>();
+  /** Store jobs in flight per request. */
+  private readonly storesByRequest = new Map<string, number>();
   /** Keys some in-flight load is bringing in, with how many loads bring each. */
   private readonly loadingKeys = new Map<BlockHash, number>();
 
@@ -31,14 +32,7 @@ export class TransferJobLedger {
   issue(kind: TransferJobKind, reqId: string | null, keys: readonly BlockHash[], numGpuBlocks: number): TrackedJob {
     const job: TrackedJob = { jobId: this.nextJobId++, kind, reqId, keys, numGpuBlocks };
     this.jobs.set(job.jobId, job);
-    if (kind === 'store' && reqId !== null) {
-      let stores = this.storesByRequest.get(reqId);
-      if (stores === undefined) {
-        stores = new Set();
-        this.storesByRequest.set(reqId, stores);
-      }
-      stores.add(job.jobId);
-    }
+    if (kind === 'store' && reqId !== null) this.storesByRequest.set(reqId, (this.storesByRequest.get(reqId) ?? 0) + 1);
     if (kind === 'load') for (const key of keys) this.loadingKeys.set(key, (this.loadingKeys.get(key) ?? 0) + 1);
     return job;
   }
@@ -49,9 +43,9 @@ export class TransferJobLedger {
     if (job === undefined) return undefined;
     this.jobs.delete(jobId);
     if (job.kind === 'store' && job.reqId !== null) {
-      const stores = this.storesByRequest.get(job.reqId);
-      stores?.delete(jobId);
-      if (stores !== undefined && stores.size === 0) this.storesByRequest.delete(job.reqId);
+      const stores = (this.storesByRequest.get(job.reqId) ?? 1) - 1;
+      if (stores > 0) this.storesByRequest.set(job.reqId, stores);
+      else this.storesByRequest.delete(job.reqId);
     }
     if (job.kind === 'load') {
       for (const key of job.keys) {

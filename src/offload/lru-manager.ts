@@ -11,7 +11,7 @@ export class LruEvictionPolicy implements EvictionPolicy {
   private readonly order = new Map<BlockHash, true>();
 
   admitted(key: BlockHash): void {
-    this.order.delete(key);
+    // A new block's key is never in the order: evicted and dropped keys leave it.
     this.order.set(key, true);
   }
 

@@ -255,10 +255,11 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
-    const inputKeys = new Set(keys);
+    // Most stores are one block (a decode step completed it): skip building a set for them.
+    const inputKeys = keys.length > 1 ? new Set(keys) : null;
     const keysToStore: BlockHash[] = [];
     const declinedKeys: BlockHash[] = [];
-    for (const key of inputKeys) {
+    for (const key of inputKeys ?? keys) {
       if (this.blocks.has(key)) continue;
       if (admit === undefined || admit(key)) keysToStore.push(key);
       else declinedKeys.push(key);
@@ -272,9 +273,8 @@ export class CpuOffloadingManager implements OffloadingManager {
     const shortfall = keysToStore.length - this.allocator.numFree;
     let evictedKeys: BlockHash[] = [];
     if (shortfall > 0) {
-      const victims = this.policy.chooseVictims(shortfall, (key) => {
-        return !inputKeys.has(key) && this.blocks.get(key)?.refCnt === 0;
-      });
+      const isInput = inputKeys === null ? (key: BlockHash) => key === keys[0] : (key: BlockHash) => inputKeys.has(key);
+      const victims = this.policy.chooseVictims(shortfall, (key) => !isInput(key) && this.blocks.get(key)?.refCnt === 0);
       if (victims === null) {
         this.storesRejected++;
         return null;
@@ -296,7 +296,7 @@ export class CpuOffloadingManager implements OffloadingManager {
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
     const stored: BlockHash[] = [];
-    for (const key of new Set(keys)) {
+    for (const key of keys.length > 1 ? new Set(keys) : keys) {
       const block = this.blocks.get(key);
       // Unknown or ready keys are not this store's to complete.
       if (block === undefined || block.refCnt !== BEING_STORED) continue;

@@ -116,8 +116,10 @@ export function computeStep(
   numTokens: number,
   preemptedReqIds: readonly string[] = [],
 ): StepView {
+  // As in the scheduler: a request computing from its first token (new or resumed) is new to the workers.
+  const fresh = request.numComputedTokens === 0;
   request.numComputedTokens += numTokens;
-  return { step, scheduled: [{ request, blockIds, numScheduledTokens: numTokens, fresh: false }], preemptedReqIds };
+  return { step, scheduled: [{ request, blockIds, numScheduledTokens: numTokens, fresh }], preemptedReqIds };
 }
 
 /** Sequential GPU block ids from `first`. */
