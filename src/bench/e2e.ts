@@ -1,12 +1,12 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { analyzeLoadedTrace } from '../cli/analyze.js';
 import { IntegrityChecker } from '../cli/integrity.js';
 import { buildRunReport, type RunReport } from '../cli/report.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
-import { Engine, EngineStoppedError } from '../runtime/engine.js';
+import { Engine } from '../runtime/engine.js';
 import type { EngineConfigInput, EvictionPolicyName, FinishedRequest, StorePolicyName } from '../runtime/engine-types.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
+import { driveWorkload } from '../workload/drive.js';
 import { TraceWorkload } from '../workload/trace-workload.js';
 
 /**
@@ -81,9 +81,6 @@ export interface E2eBenchRow {
   readonly tokenScale: number;
   readonly speedup: number | null;
 }
-
-/** Requests added per loop turn at most, so a burst of arrivals does not starve stepping (as kvtier run). */
-const MAX_ADDS_PER_TURN = 4096;
 
 export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow[]> {
   checkOptions(options);
@@ -160,30 +157,14 @@ async function replay(options: E2eBenchOptions, trace: Trace, offload: boolean):
       speedup: options.speedup,
       arrivals: options.arrivals,
     });
-    const start = engine.now();
-    const runClock = (): number => engine.now() - start;
-    const done = (f: FinishedRequest): void => {
+    const drive = await driveWorkload(engine, workload, (f) => {
       finished.push(f);
       integrity?.add(f);
-    };
-    try {
-      for (;;) {
-        const due = workload.takeDue(runClock(), MAX_ADDS_PER_TURN);
-        if (due.length > 0) await engine.addRequests(due.map((d) => ({ ...d.spec, arrivalMs: start + d.arrivalMs })));
-        if (engine.hasPendingWork()) {
-          (await engine.step()).finished.forEach(done);
-          continue;
-        }
-        const next = workload.nextArrivalMs();
-        if (workload.done() || next === null) break;
-        await sleep(Math.max(0, next - runClock()));
-      }
-    } catch (error) {
-      if (!(error instanceof EngineStoppedError)) throw error;
-      error.finished.forEach(done);
-      throw new EngineError(`e2e bench: the engine stopped: ${error.message}`, { cause: error });
+    });
+    if (drive.stopped !== null) {
+      throw new EngineError(`e2e bench: the engine stopped: ${drive.stopped.message}`, { cause: drive.stopped });
     }
-    wallSeconds = runClock() / 1000;
+    wallSeconds = drive.wallSeconds;
   } catch (error) {
     // Stops the checker's pool before giving up.
     await integrity?.finish().catch(() => {});

@@ -42,7 +42,7 @@ async function main(argv: readonly string[]): Promise<number> {
   );
   program.addCommand(
     quietErrors(new Command('bench'))
-      .description('benchmarks: transfer GB/s against a contiguous copy, scheduler CPU time per step, ...')
+      .description('benchmarks: transfer (GB/s vs a contiguous copy), scheduler (CPU time per step), overlap (forward time with transfers), e2e (a trace slice with offload off and on)')
       .argument('<kind>', 'which benchmark (e.g. transfer, scheduler)')
       .allowUnknownOption()
       .allowExcessArguments()

@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { cudaDeviceCount } from '../device/native.js';
-import { Engine, EngineStoppedError } from '../runtime/engine.js';
+import { Engine } from '../runtime/engine.js';
 import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import { IntegrityChecker } from './integrity.js';
@@ -10,9 +9,7 @@ import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
-
-/** Requests added per loop turn at most, so a burst of arrivals does not starve stepping. */
-const MAX_ADDS_PER_TURN = 4096;
+import { driveWorkload } from '../workload/drive.js';
 
 interface RunOutcome {
   readonly report: RunReport;
@@ -65,34 +62,12 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<Run
     const checker = integrity;
     progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
     progress.start();
-    const start = engine.now();
-    const runClock = (): number => engine.now() - start;
-    const done = (f: FinishedRequest): void => {
+    const drive = await driveWorkload(engine, workload, (f) => {
       finished.push(f);
       checker.add(f);
-      workload.onFinished(f, runClock());
-    };
-    try {
-      for (;;) {
-        const due = workload.takeDue(runClock(), MAX_ADDS_PER_TURN);
-        if (due.length > 0) {
-          await engine.addRequests(due.map((d) => ({ ...d.spec, arrivalMs: start + d.arrivalMs })));
-        }
-        if (engine.hasPendingWork()) {
-          const report = await engine.step();
-          report.finished.forEach(done);
-          continue;
-        }
-        const next = workload.nextArrivalMs();
-        if (workload.done() || next === null) break;
-        await sleep(Math.max(0, next - runClock()));
-      }
-    } catch (error) {
-      if (!(error instanceof EngineStoppedError)) throw error;
-      error.finished.forEach(done);
-      failure = error.message;
-    }
-    wallSeconds = runClock() / 1000;
+    });
+    if (drive.stopped !== null) failure = drive.stopped.message;
+    wallSeconds = drive.wallSeconds;
   } finally {
     progress?.stop();
     await engine.shutdown();
