@@ -94,6 +94,11 @@ export interface EngineMetrics {
   preemptions: number;
   requests: { added: number; finished: number; aborted: number; failed: number };
   tokens: { prompt: number; output: number; prefillComputed: number };
+  /**
+   * Tokens served from a cache tier instead of computed, counted at every
+   * admission: a preempted request that resumes from the cache counts again
+   * (the per-request figures of FinishedRequest count its first admission).
+   */
   hits: { gpuPrefixTokens: number; cpuTierTokens: number };
   transfers: { gpuToCpu: TransferCounters; cpuToGpu: TransferCounters };
   loadFailures: { blocks: number; requestsRecovered: number };
