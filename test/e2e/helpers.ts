@@ -42,6 +42,8 @@ export async function withEngine<T>(
     return await body(engine);
   } finally {
     await engine.shutdown();
+    // Every rank thread exited: nothing of the run outlives it.
+    expect(engine.liveRankThreads()).toBe(0);
   }
 }
 
