@@ -1,6 +1,7 @@
 import { analyzeLoadedTrace } from '../cli/analyze.js';
 import { IntegrityChecker } from '../cli/integrity.js';
 import { buildRunReport, type RunReport } from '../cli/report.js';
+import { checkIntegerAtLeast } from './stats.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
 import { Engine } from '../runtime/engine.js';
@@ -104,11 +105,7 @@ export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow
 }
 
 function checkOptions(o: E2eBenchOptions): void {
-  const atLeast = (name: string, value: number | undefined, min: number) => {
-    if (value !== undefined && (!Number.isSafeInteger(value) || value < min)) {
-      throw new ConfigError(`e2e bench: ${name} = ${String(value)} must be an integer >= ${min}`);
-    }
-  };
+  const atLeast = (name: string, value: number | undefined, min: number) => checkIntegerAtLeast('e2e', name, value, min);
   atLeast('maxRequests', o.maxRequests, 1);
   atLeast('tokenScale', o.tokenScale, 1);
   atLeast('tp', o.tp, 1);

@@ -5,7 +5,7 @@ import { DeviceError } from '../device/errors.js';
 import type { BackendName, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../scheduler/outputs.js';
-import { median } from './stats.js';
+import { checkIntegerAtLeast, median } from './stats.js';
 
 /**
  * The overlap bench (DESIGN.md section 8): how much a forward step slows down
@@ -98,11 +98,7 @@ export async function runOverlapBench(options: OverlapBenchOptions): Promise<Ove
 }
 
 function checkOptions(o: OverlapBenchOptions): void {
-  const atLeast = (name: string, value: number | undefined, min: number) => {
-    if (value !== undefined && (!Number.isSafeInteger(value) || value < min)) {
-      throw new ConfigError(`overlap bench: ${name} = ${String(value)} must be an integer >= ${min}`);
-    }
-  };
+  const atLeast = (name: string, value: number | undefined, min: number) => checkIntegerAtLeast('overlap', name, value, min);
   if (o.models.length === 0) throw new ConfigError('overlap bench: models must name at least one model');
   if (o.layouts.length === 0) throw new ConfigError('overlap bench: layouts must name at least one layout');
   if (o.blockTokens.length === 0) throw new ConfigError('overlap bench: blockTokens must list at least one size');
