@@ -59,12 +59,16 @@
               'rule_name': 'nvcc',
               'extension': 'cu',
               'inputs': [
-                'src/backend.h', 'src/cuda_check.cuh', 'src/cuda_kernels.cuh', 'src/cuda_poller.cuh',
-                'src/cuda_staging.cuh', 'src/kv_geometry.h', 'src/reference_model.h',
+                'src/backend.h', 'src/cuda_backend.h', 'src/cuda_check.cuh', 'src/cuda_kernels.cuh', 'src/cuda_model_kernels.cuh',
+                'src/cuda_poller.cuh', 'src/cuda_staging.cuh', 'src/forward_batch.h', 'src/kv_geometry.h',
+                'src/poison.h', 'src/reference_model.h', 'src/transfer_plan.h',
               ],
               'outputs': ['<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o'],
               'action': [
                 '<(kvtier_nvcc)', '-std=c++17', '-O3',
+                # Turing (T4) is the oldest GPU CUDA 13 runs on; Ampere and Ada
+                # run the sm_80 code, Hopper sm_90, newer GPUs JIT the PTX.
+                '-gencode', 'arch=compute_75,code=sm_75',
                 '-gencode', 'arch=compute_80,code=sm_80',
                 '-gencode', 'arch=compute_90,code=sm_90',
                 '-gencode', 'arch=compute_90,code=compute_90',

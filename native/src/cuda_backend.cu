@@ -2,10 +2,13 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
+
+#include <unistd.h>
 
 #include "cuda_check.cuh"
 #include "cuda_kernels.cuh"
@@ -26,7 +29,12 @@ class CudaBackend final : public Backend {
         computePoller_(device_, sink),
         storePoller_(device_, sink),
         loadPoller_(device_, sink) {
-    const int count = cudaDeviceCountOrZero();
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("backend = 'cuda': " + cudaMessage("cudaGetDeviceCount", status));
+    }
     if (device_ >= count) {
       throw std::invalid_argument("deviceIndex = " + std::to_string(device_) + " is out of range: " +
                                   std::to_string(count) + " CUDA device(s) visible");
@@ -43,9 +51,18 @@ class CudaBackend final : public Backend {
   std::string deviceName() const override { return name_; }
 
   void open(const std::atomic<bool>& abort) override {
+    // Pinned memory cannot be swapped out: asking for more than the machine
+    // has gets the process killed rather than an error, so refuse up front.
+    const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    if (geometry_.cpuBytes > physical) {
+      throw std::runtime_error("the CPU tier needs " + std::to_string(geometry_.cpuBytes) +
+                               " bytes of pinned memory but this machine has " + std::to_string(physical));
+    }
     useDevice();
+    check(loadKernels(), "loading the CUDA kernels");
     void* p = nullptr;
-    check(cudaMalloc(&p, geometry_.gpuBytes), "cudaMalloc (GPU KV cache)");
+    check(cudaMalloc(&p, geometry_.gpuBytes),
+          ("cudaMalloc of " + std::to_string(geometry_.gpuBytes) + " bytes (GPU KV cache)").c_str());
     gpu_ = static_cast<uint8_t*>(p);
     check(cudaMemset(gpu_, 0, geometry_.gpuBytes), "cudaMemset (GPU KV cache)");
 
@@ -76,7 +93,10 @@ class CudaBackend final : public Backend {
       if (abort.load()) throw std::runtime_error("device closed while opening");
       const uint64_t bytes = cpu.chunkBytes(k);
       // Pinned, never pageable: DMA needs it to reach full bandwidth.
-      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc (CPU tier chunk)");
+      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
+            ("cudaHostAlloc of " + std::to_string(bytes) + " bytes (CPU tier chunk " + std::to_string(k) + " of " +
+             std::to_string(cpu.numChunks) + ")")
+                .c_str());
       chunks_.push_back(static_cast<uint8_t*>(p));
       std::memset(p, 0, bytes);
       allocated += bytes;
@@ -104,8 +124,9 @@ class CudaBackend final : public Backend {
       check(cudaEventRecord(computeMark_, compute_), "cudaEventRecord (compute mark)");
       check(cudaStreamWaitEvent(stream, computeMark_, 0), "cudaStreamWaitEvent (compute mark)");
     }
-    JobEvents events{takeEvent(), takeEvent()};
+    JobEvents events{takeEvent(), nullptr};
     try {
+      events.end = takeEvent();
       check(cudaEventRecord(events.start, stream), "cudaEventRecord (job start)");
       if (work.delayMs > 0) {
         check(launchSpin(stream, static_cast<uint64_t>(work.delayMs * 1e6), abortDevice_), "delay kernel launch");
@@ -118,7 +139,7 @@ class CudaBackend final : public Backend {
       check(cudaEventRecord(events.end, stream), "cudaEventRecord (job end)");
     } catch (...) {
       eventPool_.push_back(events.start);
-      eventPool_.push_back(events.end);
+      if (events.end != nullptr) eventPool_.push_back(events.end);
       throw;
     }
     jobs_[work.jobId] = events;
@@ -162,7 +183,6 @@ class CudaBackend final : public Backend {
     const size_t oSampled = in.reserve<int32_t>(sampled.size());
     const size_t oPairs = in.reserve<int64_t>(pairOffsets.size());
     BatchPacker scratch;
-    const size_t oStates = scratch.reserve<uint32_t>(b.numTokens());
     const size_t oBlocks = scratch.reserve<uint32_t>(b.numTokens());
     const size_t oSlots = scratch.reserve<uint32_t>(b.numTokens());
     const size_t oDigests = scratch.reserve<uint32_t>(n);
@@ -195,7 +215,6 @@ class CudaBackend final : public Backend {
     db.tokens = reinterpret_cast<const int32_t*>(dev + oTokens);
     db.sampledRequests = reinterpret_cast<const int32_t*>(dev + oSampled);
     db.pairOffsets = reinterpret_cast<const int64_t*>(dev + oPairs);
-    db.tokenStates = reinterpret_cast<uint32_t*>(devScratch + oStates);
     db.tokenBlocks = reinterpret_cast<uint32_t*>(devScratch + oBlocks);
     db.tokenSlots = reinterpret_cast<uint32_t*>(devScratch + oSlots);
     db.digests = reinterpret_cast<uint32_t*>(devScratch + oDigests);
@@ -203,9 +222,9 @@ class CudaBackend final : public Backend {
     PollEntry entry;
     entry.kind = CompletionKind::Forward;
     entry.ownsEvents = true;
-    entry.timingStart = createEvent();
-    entry.waitFor = {createEvent()};
     try {
+      entry.timingStart = createEvent();
+      entry.waitFor = {createEvent()};
       waitForJobs(compute_, work.after);
       check(cudaEventRecord(entry.timingStart, compute_), "cudaEventRecord (forward start)");
       if (in.size() > 0) {
@@ -230,22 +249,30 @@ class CudaBackend final : public Backend {
     computePoller_.push(std::move(entry));
   }
 
+  // One part per stream, each behind that stream's poller, as the host
+  // backend queues one task per stream: the Sync completion is posted only
+  // after every completion of work submitted before it.
   void submitSync(int64_t token) override {
     useDevice();
-    PollEntry entry;
-    entry.kind = CompletionKind::Sync;
-    entry.id = token;
-    entry.ownsEvents = true;
+    const std::array<cudaStream_t, 3> streams{compute_, store_, load_};
+    std::array<PollEntry, 3> parts;
+    auto shared = std::make_shared<SharedCompletion>(3);
     try {
-      for (cudaStream_t stream : {compute_, store_, load_}) {
-        entry.waitFor.push_back(createEvent());
-        check(cudaEventRecord(entry.waitFor.back(), stream), "cudaEventRecord (synchronize)");
+      for (size_t i = 0; i < parts.size(); i++) {
+        parts[i].kind = CompletionKind::Sync;
+        parts[i].id = token;
+        parts[i].ownsEvents = true;
+        parts[i].shared = shared;
+        parts[i].waitFor.push_back(createEvent());
+        check(cudaEventRecord(parts[i].waitFor.back(), streams[i]), "cudaEventRecord (synchronize)");
       }
     } catch (...) {
-      entry.destroyOwnedEvents();
+      for (PollEntry& part : parts) part.destroyOwnedEvents();
       throw;
     }
-    computePoller_.push(std::move(entry));
+    computePoller_.push(std::move(parts[0]));
+    storePoller_.push(std::move(parts[1]));
+    loadPoller_.push(std::move(parts[2]));
   }
 
   void submitTimedCopy(int64_t token, Direction direction, uint64_t bytes) override {
@@ -256,14 +283,14 @@ class CudaBackend final : public Backend {
     entry.kind = CompletionKind::TimedCopy;
     entry.id = token;
     entry.ownsEvents = true;
-    entry.timingStart = createEvent();
-    entry.waitFor = {createEvent()};
     // Loads use the ends of both buffers, so a store and a load can run at once
     // on disjoint bytes.
     void* dst = store ? static_cast<void*>(chunks_[0]) : gpu_ + geometry_.gpuBytes - bytes;
     const void* src =
         store ? static_cast<const void*>(gpu_) : chunks_[0] + geometry_.cpu.chunkBytes(0) - bytes;
     try {
+      entry.timingStart = createEvent();
+      entry.waitFor = {createEvent()};
       check(cudaEventRecord(entry.timingStart, stream), "cudaEventRecord (copy start)");
       check(cudaMemcpyAsync(dst, src, bytes, store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream),
             "cudaMemcpyAsync (contiguous copy)");
@@ -283,6 +310,11 @@ class CudaBackend final : public Backend {
   void writeGpu(uint64_t offset, const void* src, uint64_t bytes) override {
     useDevice();
     check(cudaMemcpy(gpu_ + offset, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (write GPU block)");
+    // From pageable memory cudaMemcpy may return once the bytes are staged,
+    // before they reach the GPU buffer; the copy and compute streams do not
+    // wait for the legacy stream, so a transfer or forward submitted next
+    // could read the old bytes. Wait for the copy itself.
+    check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (write GPU block)");
   }
 
   uint8_t* cpuChunk(uint32_t chunk) override { return chunks_[chunk]; }
@@ -379,10 +411,12 @@ class CudaBackend final : public Backend {
                                                       &attributes, &attributeIndex, 1, &failIndex, stream);
 #endif
       if (status == cudaSuccess) return;
-      if (status != cudaErrorNotSupported && status != cudaErrorCallRequiresNewerDriver) {
-        check(status, "cudaMemcpyBatchAsync");
-      }
-      cudaGetLastError();  // clear the non-sticky error and fall back for good
+      // Any refusal (an older driver, a platform or memory kind the batch API
+      // does not take) falls back to one copy per run, for good: a real fault
+      // then surfaces from cudaMemcpyAsync with its own error. Copies the
+      // batch queued before it failed are repeated in stream order, which
+      // writes the same bytes again.
+      cudaGetLastError();
       batchSupported_ = false;
     }
 #endif

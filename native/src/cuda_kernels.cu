@@ -1,12 +1,20 @@
 #include "cuda_kernels.cuh"
 
+#include <type_traits>
+
 #include "reference_model.h"
+#include "cuda_model_kernels.cuh"
 
 namespace kvtier {
 
 namespace {
 
-constexpr unsigned kThreads = 256;
+// digestKernel reduces whole warps, then one warp's worth of warp sums.
+static_assert(kThreads % 32 == 0 && kThreads / 32 <= 32, "kThreads must be whole warps, at most 32 of them");
+// Kernels take these by value: plain bytes, well inside the parameter limit.
+static_assert(std::is_trivially_copyable<KvGeometry>::value, "KvGeometry is passed to kernels by value");
+static_assert(std::is_trivially_copyable<DeviceForwardBatch>::value, "DeviceForwardBatch is passed to kernels by value");
+static_assert(sizeof(KvGeometry) + sizeof(DeviceForwardBatch) + 16 <= 4096, "kernel parameters exceed 4 KiB");
 
 __device__ __forceinline__ uint64_t globalTimerNs() {
   uint64_t t;
@@ -22,119 +30,30 @@ __global__ void spinKernel(uint64_t ns, const volatile int* abortFlag) {
   }
 }
 
-// Sequential on purpose: a position's chain state is read from the cache
-// slot of the previous position, which an earlier request of the same batch
-// may have just written (shared prefix blocks).
-__global__ void chainKernel(KvGeometry kv, uint32_t modelSeed, uint16_t* cache, DeviceForwardBatch b) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  const uint32_t bs = kv.blockSize;
-  for (uint32_t r = 0; r < b.numRequests; r++) {
-    const int32_t* table = b.blockTables + b.blockTableOffsets[r];
-    const int32_t first = b.tokenOffsets[r];
-    for (int32_t i = first; i < b.tokenOffsets[r + 1]; i++) {
-      const uint32_t p = static_cast<uint32_t>(b.startPositions[r] + (i - first));
-      uint32_t prev;
-      if (p == 0) {
-        prev = chainInit(modelSeed);
-      } else {
-        const uint64_t at = kv.elementIndex(table[(p - 1) / bs], 0, 0, 0, (p - 1) % bs, 0);
-        prev = static_cast<uint32_t>(cache[at]) | (static_cast<uint32_t>(cache[at + 1]) << 16);
-      }
-      const uint32_t s = chainNext(prev, static_cast<uint32_t>(b.tokens[i]), p);
-      const uint32_t block = static_cast<uint32_t>(table[p / bs]);
-      const uint32_t slot = p % bs;
-      for (uint32_t h = 0; h < kv.localHeads; h++) {
-        const uint64_t at = kv.elementIndex(block, 0, 0, h, slot, 0);
-        cache[at] = static_cast<uint16_t>(s & 0xffffu);
-        cache[at + 1] = static_cast<uint16_t>(s >> 16);
-      }
-      b.tokenStates[i] = s;
-      b.tokenBlocks[i] = block;
-      b.tokenSlots[i] = slot;
-    }
-  }
-}
-
-// One CUDA block per new position; threads stride over its elements with the
-// head dimension fastest, so a warp writes contiguous rows.
-__global__ void writeKernel(KvGeometry kv, uint16_t* cache, DeviceForwardBatch b) {
-  const uint32_t i = blockIdx.x;
-  const uint32_t s = b.tokenStates[i];
-  const uint32_t block = b.tokenBlocks[i];
-  const uint32_t slot = b.tokenSlots[i];
-  const uint32_t D = kv.headDim;
-  const uint32_t Hr = kv.localHeads;
-  for (uint64_t idx = threadIdx.x; idx < kv.elementsPerToken; idx += blockDim.x) {
-    const uint32_t d = static_cast<uint32_t>(idx % D);
-    const uint64_t row = idx / D;
-    const uint32_t h = static_cast<uint32_t>(row % Hr);
-    const uint32_t layerK = static_cast<uint32_t>(row / Hr);
-    const uint32_t layer = layerK >> 1;
-    const uint32_t k = layerK & 1u;
-    // Global element index with the model's wrapping 32-bit arithmetic.
-    const uint32_t e = ((layer * 2u + k) * kv.kvHeads + kv.firstHead + h) * D + d;
-    cache[kv.elementIndex(block, layer, k, h, slot, d)] = elementValue(s, layer, k, d, e);
-  }
-}
-
-__device__ __forceinline__ uint32_t warpSum(uint32_t v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// One CUDA block per (sampled request, position): sums that position's
-// elements as the cache holds them and adds imul(p + 1, sum) to the request's
-// digest (addition mod 2^32 is order independent).
-__global__ void digestKernel(KvGeometry kv, const uint16_t* cache, DeviceForwardBatch b) {
-  const uint64_t pair = blockIdx.x;
-  uint32_t lo = 0;
-  uint32_t hi = b.numSampled;  // pairOffsets[lo] <= pair < pairOffsets[hi]
-  while (hi - lo > 1) {
-    const uint32_t mid = (lo + hi) / 2;
-    if (static_cast<uint64_t>(b.pairOffsets[mid]) <= pair) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  const uint32_t r = static_cast<uint32_t>(b.sampledRequests[lo]);
-  const uint32_t p = static_cast<uint32_t>(pair - static_cast<uint64_t>(b.pairOffsets[lo]));
-  const int32_t* table = b.blockTables + b.blockTableOffsets[r];
-  const uint32_t block = static_cast<uint32_t>(table[p / kv.blockSize]);
-  const uint32_t slot = p % kv.blockSize;
-  const uint32_t D = kv.headDim;
-  const uint32_t Hr = kv.localHeads;
-
-  uint32_t sum = 0;
-  for (uint64_t idx = threadIdx.x; idx < kv.elementsPerToken; idx += blockDim.x) {
-    const uint32_t d = static_cast<uint32_t>(idx % D);
-    const uint64_t row = idx / D;
-    const uint32_t h = static_cast<uint32_t>(row % Hr);
-    const uint32_t layerK = static_cast<uint32_t>(row / Hr);
-    sum += cache[kv.elementIndex(block, layerK >> 1, layerK & 1u, h, slot, d)];
-  }
-  __shared__ uint32_t warpSums[kThreads / 32];
-  sum = warpSum(sum);
-  const unsigned lane = threadIdx.x & 31u;
-  const unsigned warp = threadIdx.x >> 5;
-  if (lane == 0) warpSums[warp] = sum;
-  __syncthreads();
-  if (warp == 0) {
-    sum = lane < blockDim.x / 32 ? warpSums[lane] : 0u;
-    sum = warpSum(sum);
-    if (lane == 0) atomicAdd(&b.digests[r], (p + 1u) * sum);
-  }
-}
-
 }  // namespace
 
+cudaError_t loadKernels() {
+  cudaFuncAttributes attributes{};
+  cudaError_t status = cudaFuncGetAttributes(&attributes, spinKernel);
+  if (status == cudaSuccess) status = cudaFuncGetAttributes(&attributes, chainKernel);
+  if (status == cudaSuccess) status = cudaFuncGetAttributes(&attributes, writeKernel);
+  if (status == cudaSuccess) status = cudaFuncGetAttributes(&attributes, digestKernel);
+  if (status != cudaSuccess) cudaGetLastError();
+  return status;
+}
+
+// cudaGetLastError reports the last failure of any runtime call on this
+// thread, so one a caller already turned into an exception is cleared first
+// rather than blamed on the launch. (Sticky errors are reported again anyway.)
 cudaError_t launchSpin(cudaStream_t stream, uint64_t ns, const volatile int* abortFlag) {
+  cudaGetLastError();
   spinKernel<<<1, 1, 0, stream>>>(ns, abortFlag);
   return cudaGetLastError();
 }
 
 cudaError_t launchForward(cudaStream_t stream, const KvGeometry& kv, uint32_t modelSeed, uint16_t* cache,
                           const DeviceForwardBatch& batch) {
+  cudaGetLastError();
   if (batch.numTokens > 0) {
     chainKernel<<<1, 1, 0, stream>>>(kv, modelSeed, cache, batch);
     writeKernel<<<batch.numTokens, kThreads, 0, stream>>>(kv, cache, batch);

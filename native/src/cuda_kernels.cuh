@@ -22,11 +22,17 @@ struct DeviceForwardBatch {
   const int32_t* tokens;
   const int32_t* sampledRequests;  // numSampled
   const int64_t* pairOffsets;      // numSampled + 1
-  uint32_t* tokenStates;           // numTokens, scratch
   uint32_t* tokenBlocks;           // numTokens, scratch
   uint32_t* tokenSlots;            // numTokens, scratch
   uint32_t* digests;               // numRequests, zeroed before launch
 };
+
+// Loads every kernel's code now. With lazy loading (the default since CUDA
+// 12.2) a kernel is loaded at its first launch, which can wait for the work
+// already running on the device (an injected delay of minutes, say) while
+// the JS thread blocks; and a GPU this build has no code for is reported when
+// the device opens rather than at its first forward.
+cudaError_t loadKernels();
 
 // Busy-waits `ns` on the stream (globaltimer), or until *abortFlag is set.
 cudaError_t launchSpin(cudaStream_t stream, uint64_t ns, const volatile int* abortFlag);

@@ -11,6 +11,14 @@ void PollEntry::destroyOwnedEvents() {
   timingStart = nullptr;
 }
 
+bool SharedCompletion::arrive(Completion& done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (error_.empty()) error_ = done.error;
+  if (--remaining_ > 0) return false;
+  done.error = error_;
+  return true;
+}
+
 void CudaPoller::start() { thread_ = std::thread([this] { run(); }); }
 
 void CudaPoller::push(PollEntry entry) {
@@ -62,6 +70,7 @@ void CudaPoller::run() {
       entry.finish(done);
     }
     entry.destroyOwnedEvents();
+    if (entry.shared && !entry.shared->arrive(done)) continue;
     sink_.post(std::move(done));
   }
 }

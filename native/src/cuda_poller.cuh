@@ -9,13 +9,31 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "backend.h"
 
 namespace kvtier {
+
+// One completion split over several pollers (a synchronize: one part per
+// stream). Each poller reports in order, so once the last part is through,
+// everything queued before it on every stream has been reported too.
+class SharedCompletion {
+ public:
+  explicit SharedCompletion(int parts) : remaining_(parts) {}
+  // Records one part's outcome; true for the last part, whose completion
+  // then carries the first error any part saw.
+  bool arrive(Completion& done);
+
+ private:
+  std::mutex mutex_;
+  int remaining_;
+  std::string error_;
+};
 
 // Work whose completion a CudaPoller reports once its events have completed.
 struct PollEntry {
@@ -25,6 +43,7 @@ struct PollEntry {
   cudaEvent_t timingStart = nullptr;
   bool ownsEvents = false;  // destroy waitFor and timingStart afterwards
   std::function<void(Completion&)> finish;
+  std::shared_ptr<SharedCompletion> shared;  // set: only the last part posts
 
   void destroyOwnedEvents();
 };
