@@ -10,15 +10,9 @@ import type { FinishedRequest } from '../runtime/engine-types.js';
  */
 
 /** What the check needs of a finished request (plain data, cheap to send to a worker). */
-export interface IntegrityItem {
-  readonly id: string;
-  readonly promptTokens: Int32Array;
-  readonly outputTokens: readonly number[];
-  readonly maxTokens: number;
-  readonly seed: number;
-  readonly stopToken: number | null;
+export type IntegrityItem = Pick<FinishedRequest, 'id' | 'promptTokens' | 'outputTokens' | 'maxTokens' | 'seed' | 'stopToken'> & {
   readonly finishReason: 'length' | 'stopped';
-}
+};
 
 /** One pool task: a batch checked by workers/integrity-worker.ts. */
 export interface IntegrityTask {

@@ -1,8 +1,7 @@
-import type { ModelShape } from '../model/shape.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { OffloadingConnector } from './connector.js';
 import { createOffloadingManager } from './create-manager.js';
-import { cpuTierGeometry, type CpuTierGeometry } from './geometry.js';
+import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from './geometry.js';
 import type { OffloadingManager } from './manager.js';
 import { StoreOnComputePolicy } from './policies/on-compute.js';
 import { StoreOnEvictPolicy } from './policies/on-evict.js';
@@ -11,17 +10,7 @@ import { parseStorePolicyName } from './policies/store-policy-name.js';
 import { offloadGeometry, type StorePolicy } from './policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */
-export interface OffloadingConnectorConfig {
-  readonly model: ModelShape;
-  readonly tp: number;
-  /** Tokens per GPU block. */
-  readonly blockSize: number;
-  /** GPU blocks per offloaded block (f >= 1). */
-  readonly offloadFactor: number;
-  /** CPU tier capacity in offloaded blocks; give exactly one of cpuBlocks and cpuBytes. */
-  readonly cpuBlocks?: number;
-  /** CPU tier capacity in bytes over all ranks. */
-  readonly cpuBytes?: number;
+export interface OffloadingConnectorConfig extends CpuTierGeometryInput {
   readonly eviction: EvictionPolicyName;
   /** 'on-compute' | 'on-evict' | 'reuse:K'. */
   readonly storePolicy: string;

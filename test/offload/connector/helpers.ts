@@ -1,4 +1,5 @@
 export { promptOf } from '../../support/random.js';
+import { tinyConfig } from '../../scheduler/helpers.js';
 import { blockHashes, type BlockHash } from '../../../src/core/block-hash.js';
 import { MODEL_PRESETS } from '../../../src/model/presets.js';
 import { chainStates, referenceGenerate } from '../../../src/model/reference.js';
@@ -9,7 +10,7 @@ import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../../src/offload/manager.js';
 import { StoreOnComputePolicy } from '../../../src/offload/policies/on-compute.js';
 import { offloadGeometry } from '../../../src/offload/policies/store-policy.js';
-import { parseSchedulerConfig, type SchedulerConfigInput } from '../../../src/scheduler/config.js';
+import type { SchedulerConfigInput } from '../../../src/scheduler/config.js';
 import type { SchedulerConnector, StepView } from '../../../src/scheduler/connector.js';
 import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../../src/scheduler/outputs.js';
 import { createRequest, type Request } from '../../../src/scheduler/request.js';
@@ -178,15 +179,7 @@ export class OffloadHarness {
   readonly results: ModelRunnerOutput[] = [];
 
   constructor(options: OffloadHarnessOptions = {}) {
-    const config = parseSchedulerConfig({
-      blockSize: 4,
-      numGpuBlocks: 64,
-      maxNumBatchedTokens: 64,
-      maxNumSeqs: 16,
-      maxModelLen: 128,
-      vocabSize: TINY.vocabSize,
-      ...options.scheduler,
-    });
+    const config = tinyConfig(options.scheduler);
     const offloadFactor = options.offloadFactor ?? 1;
     const parts = createOffloadingConnector({
       model: TINY,
