@@ -15,7 +15,7 @@ const IDLE_WAIT_MS = 2;
 
 /**
  * One tensor-parallel rank: owns its Device and runs the step protocol of
- * DESIGN.md section 2 for every SchedulerOutput the executor sends.
+ * docs/architecture.md, "One engine step" for every SchedulerOutput the executor sends.
  */
 class RankWorker implements RankWorkerApi {
   private device: Device | null = null;

@@ -33,7 +33,7 @@ interface InFlightJob {
 }
 
 /**
- * The worker side of the offloading connector (DESIGN.md section 2, steps a-e):
+ * The worker side of the offloading connector (docs/architecture.md, "One engine step"):
  * submits and tracks this rank's transfer jobs and reports their completion.
  */
 export class WorkerConnector {

@@ -1,4 +1,4 @@
-// The reference model's kernels (DESIGN.md section 6), kept apart from the
+// The reference model's kernels (docs/architecture.md, "Reference model"), kept apart from the
 // launch code so the same source can also be compiled for the CPU, through a
 // shim of the CUDA built-ins, and checked against the host backend
 // (native/test/kernel-check). Include it once, after cuda_kernels.cuh and

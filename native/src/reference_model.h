@@ -1,4 +1,4 @@
-// The reference model's arithmetic (DESIGN.md section 6), shared by the host
+// The reference model's arithmetic (docs/architecture.md, "Reference model"), shared by the host
 // backend and the CUDA kernels. Everything is unsigned 32-bit; the TypeScript
 // definition in src/model/reference.ts is the oracle these must match.
 #pragma once

@@ -11,7 +11,7 @@ import { driveWorkload } from '../workload/drive.js';
 import { TraceWorkload } from '../workload/trace-workload.js';
 
 /**
- * The end-to-end bench (DESIGN.md section 8): a slice of a Mooncake trace
+ * The end-to-end bench (docs/architecture.md, "Benchmarks"): a slice of a Mooncake trace
  * through the Engine twice, with the CPU tier off and then on, on the same
  * loaded trace. Each row reports the prefill tokens the ranks computed, the
  * GPU prefix and CPU-tier hit tokens, TTFT percentiles and throughput; the

@@ -8,7 +8,7 @@ import type { TransferDirection } from '../scheduler/outputs.js';
 import { checkIntegerAtLeast, median } from './stats.js';
 
 /**
- * The overlap bench (DESIGN.md section 8): how much a forward step slows down
+ * The overlap bench (docs/architecture.md, "Benchmarks"): how much a forward step slows down
  * while stores (GPU -> CPU) and loads (CPU -> GPU) run beside it, on the same
  * device in the same run. Rounds alternate a phase of forwards alone with a
  * phase of forwards during which both copy streams are kept busy, so drift

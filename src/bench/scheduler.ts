@@ -6,7 +6,7 @@ import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 
 /**
- * Scheduler bench (DESIGN.md section 8): CPU time of one schedule() +
+ * Scheduler bench (docs/architecture.md, "Benchmarks"): CPU time of one schedule() +
  * updateFromOutput() step with N requests decoding. The "workers" are a
  * trivial stand-in that returns one token per sampled request (and reports
  * every transfer job finished at once), so only the scheduler is measured.

@@ -9,7 +9,7 @@ import type { TransferDirection } from '../scheduler/outputs.js';
 import { median } from './stats.js';
 
 /**
- * The transfer bench (DESIGN.md section 8): GB/s moving N blocks GPU->CPU,
+ * The transfer bench (docs/architecture.md, "Benchmarks"): GB/s moving N blocks GPU->CPU,
  * CPU->GPU and both at once, against one contiguous copy of the same bytes in
  * the same run (the limit), for each model shape, layout and block size.
  *

@@ -4,8 +4,8 @@ import type { FinishedRequest } from '../runtime/engine-types.js';
 
 /**
  * The integrity check: a finished request's output tokens must equal what
- * the reference model generates from its prompt alone (DESIGN.md section
- * 6), whatever the cache, offloading, preemption or recovery did. Pure and
+ * the reference model generates from its prompt alone (docs/architecture.md,
+ * "Reference model"), whatever the cache, offloading, preemption or recovery did. Pure and
  * synchronous so it runs the same in a pool worker or in-process.
  */
 

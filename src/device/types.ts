@@ -2,7 +2,7 @@ import type { ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../scheduler/outputs.js';
 
 /**
- * The JS-facing contract of the native Device (DESIGN.md section 4): one per
+ * The JS-facing contract of the native Device (docs/architecture.md, "Device layer"): one per
  * rank, used from that rank's worker thread. `host` is always available;
  * `cuda` only where the addon was built with nvcc and a GPU is present.
  */

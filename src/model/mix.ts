@@ -1,5 +1,5 @@
 /**
- * 32-bit integer mixing used by the reference model (DESIGN.md section 6).
+ * 32-bit integer mixing used by the reference model (docs/architecture.md, "Reference model").
  * Every value is an unsigned 32-bit integer held in a JS number.
  */
 

@@ -2,7 +2,7 @@ import { CHAIN_MULTIPLIER, ELEMENT_MULTIPLIER, mix } from './mix.js';
 import type { ModelShape } from './shape.js';
 
 /**
- * The checksum transformer of DESIGN.md section 6, computed from tokens alone,
+ * The checksum transformer of docs/architecture.md, "Reference model", computed from tokens alone,
  * independent of any cache. It is the oracle every run is checked against, and
  * the host and CUDA backends must agree with it bit for bit.
  */

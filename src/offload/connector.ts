@@ -15,7 +15,7 @@ import type {
 } from './policies/store-policy.js';
 
 /**
- * The scheduler side of KV offloading (DESIGN.md sections 2 and 3): turns
+ * The scheduler side of KV offloading (docs/architecture.md, "Offloading"): turns
  * the OffloadingManager's answers into transfer jobs. Admission looks the
  * request's offloaded blocks up past its GPU prefix hit and issues one
  * asynchronous load for the hits; each step carries the loads issued since

@@ -4,7 +4,7 @@ import { CpuBlockAllocator } from './cpu-block-allocator.js';
 import { OffloadingEventLog, type OffloadingEvent } from './events.js';
 
 /**
- * The OffloadingManager (DESIGN.md section 3): the scheduler side's record of
+ * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
  * which offloaded blocks the CPU tier holds, where, and in which state. It
  * moves no bytes; the connector turns its answers into transfer jobs.
  *

@@ -17,7 +17,7 @@ interface PendingJob {
 }
 
 /**
- * Merges the ranks' outputs of a step (DESIGN.md section 2, step 3). A job or
+ * Merges the ranks' outputs of a step (docs/architecture.md, "Aggregation rules"). A job or
  * request counts as finished only when every rank reported it (ranks may
  * report in different steps); a job failed if any rank's part failed;
  * failed-load block ids are the union over ranks; the ranks' digests sum to

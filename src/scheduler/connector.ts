@@ -3,7 +3,7 @@ import type { ModelRunnerOutput, OffloadStepMetadata } from './outputs.js';
 import type { Request } from './request.js';
 
 /**
- * The scheduler-side hooks of a KV connector (DESIGN.md section 2), called by
+ * The scheduler-side hooks of a KV connector (docs/architecture.md, "One engine step"), called by
  * the Scheduler at fixed points of a step. The Scheduler never knows which
  * tier is behind them.
  */

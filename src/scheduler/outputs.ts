@@ -1,6 +1,6 @@
 /**
  * The step protocol's data, shared by the main thread and the rank workers
- * (DESIGN.md section 2). Everything here is plain data: it crosses threads by
+ * (docs/architecture.md, "One engine step"). Everything here is plain data: it crosses threads by
  * structured clone.
  */
 

@@ -14,7 +14,7 @@ import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
 import { SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
 
 /**
- * Decides each engine step (DESIGN.md sections 2, 3, 5), following vLLM v1:
+ * Decides each engine step (docs/architecture.md, "One engine step"), following vLLM v1:
  * running requests first, in arrival order, preempting the latest arrival
  * when blocks run out; then waiting requests in queue order, with GPU prefix
  * hits, connector (CPU tier) hits and asynchronous loads; then, from the
@@ -474,7 +474,7 @@ export class Scheduler {
   }
 
   /**
-   * Failed loads (DESIGN.md section 5): every request computed through an
+   * Failed loads (docs/architecture.md, "Failure recovery"): every request computed through an
    * invalid block is truncated to the start of its first invalid block (or,
    * under failurePolicy 'fail', finishes with an error), and the invalid
    * blocks leave the prefix cache. Returns the requests whose tokens sampled

@@ -12,7 +12,7 @@ import { PositionSums } from './position-sums.js';
  * s(p), in batch order; digests then read every position through the block
  * table. A wrong, stale or missing block therefore gives a wrong token.
  *
- * Transfers follow DESIGN.md section 2: preempted requests' stores are
+ * Transfers follow docs/architecture.md, "One engine step": preempted requests' stores are
  * flushed first; stores deferred from the previous step are submitted, then
  * fenced stores (which read their blocks at once) and this step's loads; a
  * load this step reads is waited for before the forward; a store reads its

@@ -15,7 +15,7 @@ import {
 } from './helpers.js';
 
 /**
- * Failed loads through the engine (DESIGN.md section 5): the ranks' devices
+ * Failed loads through the engine (docs/architecture.md, "Failure recovery"): the ranks' devices
  * poison the GPU blocks whose load failed and report them; the scheduler
  * truncates every request computed through them and recomputes (or, under
  * failurePolicy 'fail', ends exactly those requests with an error).

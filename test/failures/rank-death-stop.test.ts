@@ -4,7 +4,7 @@ import { expectCorrectOutputs, runUntilStopped, tokens, withFailingEngine } from
 import { DEATH_CONFIG, deathWorkload, positions, RANK_DEATHS, WALL_BOUND_MS } from './rank-deaths.js';
 
 /**
- * Rank death without rankRestart (DESIGN.md section 5): the engine never
+ * Rank death without rankRestart (docs/architecture.md, "Failure recovery"): the engine never
  * hangs; every unfinished request ends with an error naming the rank and the
  * cause, the rank threads (and their devices) are gone, and the engine
  * refuses further work with the same error.

@@ -3,7 +3,7 @@ import { expectCorrectOutputs, expectIdle, runUntilStopped, withFailingEngine } 
 import { DEATH_CONFIG, deathWorkload, positions, RANK_DEATHS, WALL_BOUND_MS } from './rank-deaths.js';
 
 /**
- * Rank death with rankRestart (DESIGN.md section 5): the dead rank is
+ * Rank death with rankRestart (docs/architecture.md, "Failure recovery"): the dead rank is
  * respawned, every rank and the scheduler drop what the lost rank held, and
  * requests resume by recompute with outputs unchanged.
  */

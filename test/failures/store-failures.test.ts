@@ -3,7 +3,7 @@ import type { EngineConfigInput, RequestSpec } from '../../src/runtime/engine-ty
 import { evictThenReuse, expectCorrectOutputs, expectIdle, mismatches, runWaves, SMALL_GPU, tokens, withFailingEngine } from './helpers.js';
 
 /**
- * Failed stores (DESIGN.md section 3): a store job failed if any rank's part
+ * Failed stores (docs/architecture.md, "Offloading"): a store job failed if any rank's part
  * failed; its CPU blocks never become loadable, so later requests recompute
  * instead of loading what the failed copy left there (poison on the host
  * backend). Requests are not affected.

@@ -6,7 +6,7 @@ import type { Request } from '../../scheduler/request.js';
 
 /**
  * A store policy decides which offloaded blocks go to the CPU tier and when
- * (DESIGN.md section 3). It owns its progress marks; the connector owns the
+ * (docs/architecture.md, "Offloading"). It owns its progress marks; the connector owns the
  * manager, the job ids and the step metadata, and lends them through a
  * StoreContext. A policy's marks advance only over blocks the manager
  * accepted (stored now, or already held).
