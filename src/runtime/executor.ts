@@ -19,8 +19,12 @@ interface RankHandle {
   readonly rank: number;
   readonly worker: Worker;
   readonly api: Comlink.Remote<RankWorkerApi>;
-  /** Rejects when the thread dies; never resolves. */
-  readonly death: Promise<never>;
+  /**
+   * Called once when the thread dies. Calls in flight listen here and stop
+   * listening when they settle: a promise raced by every call for as long as
+   * the rank lives would keep every step's reaction (and output) alive.
+   */
+  readonly deathListeners: Set<(error: RankError) => void>;
   dead: RankError | null;
   exited: boolean;
 }
@@ -157,20 +161,20 @@ export class Executor {
   private spawn(rank: number): RankHandle {
     const worker = new Worker(workerScript('rank-worker'), { name: `kvtier-rank-${rank}` });
     const api = Comlink.wrap<RankWorkerApi>(threadEndpoint(worker));
-    let handle!: RankHandle;
-    const death = new Promise<never>((_, reject) => {
-      worker.once('error', (error: Error) => {
-        handle.dead ??= new RankError(rank, `uncaught error: ${error.message}`, { cause: error });
-        reject(handle.dead);
-      });
-      worker.once('exit', (code) => {
-        handle.exited = true;
-        handle.dead ??= new RankError(rank, `worker thread exited with code ${code}`);
-        reject(handle.dead);
-      });
+    const handle: RankHandle = { rank, worker, api, deathListeners: new Set(), dead: null, exited: false };
+    const died = (error: RankError): void => {
+      for (const listener of [...handle.deathListeners]) listener(error);
+      handle.deathListeners.clear();
+    };
+    worker.once('error', (error: Error) => {
+      handle.dead ??= new RankError(rank, `uncaught error: ${error.message}`, { cause: error });
+      died(handle.dead);
     });
-    death.catch(() => undefined);
-    handle = { rank, worker, api, death, dead: null, exited: false };
+    worker.once('exit', (code) => {
+      handle.exited = true;
+      handle.dead ??= new RankError(rank, `worker thread exited with code ${code}`);
+      died(handle.dead);
+    });
     return handle;
   }
 
@@ -214,21 +218,41 @@ export class Executor {
     return values;
   }
 
-  /** Races a rank call against the rank's death and a deadline. */
-  private async guard<T>(handle: RankHandle, what: string, call: Promise<T>, deadlineMs: number, lateCause: string): Promise<T> {
-    if (handle.dead) throw handle.dead;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
+  /**
+   * Settles with a rank call, the rank's death or the deadline, whichever
+   * comes first. Nothing of the call stays referenced once it settled.
+   */
+  private guard<T>(handle: RankHandle, what: string, call: Promise<T>, deadlineMs: number, lateCause: string): Promise<T> {
+    if (handle.dead) return Promise.reject(handle.dead);
+    return new Promise<T>((resolve, reject) => {
+      const settle = (): void => {
+        clearTimeout(timer);
+        handle.deathListeners.delete(onDeath);
+      };
+      const onDeath = (error: RankError): void => {
+        settle();
+        reject(error);
+      };
+      const timer = setTimeout(() => {
         handle.dead ??= new RankError(handle.rank, lateCause);
-        reject(handle.dead);
+        onDeath(handle.dead);
       }, deadlineMs);
+      handle.deathListeners.add(onDeath);
+      call.then(
+        (value) => {
+          settle();
+          resolve(value);
+        },
+        (error: unknown) => {
+          settle();
+          try {
+            this.rankCallFailed(handle, what, error);
+          } catch (failure) {
+            reject(failure);
+          }
+        },
+      );
     });
-    try {
-      return await Promise.race([call.catch((error: unknown) => this.rankCallFailed(handle, what, error)), handle.death, late]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   private rankCallFailed(handle: RankHandle, what: string, error: unknown): never {
