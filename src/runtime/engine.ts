@@ -31,6 +31,8 @@ export interface EngineTestSwitches {
 }
 
 export interface EngineOptions {
+  /** Called as each rank finished opening its device at start (to show start-up progress). */
+  readonly onRankOpened?: (rank: number) => void;
   /** Switches that turn reference behaviours off, for the tests that show they matter. */
   readonly testOnly?: {
     readonly worker?: RankTestSwitches;
@@ -162,7 +164,12 @@ export class Engine {
         testSwitches: options.testOnly?.worker,
       });
     }
-    const executor = await Executor.start({ ranks, stepDeadlineMs: config.stepDeadlineMs });
+    const executor = await Executor.start({
+      ranks,
+      stepDeadlineMs: config.stepDeadlineMs,
+      initDeadlineMs: config.startDeadlineMs,
+      onRankOpened: options.onRankOpened,
+    });
     const engine = new Engine(
       config,
       backend,

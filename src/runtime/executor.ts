@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import { RankError } from '../core/errors.js';
 import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
 import { threadEndpoint } from './comlink-endpoint.js';
+import { DEFAULT_START_DEADLINE_MS } from './engine-limits.js';
 import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from './rank-protocol.js';
 import { workerScript } from './worker-path.js';
 
@@ -11,8 +12,10 @@ export interface ExecutorOptions {
   readonly ranks: readonly RankSetup[];
   /** A step (or reset) not answered by every rank within this time fails the rank. */
   readonly stepDeadlineMs: number;
-  /** Time allowed to open a device (allocating a large CPU tier takes a while). */
+  /** Time allowed to open a device, at start and on a restart (allocating a large CPU tier takes a while). */
   readonly initDeadlineMs?: number;
+  /** Called as each rank finished opening its device at start. */
+  readonly onRankOpened?: (rank: number) => void;
 }
 
 interface RankHandle {
@@ -54,7 +57,13 @@ export class Executor {
     const executor = new Executor(options);
     try {
       for (const setup of options.ranks) executor.handles.push(executor.spawn(setup.rank));
-      executor.readyInfo = await Promise.all(executor.handles.map((h) => executor.initRank(h)));
+      executor.readyInfo = await Promise.all(
+        executor.handles.map(async (h) => {
+          const info = await executor.initRank(h);
+          options.onRankOpened?.(h.rank);
+          return info;
+        }),
+      );
     } catch (error) {
       await executor.terminateAll();
       throw error;
@@ -180,7 +189,7 @@ export class Executor {
 
   private initRank(handle: RankHandle): Promise<RankReady> {
     const rank = handle.rank;
-    const deadline = this.options.initDeadlineMs ?? Math.max(120_000, this.options.stepDeadlineMs);
+    const deadline = this.options.initDeadlineMs ?? DEFAULT_START_DEADLINE_MS;
     this.openCounts[rank] += 1;
     const init = { ...this.options.ranks[rank], openCount: this.openCounts[rank], loadFailuresBefore: this.loadFailures[rank] };
     return this.guard(handle, 'init', handle.api.init(init), deadline, `did not open its device within ${deadline} ms`);
