@@ -53,7 +53,8 @@ export function rejectStringNumbers(input: LayeredInput, keys: readonly string[]
   for (const key of keys) {
     const origin = input.origins.get(key);
     const value = input.values[key];
-    if (origin?.kind === 'file' && typeof value === 'string') {
+    // Other strings fail the key's own schema, which says what it expects.
+    if (origin?.kind === 'file' && typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) {
       throw invalidValue(input, key, `expected a number (write ${printable(value, 20)} without quotes)`);
     }
   }
