@@ -1,12 +1,13 @@
 /**
  * Opening the ranks' devices can take a while (a large CPU tier is pinned
  * page by page), and a rank that hangs there is only declared dead at the
- * start deadline. While ranks are still opening after a moment, a line on
- * stderr says how many are ready and how long they may take.
+ * start deadline. While ranks are still opening after a moment, a line (on
+ * stdout, beside the run's progress line) says how many are ready and how
+ * long they may take.
  */
 
 /** Quiet for a quick start; then a line every few seconds. */
-const FIRST_LINE_MS = 1_000;
+const FIRST_LINE_MS = 2_000;
 const LINE_EVERY_MS = 5_000;
 
 export class StartupProgress {
@@ -17,7 +18,7 @@ export class StartupProgress {
   constructor(
     private readonly ranks: number,
     private readonly startDeadlineMs: number,
-    private readonly stream: NodeJS.WritableStream = process.stderr,
+    private readonly stream: NodeJS.WritableStream = process.stdout,
   ) {}
 
   start(): void {
@@ -38,7 +39,7 @@ export class StartupProgress {
     if (this.ready >= this.ranks) return;
     const seconds = ((performance.now() - this.startMs) / 1000).toFixed(1);
     this.stream.write(
-      `kvtier: opening the ranks' devices: ${this.ready}/${this.ranks} ready after ${seconds} s ` +
+      `opening the ranks' devices: ${this.ready}/${this.ranks} ready after ${seconds} s ` +
         `(a rank not ready within --start-deadline-ms ${this.startDeadlineMs} is declared dead)\n`,
     );
     this.timer = setTimeout(() => this.print(), LINE_EVERY_MS);
