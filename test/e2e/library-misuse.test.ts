@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EngineError, RequestError } from '../../src/core/errors.js';
+import { ConfigError, EngineError, RequestError } from '../../src/core/errors.js';
 import { Engine, EngineStoppedError } from '../../src/runtime/engine.js';
 import type { RequestSpec } from '../../src/runtime/engine-types.js';
 import { expectAllMatchReference, tokens, withEngine } from './helpers.js';
@@ -40,6 +40,20 @@ describe('requests are validated before they are converted', () => {
       await expect(engine.addRequests(null as unknown as RequestSpec[])).rejects.toThrow(RequestError);
       await expect(engine.addRequests([null as unknown as RequestSpec])).rejects.toThrow(/^requests\[0\]: expected a request object/);
     });
+  });
+});
+
+describe('configs past what the engine can hold', () => {
+  it.each([
+    ['a CPU tier of 1e11 blocks', { cpuBlocks: 1e11 }, /cpuBlocks/],
+    ['a CPU tier in bytes that makes too many blocks', { cpuBytes: 2 ** 50 }, /cpuBytes: .* over the limit of 16777215/],
+    ['a GPU pool of 2^26 blocks', { gpuBlocks: 67108864 }, /gpuBlocks/],
+    ['a compute time of 1e15 ns per token', { computeNsPerToken: 1e15 }, /computeNsPerToken/],
+    ['a start deadline past the timer limit', { startDeadlineMs: 2 ** 31 }, /startDeadlineMs/],
+  ])('%s is refused by Engine.create with a ConfigError naming the field', async (_, config, field) => {
+    const creating = Engine.create({ backend: 'host', model: 'tiny', ...config });
+    await expect(creating).rejects.toThrow(ConfigError);
+    await expect(creating).rejects.toThrow(field);
   });
 });
 
