@@ -38,7 +38,7 @@ export function rejectBoth(input: LayeredInput, first: string, second: string, w
 export function invalidValue(input: LayeredInput, key: string, message: string): UsageError {
   const origin = input.origins.get(key);
   const value = input.values[key];
-  const shown = origin?.kind === 'flag' && typeof value === 'string' ? JSON.stringify(value) : truncate(JSON.stringify(value) ?? String(value));
+  const shown = origin?.kind === 'flag' && typeof value === 'string' ? JSON.stringify(value) : printable(JSON.stringify(value) ?? String(value));
   return new UsageError(`${originOf(input, key)}: invalid value ${shown}: ${message}`);
 }
 
@@ -148,8 +148,4 @@ export function parseInput<S extends z.ZodType>(schema: S, input: LayeredInput):
   }
   const key = String(issue.path[0] ?? '');
   throw invalidValue(input, key, issue.message);
-}
-
-function truncate(text: string): string {
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
