@@ -74,3 +74,21 @@ export class RunInterrupts {
     this.exit(code);
   }
 }
+
+/**
+ * Runs `body` with SIGINT/SIGTERM handled by a RunInterrupts. An error the
+ * body throws after an interrupt (its engine was shut down under it) is not
+ * reported: the interrupt handler prints its line and exits.
+ */
+export async function withInterrupts<T>(body: (interrupts: RunInterrupts) => Promise<T>): Promise<T> {
+  const interrupts = new RunInterrupts();
+  interrupts.install();
+  try {
+    return await body(interrupts);
+  } catch (error) {
+    if (interrupts.interrupted) return interrupts.waitForExit();
+    throw error;
+  } finally {
+    if (!interrupts.interrupted) interrupts.uninstall();
+  }
+}

@@ -5,7 +5,7 @@ import type { FinishedRequest } from '../runtime/engine-types.js';
 import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
 import { EXIT_OK, EXIT_REQUESTS_FAILED, EXIT_RUN_FAILED } from './exit-codes.js';
 import { IntegrityChecker } from './integrity.js';
-import { RunInterrupts } from './interrupt.js';
+import { RunInterrupts, withInterrupts } from './interrupt.js';
 import { checkHostMemory } from './memory-check.js';
 import { checkOutputFile, writeJsonFile } from './output-file.js';
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
@@ -25,33 +25,28 @@ interface RunOutcome {
  * `kvtier run`: pushes a workload through the engine on every rank, shows
  * live progress, then prints the report (and writes it as JSON). Exit code 1
  * when the engine failed, an output differs from the reference model, or a
- * block leaked.
+ * block leaked; 3 when only requests failed (exit-codes.ts); 130/143 when
+ * interrupted (interrupt.ts).
  */
 export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
-  const interrupts = new RunInterrupts();
-  interrupts.install();
-  try {
-    if (resolved.compare) {
-      const off = await runOnce(resolved, false, interrupts);
-      const on = await runOnce(resolved, true, interrupts);
-      process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
-      if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
-      return reportFailures([off, on]);
-    }
-    const outcome = await runOnce(resolved, resolved.offload, interrupts);
-    process.stdout.write(`${formatRunReport(outcome.report)}\n`);
-    if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
-    return reportFailures([outcome]);
-  } catch (error) {
-    // The interrupt handler stopped the engine under the run; it reports and exits.
-    if (interrupts.interrupted) return interrupts.waitForExit();
-    throw error;
-  } finally {
-    if (!interrupts.interrupted) interrupts.uninstall();
+  return withInterrupts((interrupts) => runAndReport(resolved, interrupts));
+}
+
+async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts): Promise<number> {
+  if (resolved.compare) {
+    const off = await runOnce(resolved, false, interrupts);
+    const on = await runOnce(resolved, true, interrupts);
+    process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
+    if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
+    return reportFailures([off, on]);
   }
+  const outcome = await runOnce(resolved, resolved.offload, interrupts);
+  process.stdout.write(`${formatRunReport(outcome.report)}\n`);
+  if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
+  return reportFailures([outcome]);
 }
 
 /**
