@@ -13,7 +13,7 @@ import { totalmem } from 'node:os';
 import { MAX_CPU_BLOCKS, MAX_GPU_BLOCKS } from '../runtime/engine-limits.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
 import { formatBytes } from './byte-size.js';
-import { checkOutputFile } from './output-file.js';
+import { checkOutputFile, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -303,6 +303,12 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
     results: rows,
   };
   process.stdout.write(`${textTable(rows, spec.columns)}\n`);
-  await writeBenchFiles(results, spec.columns, { json, markdown }, spec.notes(backend));
+  try {
+    await writeBenchFiles(results, spec.columns, { json, markdown }, spec.notes(backend));
+  } catch (err) {
+    // The table is already on stdout; say in one line which file could not be written.
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new OutputWriteError(`bench ${kind}: cannot write the results to ${[json, markdown].filter((f) => f !== null).join(' / ')}: ${why}`, { cause: err });
+  }
   return 0;
 }
