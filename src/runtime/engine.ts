@@ -231,14 +231,13 @@ export class Engine {
     }
     this.assertStillUsable();
     // Requests added while the batch was hashed may have taken an id of it.
-    const inBatch = new Set<string>();
     const requests = params.map((p, i) => {
       let id = p.id;
-      if (this.live.has(id) || inBatch.has(id)) {
+      if (this.live.has(id)) {
         if (callerIds.has(id)) throw new RequestError(`requests[${i}]: request id '${id}' is already in use`);
-        id = this.generateId(inBatch);
+        id = this.generateId(taken);
+        taken.add(id);
       }
-      inBatch.add(id);
       return new Request({ ...p, id, promptTokens: prompts[i], promptBlockHashes: hashes[i] }, this.config.blockSize);
     });
     for (const request of requests) this.admit(request);

@@ -75,6 +75,18 @@ describe('request ids', () => {
   });
 });
 
+describe('request ids under concurrency', () => {
+  it('a caller id taken while a batch is being hashed moves the batch\'s generated id, not the caller\'s', async () => {
+    await withEngine(SMALL, async (engine) => {
+      const adding = engine.addRequests([{ promptTokens: tokens(6, 5), maxTokens: 2 }]);
+      engine.addRequest({ id: 'req-0', promptTokens: tokens(7, 5), maxTokens: 2 });
+      const [generated] = await adding;
+      expect(generated).not.toBe('req-0');
+      expectAllMatchReference(await engine.run(), 2);
+    });
+  });
+});
+
 describe('shutdown', () => {
   it('a batch still being added when the engine shuts down is rejected with EngineStoppedError', async () => {
     const engine = await Engine.create({ backend: 'host', model: 'tiny', ...SMALL });
