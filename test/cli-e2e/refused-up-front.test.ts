@@ -72,6 +72,7 @@ const CASES: Case[] = [
   ['a timestamp that overflows to infinity', () => ['run', '--trace', trace(traceLine({ timestamp: 0 }).replace('"timestamp":0', '"timestamp":1e400'))], /trace\.jsonl:1: field "timestamp": expected a number of milliseconds >= 0, got a value that is not a finite number/],
   ['a CPU tier in bytes too small for one block', () => ['run', '--cpu-bytes', '1'], /^--cpu-bytes: invalid value "1": holds no offloaded block/],
   ['a number given as a string in a config file', () => ['run', '--config', file('run.json', { tp: '2' })], /^key "tp" in .*run\.json: invalid value "2": expected a number/],
+  ['analyze --json naming its trace', () => { const t = trace(traceLine()); return ['analyze', '--trace', t, '--json', t]; }, /^--json: invalid value .*trace\.jsonl is an input of this run/],
   ['analyze on an empty slice', () => ['analyze', '--trace', CONVERSATION_TRACE, '--time-window', '100000000:'], /conversation_trace\.jsonl: no requests to analyze in --time-window 100000000:$/],
 ];
 
