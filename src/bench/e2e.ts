@@ -5,6 +5,7 @@ import { checkIntegerAtLeast } from './stats.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
 import { Engine } from '../runtime/engine.js';
+import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { EngineConfigInput, EvictionPolicyName, FinishedRequest, StorePolicyName } from '../runtime/engine-types.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { driveWorkload } from '../workload/drive.js';
@@ -87,6 +88,7 @@ export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow
   checkOptions(options);
   const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
   if (trace.records.length === 0) throw new ConfigError(`e2e bench: ${options.traceFile} holds no requests`);
+  checkRequestLengths(trace, resolveEngineConfig(engineConfig(options, false)).maxModelLen);
   const optimum = analyzeLoadedTrace(trace, {
     cpuBlocks: options.cpuBlocks,
     blockSize: options.blockSize,
@@ -102,6 +104,17 @@ export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow
     options.onRow?.(row);
   }
   return rows;
+}
+
+/** A request the engine would refuse would stop the replay midway: refuse the slice before any rank starts. */
+function checkRequestLengths(trace: Trace, maxModelLen: number): void {
+  const tooLong = trace.records.find((r) => r.inputLength + r.outputLength > maxModelLen);
+  if (tooLong === undefined) return;
+  throw new ConfigError(
+    `${trace.file}:${tooLong.line}: input_length + output_length is ${tooLong.inputLength + tooLong.outputLength} tokens ` +
+      `after --token-scale ${trace.tokenScale}, over the engine's limit of ${maxModelLen} ` +
+      '(raise --gpu-blocks or --block-size, or replay with a larger --token-scale)',
+  );
 }
 
 function checkOptions(o: E2eBenchOptions): void {

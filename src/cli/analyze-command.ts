@@ -4,7 +4,7 @@ import { MODEL_PRESETS, MODEL_PRESET_NAMES } from '../model/presets.js';
 import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
 import { analyzeTrace, formatAnalysis, type AnalyzeOptions } from './analyze.js';
 import { parseCommandArgs } from './command-parse.js';
-import { flagInput, originOf, parseInput, rejectBoth } from './config-input.js';
+import { checkNotAnInput, flagInput, originOf, parseInput, rejectBoth } from './config-input.js';
 import { byteSize, modelPreset, nonEmptyString, positiveInt, timeWindow, tokenScale } from './field-schemas.js';
 import { checkOutputFile, writeJsonFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
@@ -68,6 +68,7 @@ export function analyzeOptionsFromCommand(command: Command): AnalyzeCommandOptio
     const bytesPerBlock = elementsPerToken(shape) * KV_ELEMENT_BYTES * blockSize * offloadFactor;
     cpuBlocks = Math.floor(given.cpuBytes / bytesPerBlock);
   }
+  if (given.json !== undefined) checkNotAnInput(input, 'json', given.json, [given.trace as string]);
   return {
     trace: given.trace as string,
     cpuBlocks,
@@ -89,6 +90,11 @@ export function parseAnalyzeArgs(argv: readonly string[]): AnalyzeCommandOptions
 export async function analyzeCommand(options: AnalyzeCommandOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   if (options.json !== null) await checkOutputFile('--json', options.json);
   const analysis = await analyzeTrace(options);
+  if (analysis.trace.requests === 0) {
+    const range = options.timeWindow ?? null;
+    const window = range === null ? '' : ` in --time-window ${range[0]}:${range[1] === Infinity ? '' : range[1]}`;
+    throw new UsageError(`${options.trace}: no requests to analyze${window}`);
+  }
   out.write(`${formatAnalysis(analysis)}\n`);
   if (options.json !== null) await writeJsonFile(options.json, analysis);
   return 0;

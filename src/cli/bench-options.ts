@@ -6,15 +6,35 @@ import { UsageError } from './usage-error.js';
  * clear UsageError naming the flag for a bad value; `finish()` rejects the
  * options nobody read.
  */
+/** Thrown by finish() after `--help`: the bench's options, to print instead of running it. */
+export class BenchHelp extends Error {
+  constructor(readonly text: string) {
+    super(text);
+  }
+}
+
 export class BenchOptions {
   private readonly used = new Set<string>();
+  /** Set by `--help`: every option read is listed (with its default) and finish() throws BenchHelp. */
+  private readonly help: { name: string; expected: string; fallback: string }[] | null;
 
   constructor(
     private readonly kind: string,
     private readonly raw: Record<string, string | boolean>,
-  ) {}
+  ) {
+    this.help = raw.help === undefined ? null : [];
+  }
+
+  /** Lists `name` in the help (when --help was given); returns whether the bench should just take its default. */
+  private describe(name: string, expected: string, fallback: unknown): boolean {
+    if (this.help === null) return false;
+    const shown = Array.isArray(fallback) ? fallback.join(',') : fallback === null || fallback === undefined ? '' : String(fallback);
+    if (!this.help.some((h) => h.name === name)) this.help.push({ name, expected, fallback: shown });
+    return true;
+  }
 
   string(name: string, fallback: string): string {
+    if (this.describe(name, 'a value', fallback)) return fallback;
     const value = this.take(name);
     if (value === undefined) return fallback;
     if (typeof value !== 'string') throw this.bad(name, value, 'a value');
@@ -22,6 +42,7 @@ export class BenchOptions {
   }
 
   optionalString(name: string): string | null {
+    if (this.describe(name, name === 'trace' ? 'a trace file' : 'a file', null)) return null;
     const value = this.take(name);
     if (value === undefined) return null;
     if (typeof value !== 'string') throw this.bad(name, value, 'a value');
@@ -29,6 +50,7 @@ export class BenchOptions {
   }
 
   flag(name: string, fallback: boolean): boolean {
+    if (this.describe(name, 'true | false', fallback)) return fallback;
     const value = this.take(name);
     if (value === undefined) return fallback;
     if (value === true || value === 'true') return true;
@@ -37,20 +59,24 @@ export class BenchOptions {
   }
 
   oneOf<T extends string>(name: string, choices: readonly T[], fallback: T): T {
+    if (this.describe(name, choices.join(' | '), fallback)) return fallback;
     const value = this.string(name, fallback);
     if (!(choices as readonly string[]).includes(value)) throw this.bad(name, value, choices.join(' | '));
     return value as T;
   }
 
-  int(name: string, fallback: number, min = 1): number {
+  int(name: string, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
+    const expected = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
+    if (this.describe(name, expected, fallback)) return fallback;
     const value = this.string(name, String(fallback));
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min) throw this.bad(name, value, `an integer >= ${min}`);
+    if (!Number.isInteger(n) || n < min || n > max) throw this.bad(name, value, expected);
     return n;
   }
 
   /** A finite number > 0. */
   positiveNumber(name: string, fallback: number): number {
+    if (this.describe(name, 'a number > 0', fallback)) return fallback;
     const value = this.string(name, String(fallback));
     const n = Number(value);
     if (!Number.isFinite(n) || n <= 0) throw this.bad(name, value, 'a number > 0');
@@ -59,11 +85,13 @@ export class BenchOptions {
 
   /** Throws a UsageError naming the flag when it was given although `conflict` holds (`reason` says why). */
   forbid(name: string, conflict: boolean, reason: string): void {
+    if (this.help !== null) return;
     this.used.add(name);
     if (conflict && this.raw[name] !== undefined) throw new UsageError(`bench ${this.kind}: --${kebab(name)} ${reason}`);
   }
 
   bytes(name: string, fallback: number): number {
+    if (this.describe(name, 'a byte size such as 64MiB', fallback)) return fallback;
     const value = this.take(name);
     if (value === undefined) return fallback;
     const n = typeof value === 'string' ? parseByteSize(value) : null;
@@ -71,15 +99,18 @@ export class BenchOptions {
     return n;
   }
 
-  intList(name: string, fallback: readonly number[]): number[] {
+  intList(name: string, fallback: readonly number[], max = Number.MAX_SAFE_INTEGER): number[] {
+    const expected = `a comma-separated list of positive integers${max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`}`;
+    if (this.describe(name, expected, fallback)) return [...fallback];
     const value = this.take(name);
     if (value === undefined) return [...fallback];
     const items = typeof value === 'string' ? value.split(',').map(Number) : [NaN];
-    if (items.some((n) => !Number.isInteger(n) || n < 1)) throw this.bad(name, value, 'a comma-separated list of positive integers');
+    if (items.some((n) => !Number.isInteger(n) || n < 1 || n > max)) throw this.bad(name, value, expected);
     return items;
   }
 
   list<T extends string>(name: string, choices: readonly T[], fallback: readonly T[]): T[] {
+    if (this.describe(name, `a comma-separated list of ${choices.join(', ')}`, fallback)) return [...fallback];
     const value = this.take(name);
     if (value === undefined) return [...fallback];
     const items = typeof value === 'string' ? value.split(',') : [];
@@ -88,8 +119,24 @@ export class BenchOptions {
     return items as T[];
   }
 
-  /** Throws for every option given that the bench does not know. */
+  /** A UsageError naming the flag and its value (for checks across options the bench makes itself). */
+  invalid(name: string, message: string): UsageError {
+    return new UsageError(`bench ${this.kind}: --${kebab(name)}: invalid value "${String(this.raw[name] ?? '')}": ${message}`);
+  }
+
+  /** true when `--help` asked for the option list (values are then the defaults). */
+  get helpRequested(): boolean {
+    return this.help !== null;
+  }
+
+  /** Throws for every option given that the bench does not know; after `--help`, throws BenchHelp with the option list. */
   finish(): void {
+    if (this.help !== null) {
+      const rows = this.help.map((h) => [`  --${kebab(h.name)} <${h.expected}>`, h.fallback === '' ? '' : `(default ${h.fallback})`]);
+      const width = Math.max(...rows.map((r) => r[0].length));
+      const lines = rows.map(([left, right]) => `${left.padEnd(width)}  ${right}`.trimEnd());
+      throw new BenchHelp(`Usage: kvtier bench ${this.kind} [options]\n\nOptions:\n${lines.join('\n')}`);
+    }
     const unknown = Object.keys(this.raw).filter((k) => !this.used.has(k));
     if (unknown.length > 0) {
       throw new UsageError(`bench ${this.kind}: unknown option ${unknown.map((k) => `--${kebab(k)}`).join(', ')}`);

@@ -9,7 +9,11 @@ import { runOverlapBench, type OverlapBenchRow } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
-import { BenchOptions } from './bench-options.js';
+import { totalmem } from 'node:os';
+import { MAX_CPU_BLOCKS, MAX_GPU_BLOCKS } from '../runtime/engine-limits.js';
+import { BenchHelp, BenchOptions } from './bench-options.js';
+import { formatBytes } from './byte-size.js';
+import { checkOutputFile, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -47,11 +51,17 @@ const transferBench: BenchSpec<TransferBenchRow> = {
   async run(backend, options) {
     const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['tiny', 'llama-8b']);
     const layouts = options.list<KvLayout>('layouts', ['cross-layer', 'per-layer'], ['cross-layer', 'per-layer']);
-    const blockTokens = options.intList('blockTokens', [16, 32, 64, 128, 256]);
+    const blockTokens = options.intList('blockTokens', [16, 32, 64, 128, 256], MAX_BLOCK_TOKENS);
     const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
     const repeats = options.int('repeats', 5);
     const tp = options.int('tp', 1);
     options.finish();
+    checkTpSplitsHeads(options, tp, models);
+    // Each side holds two pools of totalBytes (a store and a load at once); on the host backend both sides are host memory.
+    const hostBytes = (backend === 'host' ? 4 : 2) * totalBytes;
+    if (hostBytes > totalmem()) {
+      throw options.invalid('totalBytes', `the bench needs ${formatBytes(hostBytes)} of host memory but this machine has ${formatBytes(totalmem())}`);
+    }
     return runTransferBench({
       backend,
       models: models.map((m) => MODEL_PRESETS[m]),
@@ -134,7 +144,7 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
   async run(backend, options) {
     const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['small', 'llama-8b']);
     const layouts = options.list<KvLayout>('layouts', ['cross-layer', 'per-layer'], ['cross-layer', 'per-layer']);
-    const blockTokens = options.intList('blockTokens', [16]);
+    const blockTokens = options.intList('blockTokens', [16], MAX_BLOCK_TOKENS);
     const batch = options.int('batch', 16);
     const contextTokens = options.int('contextTokens', 256, 0);
     const newTokens = options.int('newTokens', 1);
@@ -143,6 +153,7 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
     const jobBytes = options.bytes('jobBytes', 16 * 2 ** 20);
     const tp = options.int('tp', 1);
     options.finish();
+    checkTpSplitsHeads(options, tp, models);
     return runOverlapBench({
       backend,
       models: models.map((m) => MODEL_PRESETS[m]),
@@ -192,15 +203,14 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
     { header: 'verified', cell: (r) => (r.verified === null ? '-' : `${r.verified - (r.mismatches ?? 0)}/${r.verified}`) },
   ],
   async run(backend, options) {
-    const traceFile = options.optionalString('trace');
-    if (traceFile === null) throw new UsageError('bench e2e: --trace FILE is required (a Mooncake trace, e.g. conversation_trace.jsonl)');
+    const trace = options.optionalString('trace');
     const arrivals = options.flag('arrivals', true);
     options.forbid('speedup', !arrivals, 'and --arrivals false do not go together: without arrivals there is nothing to speed up');
     const speedup = arrivals ? options.positiveNumber('speedup', 30) : undefined;
     const model = options.oneOf<ModelPresetName>('model', MODEL_PRESET_NAMES, 'tiny');
     const config = {
       backend,
-      traceFile,
+      traceFile: trace ?? '',
       maxRequests: options.int('maxRequests', 1000),
       tokenScale: options.int('tokenScale', 32),
       arrivals,
@@ -208,14 +218,16 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
       model,
       tp: options.int('tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
       layout: options.oneOf<KvLayout>('layout', ['cross-layer', 'per-layer'], 'cross-layer'),
-      blockSize: options.int('blockSize', 16),
-      gpuBlocks: options.int('gpuBlocks', 512),
-      cpuBlocks: options.int('cpuBlocks', 4096),
+      blockSize: options.int('blockSize', 16, 1, MAX_BLOCK_TOKENS),
+      gpuBlocks: options.int('gpuBlocks', 512, 1, MAX_GPU_BLOCKS),
+      cpuBlocks: options.int('cpuBlocks', 4096, 1, MAX_CPU_BLOCKS),
       offloadFactor: options.int('offloadFactor', 1),
       eviction: options.oneOf<EvictionPolicyName>('eviction', ['lru', 'arc'], 'lru'),
       verify: options.flag('verify', true),
     };
     options.finish();
+    if (trace === null) throw new UsageError('bench e2e: --trace FILE is required (a Mooncake trace, e.g. conversation_trace.jsonl)');
+    checkTpSplitsHeads(options, config.tp, [model]);
     return runE2eBench({
       ...config,
       onRow: (row) =>
@@ -226,6 +238,17 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
     });
   },
 };
+
+/** The engine's largest block (tokens). */
+const MAX_BLOCK_TOKENS = 4096;
+
+/** Every model's KV heads split evenly over --tp ranks. */
+function checkTpSplitsHeads(options: BenchOptions, tp: number, models: readonly ModelPresetName[]): void {
+  const model = models.find((m) => MODEL_PRESETS[m].kvHeads % tp !== 0);
+  if (model !== undefined) {
+    throw options.invalid('tp', `the ${model} model's ${MODEL_PRESETS[model].kvHeads} KV heads must split evenly over the ranks`);
+  }
+}
 
 /** As kvtier run: every GPU with cuda (lowered until it divides the model's KV heads), 2 ranks on host. */
 function defaultTp(backend: BackendName, kvHeads: number): number {
@@ -261,7 +284,17 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
   const backend = resolveBenchBackend(options.oneOf('backend', ['auto', 'host', 'cuda'], 'auto'));
   const json = options.optionalString('json');
   const markdown = options.optionalString('markdown');
-  const rows = await spec.run(backend, options);
+  // Output files are checked before the bench runs, as kvtier run does.
+  if (json !== null) await checkOutputFile('--json', json);
+  if (markdown !== null) await checkOutputFile('--markdown', markdown);
+  let rows: readonly Row[];
+  try {
+    rows = await spec.run(backend, options);
+  } catch (error) {
+    if (!(error instanceof BenchHelp)) throw error;
+    process.stdout.write(`${error.text}\n`);
+    return 0;
+  }
   const results: BenchResults<Row> = {
     bench: kind,
     backend,
@@ -270,6 +303,12 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
     results: rows,
   };
   process.stdout.write(`${textTable(rows, spec.columns)}\n`);
-  await writeBenchFiles(results, spec.columns, { json, markdown }, spec.notes(backend));
+  try {
+    await writeBenchFiles(results, spec.columns, { json, markdown }, spec.notes(backend));
+  } catch (err) {
+    // The table is already on stdout; say in one line which file could not be written.
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new OutputWriteError(`bench ${kind}: cannot write the results to ${[json, markdown].filter((f) => f !== null).join(' / ')}: ${why}`, { cause: err });
+  }
   return 0;
 }

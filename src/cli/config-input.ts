@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { z } from 'zod';
+import { jsonErrorSummary, printable, withoutBom } from '../core/safe-text.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -37,8 +38,41 @@ export function rejectBoth(input: LayeredInput, first: string, second: string, w
 export function invalidValue(input: LayeredInput, key: string, message: string): UsageError {
   const origin = input.origins.get(key);
   const value = input.values[key];
-  const shown = origin?.kind === 'flag' && typeof value === 'string' ? JSON.stringify(value) : truncate(JSON.stringify(value) ?? String(value));
+  const shown = origin?.kind === 'flag' && typeof value === 'string' ? JSON.stringify(value) : printable(JSON.stringify(value) ?? String(value));
   return new UsageError(`${originOf(input, key)}: invalid value ${shown}: ${message}`);
+}
+
+/** Keys that name JavaScript object internals rather than settings. */
+const RESERVED_KEYS: readonly string[] = ['__proto__', 'constructor', 'prototype'];
+
+/**
+ * Config files hold JSON numbers where flags hold digits: a string for one
+ * of `keys` in a file ("tp": "2") is refused, naming the file and key.
+ */
+export function rejectStringNumbers(input: LayeredInput, keys: readonly string[]): void {
+  for (const key of keys) {
+    const origin = input.origins.get(key);
+    const value = input.values[key];
+    // Other strings fail the key's own schema, which says what it expects.
+    if (origin?.kind === 'file' && typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) {
+      throw invalidValue(input, key, `expected a number (write ${printable(value, 20)} without quotes)`);
+    }
+  }
+}
+
+/** Refuses an output file (`key`) that is one of the run's inputs: writing it would overwrite the input. */
+export function checkNotAnInput(input: LayeredInput, key: string, output: string, inputs: readonly string[]): void {
+  const target = canonicalPath(output);
+  const clash = inputs.find((file) => canonicalPath(file) === target);
+  if (clash !== undefined) throw invalidValue(input, key, `${clash} is an input of this run; writing the report there would overwrite it`);
+}
+
+function canonicalPath(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return resolve(file);
+  }
 }
 
 /**
@@ -54,16 +88,20 @@ export function readConfigFile(file: string, pathKeys: readonly string[] = []): 
   }
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = JSON.parse(withoutBom(text));
   } catch (err) {
-    throw new UsageError(`--config ${file}: invalid JSON: ${(err as Error).message}`);
+    throw new UsageError(`--config ${file}: invalid JSON: ${jsonErrorSummary(err)}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new UsageError(`--config ${file}: expected a JSON object of settings`);
   }
-  const values: Record<string, unknown> = { ...(parsed as Record<string, unknown>) };
+  const keys = Object.keys(parsed);
+  const reserved = keys.find((key) => RESERVED_KEYS.includes(key));
+  if (reserved !== undefined) throw new UsageError(`${file}: key "${reserved}" is not a setting and is not allowed`);
+  // A null-prototype copy: no key of the file can reach Object.prototype.
+  const values: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, parsed);
   const origins = new Map<string, ValueOrigin>();
-  for (const key of Object.keys(values)) {
+  for (const key of keys) {
     origins.set(key, { kind: 'file', file, key });
     if (pathKeys.includes(key) && typeof values[key] === 'string' && values[key] !== '') {
       values[key] = resolve(dirname(file), values[key] as string);
@@ -106,12 +144,8 @@ export function parseInput<S extends z.ZodType>(schema: S, input: LayeredInput):
     const key = issue.keys[0];
     const origin = input.origins.get(key);
     const where = origin?.kind === 'file' ? `${origin.file}: ` : '';
-    throw new UsageError(`${where}unknown key "${key}" (keys are the flags' camelCase names, e.g. "gpuBlocks")`);
+    throw new UsageError(`${where}unknown key "${printable(key, 40)}" (keys are the flags' camelCase names, e.g. "gpuBlocks")`);
   }
   const key = String(issue.path[0] ?? '');
   throw invalidValue(input, key, issue.message);
-}
-
-function truncate(text: string): string {
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }

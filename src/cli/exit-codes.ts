@@ -2,6 +2,17 @@ import { CommanderError } from 'commander';
 import { ConfigError, KvtierError, TraceError } from '../core/errors.js';
 import { UsageError } from './usage-error.js';
 
+/** The run finished and every check passed. */
+export const EXIT_OK = 0;
+/** The run failed: a rank died, an output differed from the reference, a block leaked, an output file could not be written. */
+export const EXIT_RUN_FAILED = 1;
+/** Bad input: nothing ran. */
+export const EXIT_BAD_INPUT = 2;
+/** The run finished and every served output matched, but some requests ended with an error (e.g. under --failure-policy fail). */
+export const EXIT_REQUESTS_FAILED = 3;
+/** Interrupted by a signal: 128 + the signal's number, as shells report it. */
+export const EXIT_INTERRUPTED = { SIGINT: 130, SIGTERM: 143 } as const;
+
 /**
  * How the CLI ends for an error: 2 for bad input (flags, config file, trace
  * lines) with one `kvtier: <message>` line, 0 after help or version output,

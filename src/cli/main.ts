@@ -43,11 +43,18 @@ async function main(argv: readonly string[]): Promise<number> {
   program.addCommand(
     quietErrors(new Command('bench'))
       .description('benchmarks: transfer (GB/s vs a contiguous copy), scheduler (CPU time per step), overlap (forward time with transfers), e2e (a trace slice with offload off and on)')
-      .argument('<kind>', 'which benchmark (e.g. transfer, scheduler)')
+      .argument('<kind>', 'which benchmark (e.g. transfer, scheduler); `kvtier bench <kind> --help` lists its options')
+      // A kind's options belong to the kind: `bench transfer --help` reaches benchCommand, which lists them.
+      .helpOption(false)
       .allowUnknownOption()
       .allowExcessArguments()
       .action(async (kind: string, _options: unknown, command: Command) => {
-        exitCode = await benchCommand(kind, parseLooseOptions(command.args.slice(1)));
+        if (kind === '--help' || kind === '-h') {
+          command.outputHelp();
+          return;
+        }
+        const args = command.args.slice(1).map((arg) => (arg === '-h' ? '--help' : arg));
+        exitCode = await benchCommand(kind, parseLooseOptions(args));
       }),
   );
   await program.parseAsync(argv as string[], { from: 'user' });

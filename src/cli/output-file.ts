@@ -1,7 +1,15 @@
 import { constants } from 'node:fs';
 import { access, stat, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { KvtierError } from '../core/errors.js';
 import { UsageError } from './usage-error.js';
+
+/** Writing an output file failed after the work was done (the report is already on stdout); exit code 1. */
+export class OutputWriteError extends KvtierError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_KVTIER_OUTPUT', message, options);
+  }
+}
 
 /**
  * Output files (--json) are checked before the work starts, so a typo in
@@ -22,7 +30,12 @@ export async function checkOutputFile(flag: string, file: string): Promise<void>
   }
 }
 
-/** Writes `value` as indented JSON with a final newline. */
-export async function writeJsonFile(file: string, value: unknown): Promise<void> {
-  await writeFile(file, `${JSON.stringify(value, null, 2)}\n`);
+/** Writes `value` as indented JSON with a final newline; a failure is one OutputWriteError line naming `flag` and the file. */
+export async function writeJsonFile(file: string, value: unknown, flag = '--json'): Promise<void> {
+  try {
+    await writeFile(file, `${JSON.stringify(value, null, 2)}\n`);
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new OutputWriteError(`${flag} ${file}: cannot write the report: ${why}`, { cause: err });
+  }
 }

@@ -2,12 +2,25 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
-import { FaultPlanError, parseFaultPlan, validateFaultPlanRanks } from '../faults/plan.js';
+import { FaultPlanError, parseFaultPlan, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
 import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
+import { bytesPerGpuBlock } from '../model/shape.js';
+import { MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from '../runtime/engine-limits.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from '../runtime/engine-types.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { parseCommandArgs } from './command-parse.js';
-import { flagInput, invalidValue, mergeInputs, originOf, parseInput, readConfigFile, rejectBoth, type LayeredInput } from './config-input.js';
+import {
+  checkNotAnInput,
+  flagInput,
+  invalidValue,
+  mergeInputs,
+  originOf,
+  parseInput,
+  readConfigFile,
+  rejectBoth,
+  rejectStringNumbers,
+  type LayeredInput,
+} from './config-input.js';
 import {
   byteSize,
   flag,
@@ -29,7 +42,16 @@ export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
 
 /** Upper bounds the engine's config schema enforces (src/runtime/engine-config.ts), checked here so errors name the flag. */
-const ENGINE_LIMITS = { tp: 64, blockSize: 4096, offloadFactor: 64, faultSeed: 0xffffffff } as const;
+const ENGINE_LIMITS = {
+  tp: 64,
+  blockSize: 4096,
+  offloadFactor: 64,
+  faultSeed: 0xffffffff,
+  gpuBlocks: MAX_GPU_BLOCKS,
+  cpuBlocks: MAX_CPU_BLOCKS,
+  computeNsPerToken: MAX_COMPUTE_NS_PER_TOKEN,
+  deadlineMs: MAX_TIMER_MS,
+} as const;
 
 /**
  * Everything `kvtier run` accepts, from flags or a JSON config file (one
@@ -42,8 +64,8 @@ export const runInputSchema = z
     model: modelPreset(),
     layout: oneOf(['cross-layer', 'per-layer']),
     blockSize: positiveInt(ENGINE_LIMITS.blockSize),
-    gpuBlocks: positiveInt(),
-    cpuBlocks: positiveInt(),
+    gpuBlocks: positiveInt(ENGINE_LIMITS.gpuBlocks),
+    cpuBlocks: positiveInt(ENGINE_LIMITS.cpuBlocks),
     cpuBytes: byteSize(),
     offloadFactor: positiveInt(ENGINE_LIMITS.offloadFactor),
     eviction: oneOf(['lru', 'arc']),
@@ -63,13 +85,14 @@ export const runInputSchema = z
     faultSeed: nonNegativeInt(ENGINE_LIMITS.faultSeed),
     failurePolicy: oneOf(['recompute', 'fail']),
     rankRestart: flag(),
-    stepDeadlineMs: positiveInt(),
+    stepDeadlineMs: positiveInt(ENGINE_LIMITS.deadlineMs),
+    startDeadlineMs: positiveInt(ENGINE_LIMITS.deadlineMs),
     compare: flag(),
     json: nonEmptyString('an output file path'),
     maxNumSeqs: positiveInt(),
     maxBatchedTokens: positiveInt(),
     maxModelLen: positiveInt(),
-    computeNsPerToken: nonNegativeInt(),
+    computeNsPerToken: nonNegativeInt(ENGINE_LIMITS.computeNsPerToken),
   })
   .partial()
   .strict();
@@ -118,6 +141,8 @@ export interface RunConfig {
   readonly failurePolicy: FailurePolicy;
   readonly rankRestart: boolean;
   readonly stepDeadlineMs: number | null;
+  /** How long a rank may take to open its device (at start and after a restart); null: the engine's default. */
+  readonly startDeadlineMs: number | null;
   readonly compare: boolean;
   /** Where to write the JSON report, if anywhere. */
   readonly json: string | null;
@@ -132,6 +157,29 @@ export interface RunConfig {
 export type ResolvedRunConfig = RunConfig & { readonly backend: BackendName; readonly tp: number };
 
 const TRACE_ONLY_KEYS = ['maxRequests', 'timeWindow', 'tokenScale', 'speedup', 'arrivals'] as const;
+/** Settings of the CPU tier, which --no-offload turns off. */
+const CPU_TIER_KEYS = ['cpuBlocks', 'cpuBytes', 'eviction', 'storePolicy', 'offloadFactor'] as const;
+/** Keys a config file must give as JSON numbers (sizes and time windows may be strings, as flags are). */
+const NUMBER_KEYS = [
+  'tp',
+  'blockSize',
+  'gpuBlocks',
+  'cpuBlocks',
+  'offloadFactor',
+  'requests',
+  'rounds',
+  'seed',
+  'maxRequests',
+  'tokenScale',
+  'speedup',
+  'faultSeed',
+  'stepDeadlineMs',
+  'startDeadlineMs',
+  'maxNumSeqs',
+  'maxBatchedTokens',
+  'maxModelLen',
+  'computeNsPerToken',
+] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
 const PATH_KEYS = ['trace', 'json'] as const;
@@ -150,17 +198,24 @@ export function runConfigFromCommand(command: Command): RunConfig {
   const flags = flagInput(command, ['config']);
   const configFile = command.opts().config as string | undefined;
   const input = configFile === undefined ? flags : mergeInputs(readConfigFile(configFile, PATH_KEYS), flags);
-  return buildRunConfig(input);
+  const config = buildRunConfig(input);
+  if (config.json !== null) {
+    const inputs = [...(configFile === undefined ? [] : [configFile]), ...(config.workload.kind === 'trace' ? [config.workload.file] : [])];
+    checkNotAnInput(input, 'json', config.json, inputs);
+  }
+  return config;
 }
 
 /** Validates layered input and applies defaults. */
 export function buildRunConfig(input: LayeredInput): RunConfig {
+  rejectStringNumbers(input, NUMBER_KEYS);
   const given = parseInput(runInputSchema, input);
   checkCombinations(given, input);
   const model = given.model ?? RUN_DEFAULTS.model;
   const tp = given.tp ?? 'auto';
   if (tp !== 'auto') checkTpFitsModel(model, tp, input);
-  if (given.faults !== undefined) checkFaultPlan(given.faults, input);
+  if (given.faults !== undefined) checkFaultPlan(given.faults, given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks, input);
+  if (given.cpuBytes !== undefined && given.offload !== false) checkCpuBytes(given, model, input);
   const hasCpuSize = given.cpuBlocks !== undefined || given.cpuBytes !== undefined;
   return {
     backend: given.backend ?? 'auto',
@@ -181,6 +236,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     failurePolicy: given.failurePolicy ?? RUN_DEFAULTS.failurePolicy,
     rankRestart: given.rankRestart ?? false,
     stepDeadlineMs: given.stepDeadlineMs ?? null,
+    startDeadlineMs: given.startDeadlineMs ?? null,
     compare: given.compare ?? false,
     json: given.json ?? null,
     maxNumSeqs: given.maxNumSeqs ?? null,
@@ -236,6 +292,11 @@ function checkCombinations(given: RunInput, input: LayeredInput): void {
   if (given.compare === true && given.offload === false) {
     conflict(`${name('compare')} runs with offloading off and then on; drop ${name('offload')}`);
   }
+  if (given.offload === false) {
+    for (const key of CPU_TIER_KEYS) {
+      if (given[key] !== undefined) conflict(`${name(key)} sets up the CPU tier, but ${name('offload')} turns it off; drop one of them`);
+    }
+  }
   if (given.maxModelLen !== undefined) {
     const gpuBlocks = given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks;
     const blockSize = given.blockSize ?? RUN_DEFAULTS.blockSize;
@@ -246,13 +307,23 @@ function checkCombinations(given: RunInput, input: LayeredInput): void {
   }
 }
 
-/** Parses the plan now, so a typo fails before any rank starts, naming the flag or key. */
-function checkFaultPlan(plan: string, input: LayeredInput): void {
+/** Parses the plan now, so a typo or a block the pool lacks fails before any rank starts, naming the flag or key. */
+function checkFaultPlan(plan: string, gpuBlocks: number, input: LayeredInput): void {
   try {
-    parseFaultPlan(plan);
+    validateFaultPlanBlocks(parseFaultPlan(plan), gpuBlocks);
   } catch (err) {
     if (err instanceof FaultPlanError) throw invalidValue(input, 'faults', err.message.replace(/^fault plan: /, ''));
     throw err;
+  }
+}
+
+/** A CPU tier in bytes must hold at least one offloaded block and at most the engine's limit (a block's bytes over all ranks do not depend on tp). */
+function checkCpuBytes(given: RunInput, model: ModelPresetName, input: LayeredInput): void {
+  const blockBytes = (given.offloadFactor ?? RUN_DEFAULTS.offloadFactor) * bytesPerGpuBlock(MODEL_PRESETS[model], 1, given.blockSize ?? RUN_DEFAULTS.blockSize);
+  const blocks = Math.floor((given.cpuBytes as number) / blockBytes);
+  if (blocks < 1) throw invalidValue(input, 'cpuBytes', `holds no offloaded block: one takes ${blockBytes} bytes over all ranks`);
+  if (blocks > ENGINE_LIMITS.cpuBlocks) {
+    throw invalidValue(input, 'cpuBytes', `makes ${blocks} CPU blocks of ${blockBytes} bytes, over the limit of ${ENGINE_LIMITS.cpuBlocks}`);
   }
 }
 
@@ -320,6 +391,7 @@ export function toEngineConfig(config: ResolvedRunConfig, options: { offload: bo
   }
   if (config.faults !== null) engine.faults = config.faults;
   if (config.stepDeadlineMs !== null) engine.stepDeadlineMs = config.stepDeadlineMs;
+  if (config.startDeadlineMs !== null) engine.startDeadlineMs = config.startDeadlineMs;
   if (config.maxNumSeqs !== null) engine.maxNumSeqs = config.maxNumSeqs;
   if (config.maxBatchedTokens !== null) engine.maxNumBatchedTokens = config.maxBatchedTokens;
   if (config.maxModelLen !== null) engine.maxModelLen = config.maxModelLen;

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
+import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 
 /**
@@ -39,6 +40,7 @@ export function createRunCommand(): Command {
     .option('--failure-policy <policy>', `after a failed load: recompute | fail (default ${RUN_DEFAULTS.failurePolicy})`)
     .option('--rank-restart', 'respawn a dead rank and recompute instead of failing the run')
     .option('--step-deadline-ms <ms>', 'a rank that misses a step by this long is declared dead')
+    .option('--start-deadline-ms <ms>', `a rank that takes longer to open its device, at start or after a restart, is declared dead (default ${DEFAULT_START_DEADLINE_MS})`)
     .option('--compare', 'run the workload with offloading off, then on, and report them side by side')
     .option('--json <file>', 'also write the report as JSON')
     .option('--max-num-seqs <n>', 'scheduler: most requests running at once')

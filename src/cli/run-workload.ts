@@ -3,6 +3,7 @@ import { loadTrace, type Trace } from '../workload/trace.js';
 import { TraceWorkload } from '../workload/trace-workload.js';
 import type { Workload } from '../workload/workload.js';
 import type { RunWorkloadConfig, TraceRunWorkload } from './run-config.js';
+import { MAX_TIMER_MS } from '../runtime/engine-limits.js';
 import { UsageError } from './usage-error.js';
 
 export interface RunWorkloadContext {
@@ -22,13 +23,21 @@ export interface RunWorkloadContext {
  */
 export async function createRunWorkload(config: RunWorkloadConfig, context: RunWorkloadContext): Promise<Workload> {
   if (config.kind === 'multiturn') {
-    return new MultiturnWorkload({
+    const workload = new MultiturnWorkload({
       requests: config.requests,
       rounds: config.rounds,
       seed: config.seed,
       vocabSize: context.vocabSize,
       maxContextTokens: context.maxModelLen,
     });
+    // Every first round was too long for the engine: the run would serve nothing and look like a success.
+    if (workload.nextArrivalMs() === null) {
+      throw new UsageError(
+        `no multiturn request fits the engine's limit of ${context.maxModelLen ?? 0} tokens (prompt plus output): ` +
+          'raise --max-model-len, or --gpu-blocks or --block-size (the GPU KV cache bounds it)',
+      );
+    }
+    return workload;
   }
   const trace = await loadTrace(config.file, {
     timeWindow: config.timeWindow,
@@ -48,6 +57,7 @@ function checkTraceSlice(trace: Trace, config: TraceRunWorkload, maxModelLen: nu
     const window = config.timeWindow === null ? '' : ` in --time-window ${config.timeWindow[0]}:${config.timeWindow[1] === Infinity ? '' : config.timeWindow[1]}`;
     throw new UsageError(`${trace.file}: no requests to replay${window}`);
   }
+  checkArrivalSpan(trace, config);
   if (maxModelLen === null) return;
   const tooLong = trace.records.find((r) => r.inputLength + r.outputLength > maxModelLen);
   if (tooLong === undefined) return;
@@ -55,5 +65,18 @@ function checkTraceSlice(trace: Trace, config: TraceRunWorkload, maxModelLen: nu
   throw new UsageError(
     `${trace.file}:${tooLong.line}: input_length + output_length is ${tooLong.inputLength + tooLong.outputLength} tokens${scaled}, ` +
       `over the engine's limit of ${maxModelLen} (raise --gpu-blocks or --max-model-len, or replay with a larger --token-scale)`,
+  );
+}
+
+/** The last arrival, after --speedup, must be a wait a timer can express (about 24.8 days); a longer one would never come. */
+function checkArrivalSpan(trace: Trace, config: TraceRunWorkload): void {
+  if (!config.arrivals) return;
+  const last = trace.records[trace.records.length - 1];
+  const waitMs = (last.timestampMs - trace.originMs) / config.speedup;
+  if (waitMs <= MAX_TIMER_MS) return;
+  const days = (waitMs / 86_400_000).toPrecision(3);
+  throw new UsageError(
+    `${trace.file}:${last.line}: this request would arrive ${days} days into the replay (--speedup ${config.speedup}), ` +
+      `past the longest wait of ${(MAX_TIMER_MS / 86_400_000).toFixed(1)} days: raise --speedup or replay with --no-arrivals`,
   );
 }

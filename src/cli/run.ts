@@ -2,13 +2,17 @@ import { cudaDeviceCount } from '../device/native.js';
 import { Engine } from '../runtime/engine.js';
 import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
+import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
+import { EXIT_OK, EXIT_REQUESTS_FAILED, EXIT_RUN_FAILED } from './exit-codes.js';
 import { IntegrityChecker } from './integrity.js';
+import { RunInterrupts, withInterrupts } from './interrupt.js';
 import { checkHostMemory } from './memory-check.js';
 import { checkOutputFile, writeJsonFile } from './output-file.js';
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
+import { StartupProgress } from './startup-progress.js';
 import { driveWorkload } from '../workload/drive.js';
 
 interface RunOutcome {
@@ -21,37 +25,64 @@ interface RunOutcome {
  * `kvtier run`: pushes a workload through the engine on every rank, shows
  * live progress, then prints the report (and writes it as JSON). Exit code 1
  * when the engine failed, an output differs from the reference model, or a
- * block leaked.
+ * block leaked; 3 when only requests failed (exit-codes.ts); 130/143 when
+ * interrupted (interrupt.ts).
  */
 export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
+  return withInterrupts((interrupts) => runAndReport(resolved, interrupts));
+}
+
+async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts): Promise<number> {
   if (resolved.compare) {
-    const off = await runOnce(resolved, false);
-    const on = await runOnce(resolved, true);
+    const off = await runOnce(resolved, false, interrupts);
+    const on = await runOnce(resolved, true, interrupts);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     return reportFailures([off, on]);
   }
-  const outcome = await runOnce(resolved, resolved.offload);
+  const outcome = await runOnce(resolved, resolved.offload, interrupts);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   return reportFailures([outcome]);
 }
 
+/**
+ * 1 when a run failed; else 3 when requests ended with an error (the run
+ * itself held: every served output matched), so a script can tell them from
+ * a clean run; else 0.
+ */
 function reportFailures(outcomes: readonly RunOutcome[]): number {
   const failures = outcomes.flatMap((o) => (o.failure === null ? [] : [o.failure]));
   for (const failure of failures) process.stderr.write(`kvtier: ${failure}\n`);
-  return failures.length > 0 ? 1 : 0;
+  if (failures.length > 0) return EXIT_RUN_FAILED;
+  const failed = outcomes.reduce((n, o) => n + o.report.requests.failed, 0);
+  if (failed === 0) return EXIT_OK;
+  process.stderr.write(`kvtier: the run finished, but ${failed} request(s) ended with an error (see "errors" in the report; exit code ${EXIT_REQUESTS_FAILED})\n`);
+  return EXIT_REQUESTS_FAILED;
 }
 
-async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<RunOutcome> {
+async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts): Promise<RunOutcome> {
   const engineConfig = toEngineConfig(config, { offload });
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
   const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
-  const engine = await Engine.create(engineConfig);
+  const startup = new StartupProgress(config.tp, config.startDeadlineMs ?? DEFAULT_START_DEADLINE_MS);
+  const forgetStartup = interrupts.onInterrupt(() => startup.stop());
+  startup.start();
+  let engine: Engine;
+  try {
+    engine = await Engine.create(engineConfig, { onRankOpened: () => startup.rankOpened() });
+  } finally {
+    startup.stop();
+    forgetStartup();
+  }
+  const forgetEngine = interrupts.onInterrupt(async () => {
+    progress?.stop();
+    await engine.shutdown();
+  });
   const finished: FinishedRequest[] = [];
   let failure: string | null = null;
   let integrity: IntegrityChecker | null = null;
@@ -71,6 +102,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<Run
   } finally {
     progress?.stop();
     await engine.shutdown();
+    forgetEngine();
   }
   const summary = await integrity.finish();
   const metrics = engine.metrics();

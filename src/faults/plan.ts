@@ -110,10 +110,13 @@ function isKind(kind: string): kind is FaultKind {
   return Object.prototype.hasOwnProperty.call(KNOWN_KEYS, kind);
 }
 
+/** Plain decimal numbers only: Number() would also read '0x1', '0b1' or '1e0' as 1. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)$/;
+
 function parseNumber(kind: string, key: string, raw: string): number {
   const value = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(value)) {
-    throw new FaultPlanError(`fault plan: ${kind}: ${key}=${raw} is not a number`);
+  if (!DECIMAL.test(raw) || !Number.isFinite(value)) {
+    throw new FaultPlanError(`fault plan: ${kind}: ${key}=${raw} is not a number (plain decimal digits)`);
   }
   return value;
 }
@@ -160,7 +163,33 @@ export function parseFaultPlan(text: string, seed = 0): FaultPlan {
     .map((r) => r.trim())
     .filter((r) => r !== '')
     .map(parseRule);
+  checkDeathConflicts(rules);
   return { rules, seed };
+}
+
+type DeathRule = Extract<FaultRule, { kind: 'crash' | 'hang' }>;
+
+function deathMomentOf(rule: DeathRule): string {
+  if (rule.step !== undefined) return `step=${rule.step}`;
+  if (rule.open !== undefined) return `open=${rule.open}`;
+  return `reset=${rule.reset}`;
+}
+
+/** Two rules that kill the same rank at the same moment contradict each other: which one happens? */
+function checkDeathConflicts(rules: readonly FaultRule[]): void {
+  const deaths = rules.filter((r): r is DeathRule => r.kind === 'crash' || r.kind === 'hang');
+  for (let i = 0; i < deaths.length; i++) {
+    for (let j = i + 1; j < deaths.length; j++) {
+      const a = deaths[i];
+      const b = deaths[j];
+      const sameRank = a.rank === '*' || b.rank === '*' || a.rank === b.rank;
+      if (!sameRank || deathMomentOf(a) !== deathMomentOf(b)) continue;
+      const rank = a.rank === '*' ? b.rank : a.rank;
+      throw new FaultPlanError(
+        `fault plan: ${a.kind} and ${b.kind} both end rank=${String(rank)} at ${deathMomentOf(a)}; give one rule per rank and moment`,
+      );
+    }
+  }
 }
 
 /** Checks the plan's ranks against the engine's tp. */

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import { isModelPresetName, MODEL_PRESET_NAMES, MODEL_PRESETS } from '../model/presets.js';
 import { modelShapeSchema, type ModelShape } from '../model/shape.js';
+import { cpuTierGeometry } from '../offload/geometry.js';
+import { DEFAULT_START_DEADLINE_MS, MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from './engine-limits.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from './engine-types.js';
 
 const positiveInt = z.number().int().min(1);
@@ -19,9 +21,9 @@ export const engineConfigSchema = z
     backend: z.enum(['auto', 'host', 'cuda']).default('auto'),
     layout: z.enum(['cross-layer', 'per-layer']).default('cross-layer'),
     blockSize: positiveInt.max(4096).default(16),
-    gpuBlocks: positiveInt.default(1024),
+    gpuBlocks: positiveInt.max(MAX_GPU_BLOCKS).default(1024),
     offload: z.boolean().default(true),
-    cpuBlocks: z.number().int().min(0).optional(),
+    cpuBlocks: z.number().int().min(0).max(MAX_CPU_BLOCKS).optional(),
     cpuBytes: z.number().int().min(0).optional(),
     offloadFactor: positiveInt.max(64).default(1),
     eviction: z.enum(['lru', 'arc']).default('lru'),
@@ -35,8 +37,9 @@ export const engineConfigSchema = z
     faults: z.string().default(''),
     faultSeed: z.number().int().min(0).max(0xffffffff).default(0),
     rankRestart: z.boolean().default(false),
-    stepDeadlineMs: positiveInt.default(60_000),
-    computeNsPerToken: z.number().int().min(0).optional(),
+    stepDeadlineMs: positiveInt.max(MAX_TIMER_MS).default(60_000),
+    startDeadlineMs: positiveInt.max(MAX_TIMER_MS).default(DEFAULT_START_DEADLINE_MS),
+    computeNsPerToken: z.number().int().min(0).max(MAX_COMPUTE_NS_PER_TOKEN).optional(),
   })
   .strict();
 
@@ -65,6 +68,8 @@ export interface EngineConfig {
   readonly faultSeed: number;
   readonly rankRestart: boolean;
   readonly stepDeadlineMs: number;
+  /** Time a rank may take to open its device, at start and when restarted. */
+  readonly startDeadlineMs: number;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -102,6 +107,7 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     );
   }
   const offload = c.offload && ((c.cpuBlocks ?? 0) > 0 || (c.cpuBytes ?? 0) > 0);
+  if (offload && c.cpuBytes !== undefined) checkCpuBytes(model, c);
   return {
     model,
     tp: c.tp,
@@ -125,5 +131,20 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     faultSeed: c.faultSeed,
     rankRestart: c.rankRestart,
     stepDeadlineMs: c.stepDeadlineMs,
+    startDeadlineMs: c.startDeadlineMs,
   };
+}
+
+/** A CPU tier given in bytes holds at least one block and at most MAX_CPU_BLOCKS. */
+function checkCpuBytes(model: ModelShape, c: { tp: number; blockSize: number; offloadFactor: number; cpuBytes?: number }): void {
+  let capacity: number;
+  try {
+    capacity = cpuTierGeometry({ model, tp: c.tp, blockSize: c.blockSize, offloadFactor: c.offloadFactor, cpuBytes: c.cpuBytes }).capacityBlocks;
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigError(`invalid engine config: ${error.message}`);
+    throw error;
+  }
+  if (capacity > MAX_CPU_BLOCKS) {
+    throw new ConfigError(`invalid engine config: cpuBytes: ${c.cpuBytes} bytes make ${capacity} CPU blocks, over the limit of ${MAX_CPU_BLOCKS}`);
+  }
 }

@@ -40,6 +40,8 @@ export interface EngineConfigInput {
   faultSeed?: number;
   rankRestart?: boolean;
   stepDeadlineMs?: number;
+  /** Time a rank may take to open its device, at start and when restarted (default 120000 ms). */
+  startDeadlineMs?: number;
   /** Override the model's compute emulation (ns per token, whole model). */
   computeNsPerToken?: number;
 }

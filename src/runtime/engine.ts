@@ -7,7 +7,7 @@ import { createOffloadingConnector, type OffloadingSetup } from '../offload/crea
 import type { OffloadingManagerStats } from '../offload/manager.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import type { KVCacheUsage } from '../scheduler/kv-cache-manager.js';
-import { createRequest, type Request } from '../scheduler/request.js';
+import { Request, validateRequestParams, type RequestParams } from '../scheduler/request.js';
 import { Scheduler, type RequestUpdate, type SchedulerTestOnlyOptions } from '../scheduler/scheduler.js';
 import { KVOutputAggregator } from './aggregator.js';
 import { resolveEngineConfig, type EngineConfig } from './engine-config.js';
@@ -31,6 +31,8 @@ export interface EngineTestSwitches {
 }
 
 export interface EngineOptions {
+  /** Called as each rank finished opening its device at start (to show start-up progress). */
+  readonly onRankOpened?: (rank: number) => void;
   /** Switches that turn reference behaviours off, for the tests that show they matter. */
   readonly testOnly?: {
     readonly worker?: RankTestSwitches;
@@ -52,16 +54,31 @@ export interface EngineHoldings {
 /** Rounds of restart-and-reset tried after a rank loss before the engine gives up. */
 const MAX_RECOVERY_ATTEMPTS = 3;
 
-/** The engine stopped because a rank died; `finished` holds the requests it ended with an error. */
+/**
+ * The engine stopped: a rank died (`rankError`; `finished` holds the requests
+ * it ended with an error), or it was shut down while a call was under way
+ * (`rankError` is null).
+ */
 export class EngineStoppedError extends EngineError {
-  readonly rankError: RankError;
+  readonly rankError: RankError | null;
   readonly finished: readonly FinishedRequest[];
 
-  constructor(rankError: RankError, finished: readonly FinishedRequest[]) {
-    super(`engine stopped: ${rankError.message}`, { cause: rankError });
+  constructor(rankError: RankError | null, finished: readonly FinishedRequest[]) {
+    super(rankError ? `engine stopped: ${rankError.message}` : 'engine stopped: it was shut down', { cause: rankError ?? undefined });
     this.rankError = rankError;
     this.finished = finished;
   }
+}
+
+function isObject(value: unknown): boolean {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** A value for an error message: primitives as they are, anything else by its kind. */
+function describeValue(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 40 ? `${value.slice(0, 37)}...` : value}'`;
+  if (value === null || typeof value !== 'object') return String(value);
+  return Array.isArray(value) ? 'an array' : Object.prototype.toString.call(value);
 }
 
 /**
@@ -147,7 +164,12 @@ export class Engine {
         testSwitches: options.testOnly?.worker,
       });
     }
-    const executor = await Executor.start({ ranks, stepDeadlineMs: config.stepDeadlineMs });
+    const executor = await Executor.start({
+      ranks,
+      stepDeadlineMs: config.stepDeadlineMs,
+      initDeadlineMs: config.startDeadlineMs,
+      onRankOpened: options.onRankOpened,
+    });
     const engine = new Engine(
       config,
       backend,
@@ -175,30 +197,49 @@ export class Engine {
   /** Validates and queues one request; returns its id. Nothing is queued if it is rejected. */
   addRequest(spec: RequestSpec): string {
     this.assertUsable();
-    const request = this.buildRequest(spec, undefined);
+    const params = this.requestParams(spec, 'request', new Set());
+    const request = new Request(params, this.config.blockSize);
     this.admit(request);
     return request.id;
   }
 
   /**
    * Validates and queues many requests, hashing their prompt blocks off the
-   * engine loop. All are validated before any is queued: one bad request
-   * rejects the batch and nothing of it is accepted.
+   * engine loop. All are validated (by the same rules as addRequest) before
+   * any is converted or queued: one bad request rejects the batch and nothing
+   * of it is accepted.
    */
   async addRequests(specs: readonly RequestSpec[]): Promise<string[]> {
     this.assertUsable();
-    const prompts = specs.map((s, i) => {
-      if (s === null || typeof s !== 'object' || s.promptTokens == null) throw new RequestError(`requests[${i}]: not a request`);
-      return Int32Array.from(s.promptTokens);
-    });
-    const ids = new Set<string>();
-    for (const spec of specs) {
-      if (spec.id === undefined) continue;
-      if (ids.has(spec.id) || this.live.has(spec.id)) throw new RequestError(`request id '${spec.id}' is already in use`);
-      ids.add(spec.id);
+    if (!Array.isArray(specs)) throw new RequestError(`requests: expected an array of requests, got ${describeValue(specs)}`);
+    const callerIds = new Set<string>();
+    for (const [i, spec] of specs.entries()) {
+      const id = isObject(spec) ? (spec as RequestSpec).id : undefined;
+      if (id === undefined) continue;
+      if (typeof id === 'string' && callerIds.has(id)) throw new RequestError(`requests[${i}]: request id '${id}' is already in use`);
+      callerIds.add(id);
     }
-    const hashes = await this.hashPool.hash(prompts, specs.map((s) => s.cacheSalt ?? null));
-    const requests = specs.map((spec, i) => this.buildRequest({ ...spec, promptTokens: prompts[i] }, hashes[i]));
+    const taken = new Set(callerIds);
+    const params = specs.map((spec, i) => this.requestParams(spec, `requests[${i}]`, taken));
+    const prompts = params.map((p) => Int32Array.from(p.promptTokens));
+    let hashes: string[][];
+    try {
+      hashes = await this.hashPool.hash(prompts, params.map((p) => p.cacheSalt ?? null));
+    } catch (error) {
+      this.assertStillUsable();
+      throw error;
+    }
+    this.assertStillUsable();
+    // Requests added while the batch was hashed may have taken an id of it.
+    const requests = params.map((p, i) => {
+      let id = p.id;
+      if (this.live.has(id)) {
+        if (callerIds.has(id)) throw new RequestError(`requests[${i}]: request id '${id}' is already in use`);
+        id = this.generateId(taken);
+        taken.add(id);
+      }
+      return new Request({ ...p, id, promptTokens: prompts[i], promptBlockHashes: hashes[i] }, this.config.blockSize);
+    });
     for (const request of requests) this.admit(request);
     return requests.map((r) => r.id);
   }
@@ -237,6 +278,7 @@ export class Engine {
 
   /** Steps until every request finished and every transfer completed. */
   async run(onStep?: (report: StepReport) => void): Promise<FinishedRequest[]> {
+    this.assertUsable();
     const finished: FinishedRequest[] = [];
     while (this.hasPendingWork()) {
       const report = await this.step();
@@ -320,30 +362,59 @@ export class Engine {
     if (this.stopped) throw this.stopped;
   }
 
-  private buildRequest(spec: RequestSpec, promptBlockHashes: readonly string[] | undefined): Request {
-    if (spec === null || typeof spec !== 'object') throw new RequestError(`request: expected an object, got ${String(spec)}`);
-    const id = spec.id ?? `req-${this.nextId++}`;
-    if (this.live.has(id)) throw new RequestError(`request id '${id}' is already in use`);
-    return createRequest(
-      {
-        id,
-        promptTokens: spec.promptTokens,
-        maxTokens: spec.maxTokens,
-        seed: spec.seed ?? 0,
-        stopToken: spec.stopToken ?? null,
-        cacheSalt: spec.cacheSalt ?? null,
-        arrivalTime: this.arrivalTime(spec.arrivalMs),
-        promptBlockHashes,
-      },
-      this.scheduler.requestLimits,
-    );
+  /**
+   * The one validation of a request, shared by addRequest and addRequests:
+   * it checks the caller's values as given (a prompt of 1.5 or 'hello' is
+   * refused, never converted) and returns the parameters to build it from.
+   * `taken` holds ids already chosen in the same batch.
+   */
+  private requestParams(spec: unknown, where: string, taken: Set<string>): RequestParams {
+    if (!isObject(spec)) throw new RequestError(`${where}: expected a request object, got ${describeValue(spec)}`);
+    const s = spec as RequestSpec;
+    let id: string;
+    if (s.id === undefined) {
+      id = this.generateId(taken);
+    } else {
+      id = s.id;
+      if (typeof id === 'string' && this.live.has(id)) throw new RequestError(`${where}: request id '${id}' is already in use`);
+    }
+    const params: RequestParams = {
+      id,
+      promptTokens: s.promptTokens,
+      maxTokens: s.maxTokens,
+      seed: s.seed ?? 0,
+      stopToken: s.stopToken ?? null,
+      cacheSalt: s.cacheSalt ?? null,
+      arrivalTime: this.arrivalTime(s.arrivalMs, where),
+    };
+    try {
+      validateRequestParams(params, this.scheduler.requestLimits);
+    } catch (error) {
+      if (error instanceof RequestError && where !== 'request') throw new RequestError(`${where}: ${error.message}`);
+      throw error;
+    }
+    taken.add(id);
+    return params;
   }
 
-  private arrivalTime(arrivalMs: number | undefined): number {
+  /** A fresh id that no live request and no request of the batch being added (`taken`) uses. */
+  private generateId(taken: ReadonlySet<string>): string {
+    let id = `req-${this.nextId++}`;
+    while (this.live.has(id) || taken.has(id)) id = `req-${this.nextId++}`;
+    return id;
+  }
+
+  /** After an await inside addRequests: the engine may have been shut down or stopped meanwhile. */
+  private assertStillUsable(): void {
+    if (this.stopped) throw this.stopped;
+    if (this.closed) throw new EngineStoppedError(null, []);
+  }
+
+  private arrivalTime(arrivalMs: number | undefined, where: string): number {
     const now = this.now();
     if (arrivalMs === undefined) return now;
-    if (!Number.isFinite(arrivalMs) || arrivalMs < 0 || arrivalMs > now) {
-      throw new RequestError(`request: arrivalMs ${arrivalMs} must be a time on the engine clock in [0, ${now.toFixed(1)}]`);
+    if (typeof arrivalMs !== 'number' || !Number.isFinite(arrivalMs) || arrivalMs < 0 || arrivalMs > now) {
+      throw new RequestError(`${where}: arrivalMs ${describeValue(arrivalMs)} must be a time on the engine clock in [0, ${now.toFixed(1)}]`);
     }
     return arrivalMs;
   }

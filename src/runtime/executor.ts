@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import { RankError } from '../core/errors.js';
 import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
 import { threadEndpoint } from './comlink-endpoint.js';
+import { DEFAULT_START_DEADLINE_MS } from './engine-limits.js';
 import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from './rank-protocol.js';
 import { workerScript } from './worker-path.js';
 
@@ -11,16 +12,22 @@ export interface ExecutorOptions {
   readonly ranks: readonly RankSetup[];
   /** A step (or reset) not answered by every rank within this time fails the rank. */
   readonly stepDeadlineMs: number;
-  /** Time allowed to open a device (allocating a large CPU tier takes a while). */
+  /** Time allowed to open a device, at start and on a restart (allocating a large CPU tier takes a while). */
   readonly initDeadlineMs?: number;
+  /** Called as each rank finished opening its device at start. */
+  readonly onRankOpened?: (rank: number) => void;
 }
 
 interface RankHandle {
   readonly rank: number;
   readonly worker: Worker;
   readonly api: Comlink.Remote<RankWorkerApi>;
-  /** Rejects when the thread dies; never resolves. */
-  readonly death: Promise<never>;
+  /**
+   * Called once when the thread dies. Calls in flight listen here and stop
+   * listening when they settle: a promise raced by every call for as long as
+   * the rank lives would keep every step's reaction (and output) alive.
+   */
+  readonly deathListeners: Set<(error: RankError) => void>;
   dead: RankError | null;
   exited: boolean;
 }
@@ -50,7 +57,13 @@ export class Executor {
     const executor = new Executor(options);
     try {
       for (const setup of options.ranks) executor.handles.push(executor.spawn(setup.rank));
-      executor.readyInfo = await Promise.all(executor.handles.map((h) => executor.initRank(h)));
+      executor.readyInfo = await Promise.all(
+        executor.handles.map(async (h) => {
+          const info = await executor.initRank(h);
+          options.onRankOpened?.(h.rank);
+          return info;
+        }),
+      );
     } catch (error) {
       await executor.terminateAll();
       throw error;
@@ -157,26 +170,26 @@ export class Executor {
   private spawn(rank: number): RankHandle {
     const worker = new Worker(workerScript('rank-worker'), { name: `kvtier-rank-${rank}` });
     const api = Comlink.wrap<RankWorkerApi>(threadEndpoint(worker));
-    let handle!: RankHandle;
-    const death = new Promise<never>((_, reject) => {
-      worker.once('error', (error: Error) => {
-        handle.dead ??= new RankError(rank, `uncaught error: ${error.message}`, { cause: error });
-        reject(handle.dead);
-      });
-      worker.once('exit', (code) => {
-        handle.exited = true;
-        handle.dead ??= new RankError(rank, `worker thread exited with code ${code}`);
-        reject(handle.dead);
-      });
+    const handle: RankHandle = { rank, worker, api, deathListeners: new Set(), dead: null, exited: false };
+    const died = (error: RankError): void => {
+      for (const listener of [...handle.deathListeners]) listener(error);
+      handle.deathListeners.clear();
+    };
+    worker.once('error', (error: Error) => {
+      handle.dead ??= new RankError(rank, `uncaught error: ${error.message}`, { cause: error });
+      died(handle.dead);
     });
-    death.catch(() => undefined);
-    handle = { rank, worker, api, death, dead: null, exited: false };
+    worker.once('exit', (code) => {
+      handle.exited = true;
+      handle.dead ??= new RankError(rank, `worker thread exited with code ${code}`);
+      died(handle.dead);
+    });
     return handle;
   }
 
   private initRank(handle: RankHandle): Promise<RankReady> {
     const rank = handle.rank;
-    const deadline = this.options.initDeadlineMs ?? Math.max(120_000, this.options.stepDeadlineMs);
+    const deadline = this.options.initDeadlineMs ?? DEFAULT_START_DEADLINE_MS;
     this.openCounts[rank] += 1;
     const init = { ...this.options.ranks[rank], openCount: this.openCounts[rank], loadFailuresBefore: this.loadFailures[rank] };
     return this.guard(handle, 'init', handle.api.init(init), deadline, `did not open its device within ${deadline} ms`);
@@ -214,21 +227,41 @@ export class Executor {
     return values;
   }
 
-  /** Races a rank call against the rank's death and a deadline. */
-  private async guard<T>(handle: RankHandle, what: string, call: Promise<T>, deadlineMs: number, lateCause: string): Promise<T> {
-    if (handle.dead) throw handle.dead;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
+  /**
+   * Settles with a rank call, the rank's death or the deadline, whichever
+   * comes first. Nothing of the call stays referenced once it settled.
+   */
+  private guard<T>(handle: RankHandle, what: string, call: Promise<T>, deadlineMs: number, lateCause: string): Promise<T> {
+    if (handle.dead) return Promise.reject(handle.dead);
+    return new Promise<T>((resolve, reject) => {
+      const settle = (): void => {
+        clearTimeout(timer);
+        handle.deathListeners.delete(onDeath);
+      };
+      const onDeath = (error: RankError): void => {
+        settle();
+        reject(error);
+      };
+      const timer = setTimeout(() => {
         handle.dead ??= new RankError(handle.rank, lateCause);
-        reject(handle.dead);
+        onDeath(handle.dead);
       }, deadlineMs);
+      handle.deathListeners.add(onDeath);
+      call.then(
+        (value) => {
+          settle();
+          resolve(value);
+        },
+        (error: unknown) => {
+          settle();
+          try {
+            this.rankCallFailed(handle, what, error);
+          } catch (failure) {
+            reject(failure);
+          }
+        },
+      );
     });
-    try {
-      return await Promise.race([call.catch((error: unknown) => this.rankCallFailed(handle, what, error)), handle.death, late]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   private rankCallFailed(handle: RankHandle, what: string, error: unknown): never {

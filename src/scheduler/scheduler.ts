@@ -94,6 +94,14 @@ export class Scheduler {
   private droppedByReset: string[] = [];
   private stepCount = 0;
   private readonly counters = new SchedulerCounters();
+  /**
+   * GPU blocks reported invalid whose load has not completed on every rank
+   * yet: each rank reports a failed block, in its own step, so a block is
+   * counted once, at its first report.
+   */
+  private readonly invalidBlocksCounted = new Set<number>();
+  /** Live requests counted as recovered: a request truncated by several reports is one recovered request. */
+  private readonly recoveredRequests = new Set<string>();
 
   constructor(config: SchedulerConfig, options: SchedulerOptions = {}) {
     this.config = config;
@@ -422,6 +430,8 @@ export class Scheduler {
 
     for (const job of output.finishedJobs) {
       if (job.direction !== 'cpuToGpu') continue;
+      // The load ended on every rank: a later failure of these blocks is a new one.
+      for (const id of job.failedGpuBlockIds) this.invalidBlocksCounted.delete(id);
       const failed = job.ok || this.testOnly.keepInvalidBlocksCached ? NO_IDS : job.failedGpuBlockIds;
       this.kvCacheManager.completeLoading(job.jobId, failed);
       // Waiting requests that no longer wait for anything run from the next step on.
@@ -481,7 +491,11 @@ export class Scheduler {
    * in this step must be dropped.
    */
   private recoverFromInvalidBlocks(invalidBlockIds: ReadonlySet<number>, updates: RequestUpdate[]): Set<string> {
-    this.counters.failedLoadBlocks += invalidBlockIds.size;
+    for (const id of invalidBlockIds) {
+      if (this.invalidBlocksCounted.has(id)) continue;
+      this.invalidBlocksCounted.add(id);
+      this.counters.failedLoadBlocks++;
+    }
     const dropTokens = new Set<string>();
     if (!this.testOnly.keepInvalidBlocksCached) this.kvCacheManager.removeFromPrefixCache(invalidBlockIds);
     if (this.testOnly.skipInvalidBlockRecovery) return dropTokens;
@@ -504,7 +518,10 @@ export class Scheduler {
       } else {
         request.numComputedTokens = use.validTokens;
         this.kvCacheManager.recacheFrom(request, use.blockIndex);
-        this.counters.requestsRecovered++;
+        if (!this.recoveredRequests.has(request.id)) {
+          this.recoveredRequests.add(request.id);
+          this.counters.requestsRecovered++;
+        }
       }
     }
     if (anyRunningFailed) this.running.removeFinished();
@@ -536,6 +553,7 @@ export class Scheduler {
     this.knownToWorkers.delete(request);
     this.loadWaits.drop(request.id);
     this.finishedSinceLastStep.push(request.id);
+    this.recoveredRequests.delete(request.id);
     if (status === 'finishedAborted') this.counters.requestsAborted++;
     else if (status === 'finishedError') this.counters.requestsFailed++;
     else this.counters.requestsFinished++;
@@ -567,6 +585,7 @@ export class Scheduler {
     for (const request of this.knownToWorkers) this.droppedByReset.push(request.id);
     this.knownToWorkers.clear();
     this.loadWaits.clear();
+    this.invalidBlocksCounted.clear();
     this.ownLoadByRequest.clear();
     this.ownLoadRequestByJob.clear();
     this.holds.clear();

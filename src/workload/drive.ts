@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineStoppedError, type Engine } from '../runtime/engine.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
+import { MAX_TIMER_MS } from '../runtime/engine-limits.js';
 import type { Workload } from './workload.js';
 
 /** Requests added per loop turn at most, so a burst of arrivals does not starve stepping. */
@@ -41,7 +42,8 @@ export async function driveWorkload(
       }
       const next = workload.nextArrivalMs();
       if (workload.done() || next === null) break;
-      await sleep(Math.max(0, next - runClock()));
+      // Timers cap at about 24.8 days (a longer wait would fire at once and spin); wait in slices up to it.
+      await sleep(Math.min(MAX_TIMER_MS, Math.max(0, next - runClock())));
     }
   } catch (error) {
     if (!(error instanceof EngineStoppedError)) throw error;

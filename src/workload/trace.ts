@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { ConfigError, TraceError } from '../core/errors.js';
+import { jsonErrorSummary, printable, withoutBom } from '../core/safe-text.js';
 
 /**
  * Mooncake request traces (FAST'25): one JSON object per line with
@@ -52,7 +53,7 @@ export function parseTraceLine(text: string, file: string, line: number): TraceR
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new TraceError(file, line, `invalid JSON: ${(err as Error).message}`);
+    throw new TraceError(file, line, `invalid JSON: ${jsonErrorSummary(err)}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TraceError(file, line, 'expected a JSON object');
@@ -60,7 +61,7 @@ export function parseTraceLine(text: string, file: string, line: number): TraceR
   const fields = value as Record<string, unknown>;
   const fail = (field: string, expected: string): never => {
     if (!(field in fields)) throw new TraceError(file, line, `field "${field}" is missing (expected ${expected})`);
-    const got = truncate(JSON.stringify(fields[field]));
+    const got = describeJsonValue(fields[field]);
     throw new TraceError(file, line, `field "${field}": expected ${expected}, got ${got}`);
   };
 
@@ -77,7 +78,7 @@ export function parseTraceLine(text: string, file: string, line: number): TraceR
   const ids = hashIds as unknown[];
   for (let i = 0; i < ids.length; i++) {
     if (!isIntegerAtLeast(ids[i], 0)) {
-      throw new TraceError(file, line, `field "hash_ids": element ${i} is ${truncate(JSON.stringify(ids[i]))}, expected an integer id >= 0`);
+      throw new TraceError(file, line, `field "hash_ids": element ${i} is ${describeJsonValue(ids[i])}, expected an integer id >= 0`);
     }
   }
   const expectedIds = Math.ceil((inputLength as number) / MOONCAKE_BLOCK_TOKENS);
@@ -111,8 +112,9 @@ export async function* readTraceRecords(file: string): AsyncGenerator<TraceRecor
   const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
   let line = 0;
   try {
-    for await (const text of lines) {
+    for await (const raw of lines) {
       line++;
+      const text = line === 1 ? withoutBom(raw) : raw;
       if (text.trim() === '') continue;
       yield parseTraceLine(text, file, line);
     }
@@ -173,6 +175,8 @@ function isIntegerAtLeast(value: unknown, min: number): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= min;
 }
 
-function truncate(text: string): string {
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+/** A parsed JSON value for a message; JSON reads 1e400 as Infinity, which JSON.stringify would show as null. */
+function describeJsonValue(value: unknown): string {
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'a value that is not a finite number (out of range)';
+  return printable(JSON.stringify(value) ?? String(value));
 }

@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkOutputFile, writeJsonFile } from '../../src/cli/output-file.js';
+import { cliExitFor } from '../../src/cli/exit-codes.js';
+import { checkOutputFile, OutputWriteError, writeJsonFile } from '../../src/cli/output-file.js';
 import { UsageError } from '../../src/cli/usage-error.js';
 
 const folder = () => mkdtempSync(join(tmpdir(), 'kvtier-out-'));
@@ -29,5 +30,15 @@ describe('output files are checked before the work starts', () => {
     const file = join(folder(), 'out.json');
     await writeJsonFile(file, { a: [1] });
     expect(readFileSync(file, 'utf8')).toBe('{\n  "a": [\n    1\n  ]\n}\n');
+  });
+
+  it('a write that fails after the run is one line naming the flag and the file, never a stack trace', async () => {
+    // The folder checked before the run is gone when the report is written.
+    const file = join(folder(), 'gone', 'report.json');
+    const error = await writeJsonFile(file, { a: 1 }, '--json').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutputWriteError);
+    const exit = cliExitFor(error);
+    expect(exit.code).toBe(1);
+    expect(exit.message).toBe(`kvtier: --json ${file}: cannot write the report: ENOENT (ERR_KVTIER_OUTPUT)`);
   });
 });

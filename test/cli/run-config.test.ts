@@ -134,8 +134,8 @@ describe('kvtier run flags', () => {
 
 describe('kvtier run config files', () => {
   it('reads settings from a JSON file', () => {
-    const file = configFile({ tp: 2, gpuBlocks: 64, cpuBytes: '1MiB', offload: false, storePolicy: 'on-evict' });
-    expect(parseRunArgs(['--config', file])).toMatchObject({ tp: 2, gpuBlocks: 64, cpuBytes: 2 ** 20, cpuBlocks: null, offload: false, storePolicy: 'on-evict' });
+    const file = configFile({ tp: 2, gpuBlocks: 64, cpuBytes: '1MiB', storePolicy: 'on-evict', startDeadlineMs: 5000 });
+    expect(parseRunArgs(['--config', file])).toMatchObject({ tp: 2, gpuBlocks: 64, cpuBytes: 2 ** 20, cpuBlocks: null, offload: true, storePolicy: 'on-evict', startDeadlineMs: 5000 });
   });
 
   it('lets flags override the file', () => {

@@ -16,7 +16,7 @@ describe.each(RANK_DEATHS)('a rank that $name, without rankRestart', (death) => 
       expect(run.stopped).toBeInstanceOf(EngineStoppedError);
       const stopped = run.stopped!;
       expect(stopped.code).toBe('ERR_KVTIER_ENGINE');
-      expect(stopped.rankError.rank).toBe(rank);
+      expect(stopped.rankError?.rank).toBe(rank);
       expect(stopped.message).toMatch(new RegExp(`rank ${rank} failed: `));
       expect(stopped.message).toMatch(death.cause);
 

@@ -118,7 +118,7 @@ describe('ranks dying while the engine recovers', () => {
     await withFailingEngine({ ...config, faults }, async (engine) => {
       const run = await runUntilStopped(engine, deathWorkload());
       expect(run.stopped).toBeInstanceOf(EngineStoppedError);
-      expect(run.stopped!.rankError.rank).toBe(1);
+      expect(run.stopped!.rankError?.rank).toBe(1);
       expect(run.stopped!.message).toMatch(/rank 1 failed: worker thread exited with code 70 \(no recovery after 3 restart attempts\)/);
       for (const ended of run.stopped!.finished) expect(ended.errorMessage).toMatch(/rank 1 failed/);
       expect(run.wallMs).toBeLessThan(WALL_BOUND_MS);

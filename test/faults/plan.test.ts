@@ -24,6 +24,10 @@ describe('fault plans', () => {
     expect(parseFaultPlan(' ; ').rules).toEqual([]);
   });
 
+  it('accepts death rules for one rank at different moments, or for different ranks at one moment', () => {
+    expect(parseFaultPlan('crash:rank=1,step=3;hang:rank=1,step=4;hang:rank=0,step=3;crash:rank=1,open=3').rules).toHaveLength(4);
+  });
+
   it('round-trips through its string form', () => {
     const plan = parseFaultPlan(EXAMPLE + ';load-fail:blocks=1|2,count=3');
     expect(parseFaultPlan(formatFaultPlan(plan)).rules).toEqual(plan.rules);
@@ -40,6 +44,12 @@ describe('fault plans', () => {
     ['hang:rank=-1,step=2', /hang: rank: /],
     ['load-fail:p=0.1,p=0.2', /key 'p' given twice/],
     ['delay:ms', /'ms' is not key=value/],
+    ['crash:rank=0x1,step=3', /crash: rank=0x1 is not a number/],
+    ['load-fail:blocks=1|0b10', /load-fail: blocks=0b10 is not a number/],
+    ['delay:ms=1e3', /delay: ms=1e3 is not a number/],
+    ['crash:rank=1,step=3;hang:rank=1,step=3', /crash and hang both end rank=1 at step=3/],
+    ['crash:step=2;crash:rank=0,step=2,how=exit', /crash and crash both end rank=0 at step=2/],
+    ['hang:rank=1,open=2;crash:open=2', /hang and crash both end rank=1 at open=2/],
   ])('rejects %s with an error naming the problem', (text, message) => {
     expect(() => parseFaultPlan(text)).toThrow(message);
   });
