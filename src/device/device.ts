@@ -1,16 +1,17 @@
 import type { TransferDirection } from '../scheduler/outputs.js';
 import { DeviceError, toDeviceError } from './errors.js';
 import { loadAddon, type NativeDevice } from './native.js';
-import type {
-  Device,
-  DeviceFaults,
-  DeviceInfo,
-  DeviceJobResult,
-  DeviceOptions,
-  FaultCounters,
-  ForwardBatch,
-  ForwardOptions,
-  TransferSubmission,
+import {
+  COPY_METHODS,
+  type Device,
+  type DeviceFaults,
+  type DeviceInfo,
+  type DeviceJobResult,
+  type DeviceOptions,
+  type FaultCounters,
+  type ForwardBatch,
+  type ForwardOptions,
+  type TransferSubmission,
 } from './types.js';
 
 /**
@@ -21,6 +22,9 @@ import type {
 export async function openDevice(options: DeviceOptions): Promise<Device> {
   if (options?.backend !== 'host' && options?.backend !== 'cuda') {
     throw new DeviceError(`backend = '${String(options?.backend)}' must be 'host' or 'cuda'`);
+  }
+  if (options.copyMethod !== undefined && !COPY_METHODS.includes(options.copyMethod)) {
+    throw new DeviceError(`copyMethod = '${String(options.copyMethod)}' must be 'kernel', 'dma' or 'auto'`);
   }
   const addon = loadAddon(options.backend);
   let native: NativeDevice;
