@@ -38,6 +38,7 @@ export function createRunCommand(): Command {
     .option('--fault-seed <n>', `seed of probabilistic faults (default ${RUN_DEFAULTS.faultSeed})`)
     .option('--failure-policy <policy>', `after a failed load: recompute | fail (default ${RUN_DEFAULTS.failurePolicy})`)
     .option('--rank-restart', 'respawn a dead rank and recompute instead of failing the run')
+    .option('--copy-method <method>', 'transfer path on the CUDA backend: kernel | dma | auto (default auto: the copy kernel for regions under 1 MiB, DMA above; the host backend copies with memcpy either way)')
     .option('--step-deadline-ms <ms>', 'a rank that misses a step by this long is declared dead')
     .option('--compare', 'run the workload with offloading off, then on, and report them side by side')
     .option('--json <file>', 'also write the report as JSON')

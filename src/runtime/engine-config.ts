@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import { isModelPresetName, MODEL_PRESET_NAMES, MODEL_PRESETS } from '../model/presets.js';
+import type { CopyMethod } from '../device/types.js';
 import { modelShapeSchema, type ModelShape } from '../model/shape.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from './engine-types.js';
 
@@ -37,6 +38,7 @@ export const engineConfigSchema = z
     rankRestart: z.boolean().default(false),
     stepDeadlineMs: positiveInt.default(60_000),
     computeNsPerToken: z.number().int().min(0).optional(),
+    copyMethod: z.enum(['kernel', 'dma', 'auto']).default('auto'),
   })
   .strict();
 
@@ -65,6 +67,8 @@ export interface EngineConfig {
   readonly faultSeed: number;
   readonly rankRestart: boolean;
   readonly stepDeadlineMs: number;
+  /** How transfer jobs move blocks on the CUDA backend (see CopyMethod). */
+  readonly copyMethod: CopyMethod;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -125,5 +129,6 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     faultSeed: c.faultSeed,
     rankRestart: c.rankRestart,
     stepDeadlineMs: c.stepDeadlineMs,
+    copyMethod: c.copyMethod,
   };
 }
