@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
     copyCases.push_back({layout, 1, 16, 64, 4});
     if (!quick) copyCases.push_back({layout, 1, 4, 8, 2});
   }
-  for (const CopyCase& k : copyCases) copyJobs(k, quick ? 5 : 20, rng, tally);
+  for (const CopyCase& k : copyCases) copyJobs(k, quick ? 4 : 20, rng, tally);
   copyMethodChoice(tally);
   std::printf("%d configs, %d steps, %d mismatches\n", tally.configs, tally.steps, tally.mismatches);
   return tally.mismatches == 0 ? 0 : 1;
