@@ -14,7 +14,7 @@
 //   runs longer than one tile; the GPU buffer and the CPU tier must equal
 //   what the host backend's memcpy of the same plan leaves.
 //
-//   g++ -std=c++20 -O1 -pthread -I. -I../../src kernel_check.cc \
+//   g++ -std=c++20 -O1 -pthread -I. -I../../src kernel_check.cc
 //     ../../src/{host_model,kv_geometry,forward_batch,forward_pack,transfer_plan,copy_descriptors,copy_method}.cc
 //   ./a.out [--quick]
 #include "cuda_cpu_shim.h"
@@ -298,7 +298,8 @@ void copyJobs(const CopyCase& k, int jobs, std::mt19937& rng, Tally& tally) {
   }
 }
 
-// `auto` follows the mean region size; explicit choices pass through.
+// `auto` follows the mean region size; explicit choices pass through; the
+// copy and stage kernels' grids stay bounded.
 void copyMethodChoice(Tally& tally) {
   auto planOf = [](std::vector<uint64_t> sizes) {
     TransferPlan p;
@@ -317,6 +318,17 @@ void copyMethodChoice(Tally& tally) {
       {CopyMethod::Kernel, planOf({64ull << 20}), CopyMethod::Kernel},
       {CopyMethod::Dma, planOf({1024}), CopyMethod::Dma},
   };
+  // The copy kernel never takes more than kMaxCopyCtas CTAs, whatever the job.
+  const struct {
+    unsigned got, want;
+  } grids[] = {{copyGridSize(0), 1}, {copyGridSize(5), 5}, {copyGridSize(1ull << 20), 32}, {stageGridSize(1ull << 30), 32}};
+  for (const auto& g : grids) {
+    tally.steps++;
+    if (g.got != g.want || kMaxCopyCtas != 32) {
+      tally.mismatches++;
+      std::printf("MISMATCH grid: %u CTAs, expected %u\n", g.got, g.want);
+    }
+  }
   for (const auto& c : cases) {
     tally.steps++;
     if (chooseCopyMethod(c.requested, c.plan) != c.want) {
