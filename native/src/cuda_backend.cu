@@ -357,19 +357,35 @@ class CudaBackend final : public Backend {
     return iterations >= 9.0e18 ? 9'000'000'000'000'000'000ull : static_cast<uint64_t>(iterations);
   }
 
+  // The smallest pooled tile buffer that holds `bytes`, else a new one. A
+  // buffer is never grown in place: freeing pinned memory waits for the whole
+  // device, which would stall the JS thread behind the copies in flight.
+  StagingBuffer takeTileBuffer(size_t bytes) {
+    size_t best = tilePool_.size();
+    for (size_t i = 0; i < tilePool_.size(); i++) {
+      const bool fits = tilePool_[i].capacity >= bytes;
+      if (fits && (best == tilePool_.size() || tilePool_[i].capacity < tilePool_[best].capacity)) best = i;
+    }
+    if (best < tilePool_.size()) {
+      StagingBuffer buffer = std::move(tilePool_[best]);
+      tilePool_.erase(tilePool_.begin() + static_cast<std::ptrdiff_t>(best));
+      return buffer;
+    }
+    size_t capacity = 4096;
+    while (capacity < bytes) capacity *= 2;
+    StagingBuffer buffer{StagingKind::MappedHost};
+    buffer.ensure(capacity);
+    return buffer;
+  }
+
   // The plan's copies and poison fills as one copy kernel on `stream`; returns
   // the mapped buffer holding its tiles, which must outlive the kernel.
   StagingBuffer enqueueCopyKernel(const TransferPlan& plan, bool store, cudaStream_t stream) {
     tiles_.clear();
     appendCopyDescriptors(plan, store, CopyEndpoints{gpu_, &chunksDevice_, poison_}, tiles_);
-    StagingBuffer buffer{StagingKind::MappedHost};
-    if (tiles_.empty()) return buffer;
-    if (!tilePool_.empty()) {
-      buffer = std::move(tilePool_.back());
-      tilePool_.pop_back();
-    }
+    if (tiles_.empty()) return StagingBuffer{StagingKind::MappedHost};
     const size_t bytes = tiles_.size() * sizeof(CopyDescriptor);
-    buffer.ensure(bytes);
+    StagingBuffer buffer = takeTileBuffer(bytes);
     std::memcpy(buffer.data, tiles_.data(), bytes);
     const cudaError_t status = launchCopy(stream, buffer.device, tiles_.size());
     if (status != cudaSuccess) {

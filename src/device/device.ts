@@ -1,17 +1,17 @@
 import type { TransferDirection } from '../scheduler/outputs.js';
 import { DeviceError, toDeviceError } from './errors.js';
 import { loadAddon, type NativeDevice } from './native.js';
-import {
-  COPY_METHODS,
-  type Device,
-  type DeviceFaults,
-  type DeviceInfo,
-  type DeviceJobResult,
-  type DeviceOptions,
-  type FaultCounters,
-  type ForwardBatch,
-  type ForwardOptions,
-  type TransferSubmission,
+import { COPY_METHODS } from './types.js';
+import type {
+  Device,
+  DeviceFaults,
+  DeviceInfo,
+  DeviceJobResult,
+  DeviceOptions,
+  FaultCounters,
+  ForwardBatch,
+  ForwardOptions,
+  TransferSubmission,
 } from './types.js';
 
 /**
