@@ -321,7 +321,8 @@ void copyMethodChoice(Tally& tally) {
   // The copy kernel never takes more than kMaxCopyCtas CTAs, whatever the job.
   const struct {
     unsigned got, want;
-  } grids[] = {{copyGridSize(0), 1}, {copyGridSize(5), 5}, {copyGridSize(1ull << 20), 32}, {stageGridSize(1ull << 30), 32}};
+  } grids[] = {
+      {copyGridSize(0), 1}, {copyGridSize(5), 5}, {copyGridSize(1ull << 20), 32}, {stageGridSize(1ull << 30), 32}};
   for (const auto& g : grids) {
     tally.steps++;
     if (g.got != g.want || kMaxCopyCtas != 32) {
