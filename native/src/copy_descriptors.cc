@@ -5,7 +5,9 @@
 namespace kvtier {
 
 unsigned copyGridSize(uint64_t tiles) {
-  return static_cast<unsigned>(std::min<uint64_t>(std::max<uint64_t>(tiles, 1), kMaxCopyCtas));
+  const uint64_t warpsPerCta = kCopyThreads / 32;
+  const uint64_t ctas = (tiles + warpsPerCta - 1) / warpsPerCta;
+  return static_cast<unsigned>(std::min<uint64_t>(std::max<uint64_t>(ctas, 1), kMaxCopyCtas));
 }
 
 void appendRange(const void* src, void* dst, uint64_t bytes, std::vector<CopyDescriptor>& out) {

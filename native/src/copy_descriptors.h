@@ -18,8 +18,10 @@ struct CopyDescriptor {
   uint64_t bytes;
 };
 
-// Largest tile: 16 iterations of a 256-thread CTA moving 16 bytes per thread.
-constexpr uint64_t kCopyTileBytes = 64 << 10;
+// Largest tile, the unit one warp copies: 32 passes of 32 lanes moving 16
+// bytes each. Small enough that a long run spreads over many warps.
+constexpr uint64_t kCopyTileBytes = 16 << 10;
+// Threads per CTA of the copy kernel (8 warps).
 constexpr unsigned kCopyThreads = 256;
 // At most this many CTAs per copy kernel, so copies cannot starve compute.
 // On an H100 a copy kernel over mapped pinned memory (16 KiB regions)
@@ -28,7 +30,7 @@ constexpr unsigned kCopyThreads = 256;
 // 0.2% and 132 CTAs by 2.3%.
 constexpr unsigned kMaxCopyCtas = 32;
 
-// Grid of the copy kernel for `tiles` descriptors: one CTA per tile, at most kMaxCopyCtas.
+// Grid of the copy kernel for `tiles` descriptors: one warp per tile, at most kMaxCopyCtas CTAs.
 unsigned copyGridSize(uint64_t tiles);
 
 // Where the copies read and write, as the device addresses them.

@@ -14,8 +14,10 @@ namespace kvtier {
 namespace {
 
 #ifdef __CUDACC__
+#define KVTIER_UNROLL _Pragma("unroll")
 using Vec16 = uint4;
 #else
+#define KVTIER_UNROLL
 struct alignas(16) Vec16 {
   uint32_t x, y, z, w;
 };
@@ -24,22 +26,22 @@ struct alignas(16) Vec16 {
 // Copies `bytes` with the calling threads: thread `t` of `stride` moves
 // elements t, t + stride, ... Sixteen-byte elements when both ends and the
 // length allow it (the usual case: regions are whole KV segments), else four
-// or one. Four loads are issued before their stores so each thread keeps
-// several reads in flight across the link.
+// or one. Each thread issues up to four loads before their stores, so it
+// keeps several reads in flight across the link even on a short span.
 template <typename T>
 __device__ __forceinline__ void copyElements(T* dst, const T* src, uint64_t n, uint64_t t, uint64_t stride) {
-  uint64_t i = t;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const T v0 = src[i];
-    const T v1 = src[i + stride];
-    const T v2 = src[i + 2 * stride];
-    const T v3 = src[i + 3 * stride];
-    dst[i] = v0;
-    dst[i + stride] = v1;
-    dst[i + 2 * stride] = v2;
-    dst[i + 3 * stride] = v3;
+  constexpr int kInFlight = 4;
+  for (uint64_t i = t; i < n; i += kInFlight * stride) {
+    T v[kInFlight];
+KVTIER_UNROLL
+    for (int k = 0; k < kInFlight; k++) {
+      if (i + k * stride < n) v[k] = src[i + k * stride];
+    }
+KVTIER_UNROLL
+    for (int k = 0; k < kInFlight; k++) {
+      if (i + k * stride < n) dst[i + k * stride] = v[k];
+    }
   }
-  for (; i < n; i += stride) dst[i] = src[i];
 }
 
 __device__ __forceinline__ void copySpan(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t t, uint64_t stride) {
@@ -53,16 +55,26 @@ __device__ __forceinline__ void copySpan(uint64_t dst, uint64_t src, uint64_t by
   }
 }
 
-// A transfer job: CTA b copies tiles b, b + gridDim.x, ... The descriptor
-// list lives in mapped pinned memory; one thread reads each descriptor into
-// shared memory rather than every warp reading it across the link.
+// A transfer job: warp w of the grid copies tiles w, w + (warps in the
+// grid), ... Every lane reads the same descriptor (one transaction per warp)
+// from mapped pinned memory, and the warp fetches its next descriptor before
+// copying the current tile, so that read across the link overlaps the copy
+// instead of adding a round trip per tile; with small regions (a few KiB)
+// those round trips would otherwise bound the rate.
 __global__ void copyKernel(const CopyDescriptor* tiles, uint64_t numTiles) {
-  __shared__ CopyDescriptor tile;
-  for (uint64_t i = blockIdx.x; i < numTiles; i += gridDim.x) {
-    if (threadIdx.x == 0) tile = tiles[i];
-    __syncthreads();
-    copySpan(tile.dst, tile.src, tile.bytes, threadIdx.x, blockDim.x);
-    __syncthreads();  // every thread is done with `tile` before thread 0 reads the next
+  const unsigned warpsPerCta = blockDim.x / 32;
+  const uint64_t warpsInGrid = static_cast<uint64_t>(gridDim.x) * warpsPerCta;
+  const unsigned lane = threadIdx.x % 32;
+  uint64_t i = static_cast<uint64_t>(blockIdx.x) * warpsPerCta + threadIdx.x / 32;
+  if (i >= numTiles) return;
+  CopyDescriptor next = tiles[i];
+  for (;;) {
+    const CopyDescriptor tile = next;
+    const uint64_t following = i + warpsInGrid;
+    if (following < numTiles) next = tiles[following];
+    copySpan(tile.dst, tile.src, tile.bytes, lane, 32);
+    if (following >= numTiles) return;
+    i = following;
   }
 }
 

@@ -251,17 +251,19 @@ struct CopyCase {
   KvLayout layout;
   uint32_t tp, blockSize, headDim;
   uint64_t offloadFactor;
+  uint32_t cpuBlocks = 10;       // the GPU has this many + 14 blocks
+  uint32_t maxCpuPerJob = 4;
 };
 
 // Random store and load jobs, each run by the copy kernel on one copy of the
 // memory and by memcpy on another; both copies must stay equal.
 void copyJobs(const CopyCase& k, int jobs, std::mt19937& rng, Tally& tally) {
-  DeviceConfig c = configOf(k.layout, k.tp, k.blockSize, k.headDim, 24);
+  DeviceConfig c = configOf(k.layout, k.tp, k.blockSize, k.headDim, k.cpuBlocks + 14);
   c.offloadFactor = k.offloadFactor;
-  c.numCpuBlocks = 10;
+  c.numCpuBlocks = k.cpuBlocks;
   c.model.kvHeads = 4;
   const DeviceGeometry g0 = makeDeviceGeometry(c);
-  c.cpuChunkBytes = 3 * g0.bytesPerCpuBlock;  // four chunks: runs must split at chunk ends
+  c.cpuChunkBytes = 3 * g0.bytesPerCpuBlock;  // several chunks: runs must split at chunk ends
   const DeviceGeometry g = makeDeviceGeometry(c);
   tally.configs++;
   TierMemory expected(g, rng);
@@ -273,7 +275,7 @@ void copyJobs(const CopyCase& k, int jobs, std::mt19937& rng, Tally& tally) {
   char what[160];
   for (int j = 0; j < jobs; j++) {
     const bool store = rng() % 2 == 0;
-    const size_t cpuCount = 1 + rng() % 4;
+    const size_t cpuCount = 1 + rng() % k.maxCpuPerJob;
     const std::vector<int32_t> cpuIds = pickIds(rng, cpuCount, g.cpu.numCpuBlocks);
     const uint32_t first = store ? 0 : static_cast<uint32_t>(rng() % f);
     const size_t gpuCount = cpuCount * f - first;
@@ -322,7 +324,8 @@ void copyMethodChoice(Tally& tally) {
   const struct {
     unsigned got, want;
   } grids[] = {
-      {copyGridSize(0), 1}, {copyGridSize(5), 5}, {copyGridSize(1ull << 20), 32}, {stageGridSize(1ull << 30), 32}};
+      {copyGridSize(0), 1},          {copyGridSize(8), 1}, {copyGridSize(9), 2}, {copyGridSize(1ull << 20), 32},
+      {stageGridSize(1ull << 30), 32}};
   for (const auto& g : grids) {
     tally.steps++;
     if (g.got != g.want || kMaxCopyCtas != 32) {
@@ -357,8 +360,8 @@ int main(int argc, char** argv) {
         for (uint32_t D : headDims) randomBatches(layout, tp, bs, D, rng, tally);
     duplicateSlots(layout, tally);
   }
-  // Segments of 180/60 bytes (odd head dim: 4-byte copies), of 32 bytes
-  // (16-byte copies), and of 48/16 KiB (runs of several tiles).
+  // Segments of 180/60 bytes (odd head dim: 4-byte copies), of 96/32 bytes
+  // (16-byte copies, offload factor 3), and of 48/16 KiB (runs of several tiles).
   std::vector<CopyCase> copyCases;
   for (KvLayout layout : {KvLayout::CrossLayer, KvLayout::PerLayer}) {
     copyCases.push_back({layout, 4, 3, 5, 1});
@@ -366,6 +369,9 @@ int main(int argc, char** argv) {
     copyCases.push_back({layout, 1, 16, 64, 4});
     if (!quick) copyCases.push_back({layout, 1, 4, 8, 2});
   }
+  // Jobs of up to 300 blocks, in three layers: more tiles than the grid has
+  // warps, so warps loop and prefetch their next descriptor.
+  copyCases.push_back({KvLayout::PerLayer, 1, 3, 8, 1, 400, 300});
   for (const CopyCase& k : copyCases) copyJobs(k, quick ? 4 : 20, rng, tally);
   copyMethodChoice(tally);
   std::printf("%d configs, %d steps, %d mismatches\n", tally.configs, tally.steps, tally.mismatches);
