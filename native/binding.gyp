@@ -9,6 +9,7 @@
     'kvtier_cudart_static%': '/usr/local/cuda/lib64/libcudart_static.a',
     'kvtier_sources': [
       'src/addon.cc',
+      'src/copy_method.cc',
       'src/device_completions.cc',
       'src/device_compute.cc',
       'src/device_jobs.cc',
@@ -48,7 +49,10 @@
       'targets': [
         {
           'target_name': 'kvtier_cuda',
-          'sources': ['<@(kvtier_sources)', 'src/cuda_backend.cu', 'src/cuda_kernels.cu', 'src/cuda_poller.cu'],
+          'sources': [
+            '<@(kvtier_sources)', 'src/copy_descriptors.cc', 'src/forward_pack.cc',
+            'src/cuda_backend.cu', 'src/cuda_kernels.cu', 'src/cuda_poller.cu',
+          ],
           'defines': ['KVTIER_WITH_CUDA=1'],
           'include_dirs': ['<(kvtier_cuda_include)'],
           # Static runtime: the addon loads on machines without a CUDA install
@@ -59,9 +63,10 @@
               'rule_name': 'nvcc',
               'extension': 'cu',
               'inputs': [
-                'src/backend.h', 'src/cuda_backend.h', 'src/cuda_check.cuh', 'src/cuda_kernels.cuh', 'src/cuda_model_kernels.cuh',
-                'src/cuda_poller.cuh', 'src/cuda_staging.cuh', 'src/forward_batch.h', 'src/kv_geometry.h',
-                'src/poison.h', 'src/reference_model.h', 'src/transfer_plan.h',
+                'src/backend.h', 'src/copy_descriptors.h', 'src/copy_method.h', 'src/cuda_backend.h', 'src/cuda_check.cuh',
+                'src/cuda_copy_kernels.cuh', 'src/cuda_kernels.cuh', 'src/cuda_model_kernels.cuh', 'src/cuda_poller.cuh',
+                'src/cuda_staging.cuh', 'src/device_forward_batch.h', 'src/forward_batch.h', 'src/forward_pack.h',
+                'src/kv_geometry.h', 'src/poison.h', 'src/reference_model.h', 'src/transfer_plan.h',
               ],
               'outputs': ['<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o'],
               'action': [

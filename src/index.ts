@@ -20,7 +20,7 @@ export { createMetricsRegistry } from './runtime/prometheus.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
 export { DeviceError } from './device/errors.js';
 export { availableBackends, cudaDeviceCount } from './device/native.js';
-export type { BackendName, KvLayout } from './device/types.js';
+export type { BackendName, CopyMethod, KvLayout } from './device/types.js';
 export { FaultPlanError, parseFaultPlan, type FaultPlan, type FaultRule } from './faults/plan.js';
 export { MODEL_PRESET_NAMES, MODEL_PRESETS, type ModelPresetName } from './model/presets.js';
 export type { ModelShape } from './model/shape.js';

@@ -39,6 +39,7 @@ class RankWorker implements RankWorkerApi {
       numGpuBlocks: init.numGpuBlocks,
       numCpuBlocks: init.numCpuBlocks,
       offloadFactor: init.offloadFactor,
+      copyMethod: init.copyMethod,
     });
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});

@@ -2,7 +2,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
@@ -10,15 +12,23 @@
 
 #include <unistd.h>
 
+#include "copy_descriptors.h"
+#include "copy_method.h"
 #include "cuda_check.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_poller.cuh"
 #include "cuda_staging.cuh"
+#include "forward_pack.h"
 #include "poison.h"
 
 namespace kvtier {
 
 namespace {
+
+// CTAs per SM of the emulated compute: at least one on every SM, as a real
+// forward's kernels have; four of 256 threads give every SM's schedulers
+// warps to issue while leaving room for the copy kernel's CTAs.
+constexpr unsigned kBusyCtasPerSm = 4;
 
 class CudaBackend final : public Backend {
  public:
@@ -26,6 +36,7 @@ class CudaBackend final : public Backend {
       : geometry_(geometry),
         sink_(sink),
         device_(static_cast<int>(config.deviceIndex)),
+        copyMethod_(config.copyMethod),
         computePoller_(device_, sink),
         storePoller_(device_, sink),
         loadPoller_(device_, sink) {
@@ -42,8 +53,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp properties{};
     check(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
     name_ = properties.name;
-    hostStaging_.pinned = true;
-    hostDigests_.pinned = true;
+    busyGrid_ = static_cast<unsigned>(std::max(1, properties.multiProcessorCount)) * kBusyCtasPerSm;
   }
 
   ~CudaBackend() override { shutdown(); }
@@ -82,9 +92,18 @@ class CudaBackend final : public Backend {
     check(cudaHostGetDevicePointer(&p, const_cast<int*>(abortHost_), 0), "cudaHostGetDevicePointer");
     abortDevice_ = static_cast<const volatile int*>(p);
 
-    for (cudaStream_t* stream : {&compute_, &store_, &load_}) {
-      check(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    }
+    // The forward first: when SMs free up, the block scheduler starts the
+    // compute stream's CTAs before the copy kernels'.
+    int lowest = 0;
+    int highest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&lowest, &highest), "cudaDeviceGetStreamPriorityRange");
+    check(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, highest), "cudaStreamCreateWithPriority");
+    check(cudaStreamCreateWithPriority(&store_, cudaStreamNonBlocking, lowest), "cudaStreamCreateWithPriority");
+    check(cudaStreamCreateWithPriority(&load_, cudaStreamNonBlocking, lowest), "cudaStreamCreateWithPriority");
+    check(cudaMalloc(&p, sizeof(uint32_t)), "cudaMalloc (compute sink)");
+    busySink_ = static_cast<uint32_t*>(p);
+    check(calibrateBusy(compute_, busyGrid_, abortDevice_, busySink_, &busyIterationsPerNs_),
+          "calibrating the emulated compute");
     check(cudaEventCreateWithFlags(&computeMark_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
     const CpuTierGeometry& cpu = geometry_.cpu;
@@ -92,12 +111,16 @@ class CudaBackend final : public Backend {
     for (uint64_t k = 0; k < cpu.numChunks; k++) {
       if (abort.load()) throw std::runtime_error("device closed while opening");
       const uint64_t bytes = cpu.chunkBytes(k);
-      // Pinned, never pageable: DMA needs it to reach full bandwidth.
-      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
+      // Pinned, never pageable: DMA needs it to reach full bandwidth. Mapped:
+      // the copy kernel reads and writes it directly.
+      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
             ("cudaHostAlloc of " + std::to_string(bytes) + " bytes (CPU tier chunk " + std::to_string(k) + " of " +
              std::to_string(cpu.numChunks) + ")")
                 .c_str());
       chunks_.push_back(static_cast<uint8_t*>(p));
+      void* mapped = nullptr;
+      check(cudaHostGetDevicePointer(&mapped, p, 0), "cudaHostGetDevicePointer (CPU tier chunk)");
+      chunksDevice_.push_back(static_cast<uint8_t*>(mapped));
       std::memset(p, 0, bytes);
       allocated += bytes;
       Completion progress;
@@ -124,25 +147,32 @@ class CudaBackend final : public Backend {
       check(cudaEventRecord(computeMark_, compute_), "cudaEventRecord (compute mark)");
       check(cudaStreamWaitEvent(stream, computeMark_, 0), "cudaStreamWaitEvent (compute mark)");
     }
-    JobEvents events{takeEvent(), nullptr};
+    JobEvents events;
+    events.start = takeEvent();
     try {
       events.end = takeEvent();
       check(cudaEventRecord(events.start, stream), "cudaEventRecord (job start)");
       if (work.delayMs > 0) {
         check(launchSpin(stream, static_cast<uint64_t>(work.delayMs * 1e6), abortDevice_), "delay kernel launch");
       }
-      enqueueCopies(work.plan.copies, store, stream);
-      for (const CopyRegion& r : work.plan.poison) {
-        void* dst = store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset;
-        check(cudaMemcpyAsync(dst, poison_, r.bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync (poison)");
+      if (chooseCopyMethod(copyMethod_, work.plan) == CopyMethod::Kernel) {
+        events.tiles = enqueueCopyKernel(work.plan, store, stream);
+      } else {
+        enqueueCopies(work.plan.copies, store, stream);
+        for (const CopyRegion& r : work.plan.poison) {
+          void* dst = store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset;
+          check(cudaMemcpyAsync(dst, poison_, r.bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync (poison)");
+        }
       }
       check(cudaEventRecord(events.end, stream), "cudaEventRecord (job end)");
     } catch (...) {
+      // A copy kernel already launched may still read its tiles: keep them.
       eventPool_.push_back(events.start);
       if (events.end != nullptr) eventPool_.push_back(events.end);
+      if (events.tiles.capacity > 0) abandonedTiles_.push_back(std::move(events.tiles));
       throw;
     }
-    jobs_[work.jobId] = events;
+    jobs_[work.jobId] = std::move(events);
     PollEntry entry;
     entry.kind = CompletionKind::Job;
     entry.id = work.jobId;
@@ -156,68 +186,26 @@ class CudaBackend final : public Backend {
     if (it == jobs_.end()) return;
     eventPool_.push_back(it->second.start);
     eventPool_.push_back(it->second.end);
+    // The job has finished: its copy kernel no longer reads the tiles.
+    if (it->second.tiles.capacity > 0) tilePool_.push_back(std::move(it->second.tiles));
     jobs_.erase(it);
   }
 
+  // No copy engine: the packed inputs are staged into device memory by a
+  // kernel reading mapped pinned memory, and the digests are written back
+  // into mapped pinned memory by a kernel, so the step never queues behind
+  // transfers on the copy engines. One forward at a time (the device
+  // wrapper refuses a second), so the staging buffers are free to reuse.
   void submitForward(ForwardWork&& work) override {
     useDevice();
     const ForwardBatchData& b = work.batch;
     const uint32_t n = b.numRequests;
-
-    std::vector<int32_t> sampled;
-    std::vector<int64_t> pairOffsets{0};
-    for (uint32_t r = 0; r < n; r++) {
-      if (!b.sample[r]) continue;
-      sampled.push_back(static_cast<int32_t>(r));
-      pairOffsets.push_back(pairOffsets.back() + b.contextEnd(r));
-    }
-    const uint64_t numPairs = static_cast<uint64_t>(pairOffsets.back());
-    if (numPairs > 0x7fffffffull) throw std::invalid_argument("forward: the sampled contexts exceed 2^31 positions");
-
-    BatchPacker in;
-    const size_t oTableOffsets = in.reserve<int32_t>(b.blockTableOffsets.size());
-    const size_t oTables = in.reserve<int32_t>(b.blockTables.size());
-    const size_t oStarts = in.reserve<int32_t>(b.startPositions.size());
-    const size_t oTokenOffsets = in.reserve<int32_t>(b.tokenOffsets.size());
-    const size_t oTokens = in.reserve<int32_t>(b.tokens.size());
-    const size_t oSampled = in.reserve<int32_t>(sampled.size());
-    const size_t oPairs = in.reserve<int64_t>(pairOffsets.size());
-    BatchPacker scratch;
-    const size_t oBlocks = scratch.reserve<uint32_t>(b.numTokens());
-    const size_t oSlots = scratch.reserve<uint32_t>(b.numTokens());
-    const size_t oDigests = scratch.reserve<uint32_t>(n);
-
-    // Device layout: the inputs, then (8-byte aligned) the scratch arrays.
-    const size_t scratchStart = (in.size() + 7) & ~size_t{7};
-    hostStaging_.ensure(in.size());
-    deviceStaging_.ensure(scratchStart + scratch.size());
-    hostDigests_.ensure(n * sizeof(uint32_t) + 8);
-    uint8_t* host = hostStaging_.data;
-    std::memcpy(host + oTableOffsets, b.blockTableOffsets.data(), b.blockTableOffsets.size() * 4);
-    std::memcpy(host + oTables, b.blockTables.data(), b.blockTables.size() * 4);
-    std::memcpy(host + oStarts, b.startPositions.data(), b.startPositions.size() * 4);
-    std::memcpy(host + oTokenOffsets, b.tokenOffsets.data(), b.tokenOffsets.size() * 4);
-    std::memcpy(host + oTokens, b.tokens.data(), b.tokens.size() * 4);
-    std::memcpy(host + oSampled, sampled.data(), sampled.size() * 4);
-    std::memcpy(host + oPairs, pairOffsets.data(), pairOffsets.size() * 8);
-
-    uint8_t* dev = deviceStaging_.data;
-    uint8_t* devScratch = dev + scratchStart;
-    DeviceForwardBatch db{};
-    db.numRequests = n;
-    db.numTokens = static_cast<uint32_t>(b.numTokens());
-    db.numSampled = static_cast<uint32_t>(sampled.size());
-    db.numPairs = numPairs;
-    db.blockTableOffsets = reinterpret_cast<const int32_t*>(dev + oTableOffsets);
-    db.blockTables = reinterpret_cast<const int32_t*>(dev + oTables);
-    db.startPositions = reinterpret_cast<const int32_t*>(dev + oStarts);
-    db.tokenOffsets = reinterpret_cast<const int32_t*>(dev + oTokenOffsets);
-    db.tokens = reinterpret_cast<const int32_t*>(dev + oTokens);
-    db.sampledRequests = reinterpret_cast<const int32_t*>(dev + oSampled);
-    db.pairOffsets = reinterpret_cast<const int64_t*>(dev + oPairs);
-    db.tokenBlocks = reinterpret_cast<uint32_t*>(devScratch + oBlocks);
-    db.tokenSlots = reinterpret_cast<uint32_t*>(devScratch + oSlots);
-    db.digests = reinterpret_cast<uint32_t*>(devScratch + oDigests);
+    const ForwardLayout layout = layoutForward(b);
+    hostStaging_.ensure(layout.stagedBytes);
+    deviceStaging_.ensure(layout.deviceBytes);
+    hostDigests_.ensure(n * sizeof(uint32_t) + 16);
+    packForward(layout, b, hostStaging_.data);
+    const DeviceForwardBatch db = bindForward(layout, deviceStaging_.device);
 
     PollEntry entry;
     entry.kind = CompletionKind::Forward;
@@ -227,18 +215,16 @@ class CudaBackend final : public Backend {
       entry.waitFor = {createEvent()};
       waitForJobs(compute_, work.after);
       check(cudaEventRecord(entry.timingStart, compute_), "cudaEventRecord (forward start)");
-      if (in.size() > 0) {
-        check(cudaMemcpyAsync(dev, host, in.size(), cudaMemcpyHostToDevice, compute_), "cudaMemcpyAsync (batch)");
-      }
-      if (n > 0) check(cudaMemsetAsync(db.digests, 0, n * sizeof(uint32_t), compute_), "cudaMemsetAsync (digests)");
+      check(launchStage(compute_, deviceStaging_.device, hostStaging_.device, layout.stagedBytes),
+            "stage kernel launch (forward inputs)");
       // The emulated compute comes before the KV writes.
-      if (work.computeNs > 0) check(launchSpin(compute_, work.computeNs, abortDevice_), "compute kernel launch");
+      if (work.computeNs > 0) check(launchBusy(compute_, busyGrid_, busyIterations(work.computeNs), abortDevice_,
+                                               busySink_),
+                                    "compute kernel launch");
       check(launchForward(compute_, geometry_.kv, work.modelSeed, reinterpret_cast<uint16_t*>(gpu_), db),
             "forward kernel launch");
-      if (n > 0) {
-        check(cudaMemcpyAsync(hostDigests_.data, db.digests, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, compute_),
-              "cudaMemcpyAsync (digests)");
-      }
+      check(launchPublishDigests(compute_, db.digests, reinterpret_cast<uint32_t*>(hostDigests_.device), n),
+            "digest kernel launch");
       check(cudaEventRecord(entry.waitFor.back(), compute_), "cudaEventRecord (forward end)");
     } catch (...) {
       entry.destroyOwnedEvents();
@@ -345,8 +331,13 @@ class CudaBackend final : public Backend {
     hostStaging_.release();
     deviceStaging_.release();
     hostDigests_.release();
+    tilePool_.clear();
+    abandonedTiles_.clear();
+    if (busySink_ != nullptr) cudaFree(busySink_);
+    busySink_ = nullptr;
     for (uint8_t* chunk : chunks_) cudaFreeHost(chunk);
     chunks_.clear();
+    chunksDevice_.clear();
     if (poison_ != nullptr) cudaFree(poison_);
     if (gpu_ != nullptr) cudaFree(gpu_);
     if (abortHost_ != nullptr) cudaFreeHost(const_cast<int*>(abortHost_));
@@ -356,9 +347,53 @@ class CudaBackend final : public Backend {
 
  private:
   struct JobEvents {
-    cudaEvent_t start;
-    cudaEvent_t end;
+    cudaEvent_t start = nullptr;
+    cudaEvent_t end = nullptr;
+    StagingBuffer tiles{StagingKind::MappedHost};  // the copy kernel's work list, if it ran one
   };
+
+  uint64_t busyIterations(uint64_t ns) const {
+    const double iterations = std::ceil(static_cast<double>(ns) * busyIterationsPerNs_);
+    return iterations >= 9.0e18 ? 9'000'000'000'000'000'000ull : static_cast<uint64_t>(iterations);
+  }
+
+  // The smallest pooled tile buffer that holds `bytes`, else a new one. A
+  // buffer is never grown in place: freeing pinned memory waits for the whole
+  // device, which would stall the JS thread behind the copies in flight.
+  StagingBuffer takeTileBuffer(size_t bytes) {
+    size_t best = tilePool_.size();
+    for (size_t i = 0; i < tilePool_.size(); i++) {
+      const bool fits = tilePool_[i].capacity >= bytes;
+      if (fits && (best == tilePool_.size() || tilePool_[i].capacity < tilePool_[best].capacity)) best = i;
+    }
+    if (best < tilePool_.size()) {
+      StagingBuffer buffer = std::move(tilePool_[best]);
+      tilePool_.erase(tilePool_.begin() + static_cast<std::ptrdiff_t>(best));
+      return buffer;
+    }
+    size_t capacity = 4096;
+    while (capacity < bytes) capacity *= 2;
+    StagingBuffer buffer{StagingKind::MappedHost};
+    buffer.ensure(capacity);
+    return buffer;
+  }
+
+  // The plan's copies and poison fills as one copy kernel on `stream`; returns
+  // the mapped buffer holding its tiles, which must outlive the kernel.
+  StagingBuffer enqueueCopyKernel(const TransferPlan& plan, bool store, cudaStream_t stream) {
+    tiles_.clear();
+    appendCopyDescriptors(plan, store, CopyEndpoints{gpu_, &chunksDevice_, poison_}, tiles_);
+    if (tiles_.empty()) return StagingBuffer{StagingKind::MappedHost};
+    const size_t bytes = tiles_.size() * sizeof(CopyDescriptor);
+    StagingBuffer buffer = takeTileBuffer(bytes);
+    std::memcpy(buffer.data, tiles_.data(), bytes);
+    const cudaError_t status = launchCopy(stream, buffer.device, tiles_.size());
+    if (status != cudaSuccess) {
+      tilePool_.push_back(std::move(buffer));
+      check(status, "copy kernel launch");
+    }
+    return buffer;
+  }
 
   void useDevice() { check(cudaSetDevice(device_), "cudaSetDevice"); }
 
@@ -428,12 +463,17 @@ class CudaBackend final : public Backend {
   DeviceGeometry geometry_;
   CompletionSink& sink_;
   int device_;
+  CopyMethod copyMethod_;
   std::string name_;
   bool shutDown_ = false;
 
   uint8_t* gpu_ = nullptr;
   uint8_t* poison_ = nullptr;
   std::vector<uint8_t*> chunks_;
+  std::vector<uint8_t*> chunksDevice_;  // the same chunks as kernels address them
+  uint32_t* busySink_ = nullptr;
+  unsigned busyGrid_ = 1;
+  double busyIterationsPerNs_ = 0;
   volatile int* abortHost_ = nullptr;
   const volatile int* abortDevice_ = nullptr;
 
@@ -452,9 +492,13 @@ class CudaBackend final : public Backend {
   std::vector<void*> srcs_;
   std::vector<size_t> sizes_;
   bool batchSupported_ = true;
-  StagingBuffer hostStaging_;
-  StagingBuffer deviceStaging_;
-  StagingBuffer hostDigests_;
+  std::vector<CopyDescriptor> tiles_;
+  std::vector<StagingBuffer> tilePool_;
+  // Tiles of jobs whose submission failed after their kernel was launched.
+  std::vector<StagingBuffer> abandonedTiles_;
+  StagingBuffer hostStaging_{StagingKind::MappedHost};
+  StagingBuffer deviceStaging_{StagingKind::Device};
+  StagingBuffer hostDigests_{StagingKind::MappedHost};
 };
 
 }  // namespace

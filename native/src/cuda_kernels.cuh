@@ -5,27 +5,10 @@
 
 #include <cstdint>
 
+#include "device_forward_batch.h"
 #include "kv_geometry.h"
 
 namespace kvtier {
-
-// Device pointers of one packed forward batch (see ForwardBatchData).
-struct DeviceForwardBatch {
-  uint32_t numRequests;
-  uint32_t numTokens;
-  uint32_t numSampled;
-  uint64_t numPairs;  // (sampled request, position) pairs the digests read
-  const int32_t* blockTableOffsets;
-  const int32_t* blockTables;
-  const int32_t* startPositions;
-  const int32_t* tokenOffsets;
-  const int32_t* tokens;
-  const int32_t* sampledRequests;  // numSampled
-  const int64_t* pairOffsets;      // numSampled + 1
-  uint32_t* tokenBlocks;           // numTokens, scratch
-  uint32_t* tokenSlots;            // numTokens, scratch
-  uint32_t* digests;               // numRequests, zeroed before launch
-};
 
 // Loads every kernel's code now. With lazy loading (the default since CUDA
 // 12.2) a kernel is loaded at its first launch, which can wait for the work
@@ -35,7 +18,32 @@ struct DeviceForwardBatch {
 cudaError_t loadKernels();
 
 // Busy-waits `ns` on the stream (globaltimer), or until *abortFlag is set.
+// One thread: for injected delays, which must not take SMs from anything.
 cudaError_t launchSpin(cudaStream_t stream, uint64_t ns, const volatile int* abortFlag);
+
+// The emulated compute: `grid` CTAs of 256 threads each run `iterations` of
+// dependent integer arithmetic (or stop once *abortFlag is set). A fixed
+// amount of work rather than a fixed time, spread over every SM as a real
+// forward is, so whatever shares the SMs with it (copy kernels) shows up as
+// a longer step. `sink` is one device word it may write.
+cudaError_t launchBusy(cudaStream_t stream, unsigned grid, uint64_t iterations, const volatile int* abortFlag,
+                       uint32_t* sink);
+
+// Times launchBusy alone on `stream` (which must be idle) and returns its
+// rate in iterations per nanosecond, for turning an emulated compute time
+// into work. Blocks until the calibration runs are done (a few ms).
+cudaError_t calibrateBusy(cudaStream_t stream, unsigned grid, const volatile int* abortFlag, uint32_t* sink,
+                          double* iterationsPerNs);
+
+// One transfer job's tiles (CopyDescriptor, see copy_descriptors.h), read by
+// the kernel from mapped pinned memory at `tiles`.
+cudaError_t launchCopy(cudaStream_t stream, const void* tiles, uint64_t numTiles);
+
+// The forward's packed inputs, from mapped pinned memory to device memory.
+cudaError_t launchStage(cudaStream_t stream, uint8_t* dst, const uint8_t* src, uint64_t bytes);
+
+// The forward's digests, from device memory to mapped pinned memory.
+cudaError_t launchPublishDigests(cudaStream_t stream, const uint32_t* digests, uint32_t* out, uint32_t n);
 
 // Chain states (one thread, batch order), then every element of every new
 // position, then the digests read back from the cache.

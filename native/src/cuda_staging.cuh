@@ -1,5 +1,6 @@
-// Staging memory for forward batches: pinned host buffers the JS thread
-// packs into, device buffers the kernels read (one forward at a time).
+// Staging memory: device buffers, and mapped pinned host buffers that the
+// JS thread writes and kernels read (or kernels write and the host reads)
+// without a copy engine.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,48 +8,66 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "cuda_check.cuh"
 
 namespace kvtier {
 
-// Grow-only (doubling) staging memory; regrown only between forwards.
+enum class StagingKind { Device, MappedHost };
+
+// Grow-only (doubling); regrown only while no queued work uses it. Move-only.
 struct StagingBuffer {
-  uint8_t* data = nullptr;
+  StagingKind kind = StagingKind::Device;
+  uint8_t* data = nullptr;    // host address (MappedHost) or device address (Device)
+  uint8_t* device = nullptr;  // the address kernels use
   size_t capacity = 0;
-  bool pinned = false;  // pinned host memory, else device memory
+
+  StagingBuffer() = default;
+  explicit StagingBuffer(StagingKind k) : kind(k) {}
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+  StagingBuffer(StagingBuffer&& other) noexcept { *this = std::move(other); }
+  StagingBuffer& operator=(StagingBuffer&& other) noexcept {
+    if (this != &other) {
+      release();
+      kind = other.kind;
+      data = std::exchange(other.data, nullptr);
+      device = std::exchange(other.device, nullptr);
+      capacity = std::exchange(other.capacity, 0);
+    }
+    return *this;
+  }
+  ~StagingBuffer() { release(); }
 
   void ensure(size_t bytes) {
     if (bytes <= capacity) return;
-    const size_t grown = std::max(bytes, capacity * 2);
+    const size_t grown = std::max({bytes, capacity * 2, size_t{256}});
     release();
     void* p = nullptr;
-    check(pinned ? cudaHostAlloc(&p, grown, cudaHostAllocDefault) : cudaMalloc(&p, grown),
-          pinned ? "cudaHostAlloc (forward staging)" : "cudaMalloc (forward staging)");
-    data = static_cast<uint8_t*>(p);
+    if (kind == StagingKind::MappedHost) {
+      check(cudaHostAlloc(&p, grown, cudaHostAllocMapped), "cudaHostAlloc (mapped staging)");
+      data = static_cast<uint8_t*>(p);
+      void* d = nullptr;
+      const cudaError_t status = cudaHostGetDevicePointer(&d, p, 0);
+      if (status != cudaSuccess) {
+        cudaFreeHost(p);
+        data = nullptr;
+        check(status, "cudaHostGetDevicePointer (mapped staging)");
+      }
+      device = static_cast<uint8_t*>(d);
+    } else {
+      check(cudaMalloc(&p, grown), "cudaMalloc (staging)");
+      data = device = static_cast<uint8_t*>(p);
+    }
     capacity = grown;
   }
 
   void release() {
-    if (data != nullptr) pinned ? cudaFreeHost(data) : cudaFree(data);
-    data = nullptr;
+    if (data != nullptr) kind == StagingKind::MappedHost ? cudaFreeHost(data) : cudaFree(data);
+    data = device = nullptr;
     capacity = 0;
   }
-};
-
-// Lays typed arrays out back to back (8-byte aligned) in a staging buffer.
-class BatchPacker {
- public:
-  template <typename T>
-  size_t reserve(size_t count) {
-    const size_t offset = (size_ + 7) & ~size_t{7};
-    size_ = offset + count * sizeof(T);
-    return offset;
-  }
-  size_t size() const { return size_; }
-
- private:
-  size_t size_ = 0;
 };
 
 }  // namespace kvtier

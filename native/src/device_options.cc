@@ -53,6 +53,8 @@ DeviceConfig readDeviceConfig(const Napi::Object& o) {
     c.cpuChunkBytes = js::readUnsigned(chunk, "cpuChunkBytes", js::kMaxSafeInteger);
     if (c.cpuChunkBytes == 0) throw std::invalid_argument("cpuChunkBytes = 0 must be positive");
   }
+  const Napi::Value copyMethod = o.Get("copyMethod");
+  if (js::isPresent(copyMethod)) c.copyMethod = parseCopyMethod(js::readString(copyMethod, "copyMethod"));
   return c;
 }
 

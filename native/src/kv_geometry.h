@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "copy_method.h"
 #include "reference_model.h"
 
 namespace kvtier {
@@ -34,6 +35,9 @@ struct DeviceConfig {
   uint64_t numCpuBlocks = 0;
   uint64_t offloadFactor = 1;
   uint64_t cpuChunkBytes = 0;  // 0: the default (1 GiB, or one CPU block if larger)
+  // CUDA: DMA or the copy kernel for transfer jobs. The host backend copies
+  // with memcpy whatever it says.
+  CopyMethod copyMethod = CopyMethod::Auto;
 };
 
 // GPU-side geometry. Plain data so CUDA kernels take it by value.

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
 import { DeviceError } from '../device/errors.js';
-import type { BackendName, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
+import type { BackendName, CopyMethod, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../scheduler/outputs.js';
 import { checkIntegerAtLeast, median } from './stats.js';
@@ -24,13 +24,24 @@ import { checkIntegerAtLeast, median } from './stats.js';
  * During a busy phase a pump keeps JOBS_PER_QUEUE jobs of about `jobBytes`
  * queued per direction, submitting a new job as each one finishes, so the
  * copies run for the whole phase; copyBusyShare says how much of it the less
- * busy copy stream actually spent copying.
+ * busy copy stream actually spent copying. The busy phases run stores and
+ * loads together, stores only or loads only (`transfers`), and each copy
+ * method (`copyMethods`) gets its own device.
  */
+
+/** Which copy streams the busy phases keep busy. */
+export type OverlapTransfers = 'both' | 'stores' | 'loads';
+
+export const OVERLAP_TRANSFERS: readonly OverlapTransfers[] = ['both', 'stores', 'loads'];
 
 export interface OverlapBenchRow {
   readonly model: string;
   readonly layout: KvLayout;
   readonly blockTokens: number;
+  /** The device's copy method (the host backend copies with memcpy whichever it is). */
+  readonly copyMethod: CopyMethod;
+  /** Copies running during the busy phases. */
+  readonly transfers: OverlapTransfers;
   /** Requests per forward. */
   readonly batch: number;
   /** Cached tokens of each request before the step. */
@@ -44,12 +55,12 @@ export interface OverlapBenchRow {
   readonly stepMsWithTransfers: number;
   /** stepMsWithTransfers / stepMsAlone - 1. */
   readonly slowdown: number;
-  /** Bytes per direction the busy phases moved, over their wall time (GB/s, 1e9 bytes). */
+  /** Bytes per direction the busy phases moved, over their wall time (GB/s, 1e9 bytes); 0 for a direction not running. */
   readonly storeGbps: number;
   readonly loadGbps: number;
   /** One contiguous copy per direction in the same run, nothing else running (GB/s): the link's limit. */
   readonly limitGbps: number;
-  /** Share of the busy phases' wall time the less busy copy stream spent copying (device time of its jobs). */
+  /** Share of the busy phases' wall time the less busy running copy stream spent copying (device time of its jobs). */
   readonly copyBusyShare: number;
 }
 
@@ -58,6 +69,10 @@ export interface OverlapBenchOptions {
   readonly models: readonly ModelShape[];
   readonly layouts: readonly KvLayout[];
   readonly blockTokens: readonly number[];
+  /** One device per method (default ['auto']). */
+  readonly copyMethods?: readonly CopyMethod[];
+  /** Busy phase kinds, one row each (default all three: both, stores, loads). */
+  readonly transfers?: readonly OverlapTransfers[];
   readonly batch: number;
   readonly contextTokens: number;
   /** Default 1 (decode). */
@@ -88,9 +103,12 @@ export async function runOverlapBench(options: OverlapBenchOptions): Promise<Ove
   for (const model of options.models) {
     for (const layout of options.layouts) {
       for (const blockTokens of options.blockTokens) {
-        const row = await benchOneShape(options, model, layout, blockTokens);
-        rows.push(row);
-        options.onRow?.(row);
+        for (const copyMethod of options.copyMethods ?? ['auto']) {
+          for (const row of await benchOneDevice(options, model, layout, blockTokens, copyMethod)) {
+            rows.push(row);
+            options.onRow?.(row);
+          }
+        }
       }
     }
   }
@@ -102,6 +120,18 @@ function checkOptions(o: OverlapBenchOptions): void {
   if (o.models.length === 0) throw new ConfigError('overlap bench: models must name at least one model');
   if (o.layouts.length === 0) throw new ConfigError('overlap bench: layouts must name at least one layout');
   if (o.blockTokens.length === 0) throw new ConfigError('overlap bench: blockTokens must list at least one size');
+  if (o.copyMethods?.length === 0) throw new ConfigError('overlap bench: copyMethods must name at least one method');
+  if (o.transfers?.length === 0) throw new ConfigError('overlap bench: transfers must name at least one of both, stores, loads');
+  for (const method of o.copyMethods ?? []) {
+    if (!['kernel', 'dma', 'auto'].includes(method)) {
+      throw new ConfigError(`overlap bench: copyMethods: '${String(method)}' must be 'kernel', 'dma' or 'auto'`);
+    }
+  }
+  for (const kind of o.transfers ?? []) {
+    if (!OVERLAP_TRANSFERS.includes(kind)) {
+      throw new ConfigError(`overlap bench: transfers: '${String(kind)}' must be 'both', 'stores' or 'loads'`);
+    }
+  }
   o.blockTokens.forEach((tokens, i) => atLeast(`blockTokens[${i}]`, tokens, 1));
   atLeast('batch', o.batch, 1);
   atLeast('contextTokens', o.contextTokens, 0);
@@ -127,12 +157,14 @@ interface BlockRegions {
   readonly ring: number;
 }
 
-async function benchOneShape(
+/** The rows of one device: one per busy phase kind, all against the same limit. */
+async function benchOneDevice(
   options: OverlapBenchOptions,
   model: ModelShape,
   layout: KvLayout,
   blockTokens: number,
-): Promise<OverlapBenchRow> {
+  copyMethod: CopyMethod,
+): Promise<OverlapBenchRow[]> {
   const tp = options.tp ?? 1;
   const newTokens = options.newTokens ?? 1;
   const blockBytes = bytesPerGpuBlock(model, tp, blockTokens);
@@ -155,43 +187,81 @@ async function benchOneShape(
     offloadFactor: 1,
     // One chunk, so the contiguous copy that measures the limit has room for a whole ring.
     cpuChunkBytes: 2 * regions.ring * blockBytes,
+    copyMethod,
   });
   try {
     const limitGbps = await contiguousLimit(device);
-    const pump = new TransferPump(device, regions, blockBytes);
     const forward = new TimedForward(device, batch);
-    const alone: number[] = [];
-    const busy: number[] = [];
     for (let i = 0; i < WARMUP_FORWARDS; i++) await forward.run();
-    const rounds = options.rounds ?? 3;
-    for (let round = 0; round < rounds; round++) {
-      for (let i = 0; i < options.stepsPerRound; i++) alone.push(await forward.run());
-      pump.start();
-      for (let i = 0; i < options.stepsPerRound; i++) busy.push(await forward.run());
-      await pump.stop();
+    const rows: OverlapBenchRow[] = [];
+    let nextJobId = 1;
+    for (const transfers of options.transfers ?? OVERLAP_TRANSFERS) {
+      const directions = DIRECTIONS.filter(
+        (d) => transfers === 'both' || (transfers === 'stores') === (d === 'gpuToCpu'),
+      );
+      const pump = new TransferPump(device, regions, blockBytes, directions, nextJobId);
+      const alone: number[] = [];
+      const busy: number[] = [];
+      const rounds = options.rounds ?? 3;
+      for (let round = 0; round < rounds; round++) {
+        for (let i = 0; i < options.stepsPerRound; i++) alone.push(await forward.run());
+        pump.start();
+        for (let i = 0; i < options.stepsPerRound; i++) busy.push(await forward.run());
+        await pump.stop();
+      }
+      nextJobId = pump.nextJobId;
+      rows.push(rowOf(options, { model, layout, blockTokens, copyMethod }, transfers, { alone, busy }, pump, limitGbps));
     }
-    const stepMsAlone = median(alone);
-    const stepMsWithTransfers = median(busy);
-    const phaseSeconds = pump.phaseMs / 1000;
-    return {
-      model: model.name,
-      layout,
-      blockTokens,
-      batch: options.batch,
-      contextTokens: options.contextTokens,
-      newTokens,
-      steps: alone.length,
-      stepMsAlone,
-      stepMsWithTransfers,
-      slowdown: stepMsWithTransfers / stepMsAlone - 1,
-      storeGbps: pump.bytesMoved.gpuToCpu / phaseSeconds / 1e9,
-      loadGbps: pump.bytesMoved.cpuToGpu / phaseSeconds / 1e9,
-      limitGbps,
-      copyBusyShare: Math.min(pump.busyMs.gpuToCpu, pump.busyMs.cpuToGpu) / pump.phaseMs,
-    };
+    return rows;
   } finally {
     device.close();
   }
+}
+
+/** What one device was opened with. */
+interface DeviceShape {
+  readonly model: ModelShape;
+  readonly layout: KvLayout;
+  readonly blockTokens: number;
+  readonly copyMethod: CopyMethod;
+}
+
+/** Step times (ms) of one busy phase kind: forwards alone and forwards beside the copies. */
+interface StepTimes {
+  readonly alone: readonly number[];
+  readonly busy: readonly number[];
+}
+
+function rowOf(
+  options: OverlapBenchOptions,
+  { model, layout, blockTokens, copyMethod }: DeviceShape,
+  transfers: OverlapTransfers,
+  { alone, busy }: StepTimes,
+  pump: TransferPump,
+  limitGbps: number,
+): OverlapBenchRow {
+  const newTokens = options.newTokens ?? 1;
+  const stepMsAlone = median(alone);
+  const stepMsWithTransfers = median(busy);
+  const phaseSeconds = pump.phaseMs / 1000;
+  return {
+    model: model.name,
+    layout,
+    blockTokens,
+    copyMethod,
+    transfers,
+    batch: options.batch,
+    contextTokens: options.contextTokens,
+    newTokens,
+    steps: alone.length,
+    stepMsAlone,
+    stepMsWithTransfers,
+    slowdown: stepMsWithTransfers / stepMsAlone - 1,
+    storeGbps: pump.bytesMoved.gpuToCpu / phaseSeconds / 1e9,
+    loadGbps: pump.bytesMoved.cpuToGpu / phaseSeconds / 1e9,
+    limitGbps,
+    copyBusyShare: Math.min(...pump.directions.map((d) => pump.busyMs[d])) / pump.phaseMs,
+  };
 }
 
 /**
@@ -274,7 +344,6 @@ async function contiguousLimit(device: Device): Promise<number> {
  * beside it.
  */
 class TransferPump {
-  private nextJobId = 1;
   /** In-flight jobs, oldest first. */
   private readonly pending = new Map<number, TransferDirection>();
   private readonly queued: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
@@ -292,12 +361,16 @@ class TransferPump {
     private readonly device: Device,
     private readonly regions: BlockRegions,
     private readonly blockBytes: number,
+    /** The copy streams this pump keeps busy. */
+    readonly directions: readonly TransferDirection[],
+    /** Job ids are unique per device: the first one this pump hands out. */
+    public nextJobId: number,
   ) {}
 
   start(): void {
     this.phaseStart = performance.now();
     this.running = true;
-    this.loops = DIRECTIONS.map((direction) => this.pump(direction));
+    this.loops = this.directions.map((direction) => this.pump(direction));
   }
 
   /** Stops refilling and waits for the queued jobs; the phase ends when the last one finished. */

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
 import { DeviceError } from '../device/errors.js';
-import type { BackendName, Device, KvLayout } from '../device/types.js';
+import { COPY_METHODS, type BackendName, type CopyMethod, type Device, type KvLayout } from '../device/types.js';
 import { mix } from '../model/mix.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../scheduler/outputs.js';
@@ -11,7 +11,8 @@ import { median } from './stats.js';
 /**
  * The transfer bench (docs/architecture.md, "Benchmarks"): GB/s moving N blocks GPU->CPU,
  * CPU->GPU and both at once, against one contiguous copy of the same bytes in
- * the same run (the limit), for each model shape, layout and block size.
+ * the same run (the limit), for each model shape, tensor-parallel shard,
+ * layout, block size and copy method.
  *
  * Block ids follow a realistic pattern: runs of 1..MAX_RUN blocks (uniform),
  * consecutive on both the GPU and the CPU side within a run, as a request's
@@ -27,6 +28,12 @@ export interface TransferBenchRow {
   readonly layout: KvLayout;
   readonly blockTokens: number;
   readonly model: string;
+  /** The shard of rank 0 of this many ranks. */
+  readonly tp: number;
+  /** Bytes of one block's region: the whole block (cross-layer) or one layer's part (per-layer). */
+  readonly regionBytes: number;
+  /** The device's copy method (the host backend copies with memcpy whichever it is). */
+  readonly copyMethod: CopyMethod;
   /** Blocks per direction. */
   readonly blocks: number;
   /** Bytes moved (both directions together for 'both'). */
@@ -49,8 +56,10 @@ export interface TransferBenchOptions {
   readonly totalBytes?: number;
   /** Timed repeats per measurement; the median is reported. */
   readonly repeats: number;
-  /** The shard of rank 0 of tp (default 1: the whole model). */
-  readonly tp?: number;
+  /** Shards to measure: rank 0 of each tp (default [1]: the whole model). */
+  readonly tps?: readonly number[];
+  /** One device per method (default ['auto']). */
+  readonly copyMethods?: readonly CopyMethod[];
   readonly deviceIndex?: number;
   /** Seed of the block id pattern. */
   readonly seed?: number;
@@ -66,11 +75,15 @@ export async function runTransferBench(options: TransferBenchOptions): Promise<T
   checkOptions(options);
   const rows: TransferBenchRow[] = [];
   for (const model of options.models) {
-    for (const layout of options.layouts) {
-      for (const blockTokens of options.blockTokens) {
-        for (const row of await benchOneShape(options, model, layout, blockTokens)) {
-          rows.push(row);
-          options.onRow?.(row);
+    for (const tp of options.tps ?? [1]) {
+      for (const layout of options.layouts) {
+        for (const blockTokens of options.blockTokens) {
+          for (const copyMethod of options.copyMethods ?? ['auto']) {
+            for (const row of await benchOneShape(options, { model, tp, layout, blockTokens, copyMethod })) {
+              rows.push(row);
+              options.onRow?.(row);
+            }
+          }
         }
       }
     }
@@ -91,19 +104,37 @@ function checkOptions(o: TransferBenchOptions): void {
   positiveInteger('repeats', o.repeats);
   positiveInteger('numBlocks', o.numBlocks);
   positiveInteger('totalBytes', o.totalBytes);
-  positiveInteger('tp', o.tp);
+  if (o.tps?.length === 0) throw new ConfigError('transfer bench: tps must list at least one rank count');
+  o.tps?.forEach((tp, i) => positiveInteger(`tps[${i}]`, tp));
+  for (const model of o.models) {
+    for (const tp of o.tps ?? []) {
+      if (model.kvHeads % tp !== 0) {
+        throw new ConfigError(`transfer bench: tp = ${tp} does not divide the ${model.name} model's ${model.kvHeads} KV heads`);
+      }
+    }
+  }
+  if (o.copyMethods?.length === 0) throw new ConfigError('transfer bench: copyMethods must name at least one method');
+  for (const method of o.copyMethods ?? []) {
+    if (!COPY_METHODS.includes(method)) {
+      throw new ConfigError(`transfer bench: copyMethods: '${String(method)}' must be 'kernel', 'dma' or 'auto'`);
+    }
+  }
   if ((o.numBlocks === undefined) === (o.totalBytes === undefined)) {
     throw new ConfigError('transfer bench: give exactly one of numBlocks and totalBytes');
   }
 }
 
-async function benchOneShape(
-  options: TransferBenchOptions,
-  model: ModelShape,
-  layout: KvLayout,
-  blockTokens: number,
-): Promise<TransferBenchRow[]> {
-  const tp = options.tp ?? 1;
+/** What one device is opened with. */
+interface BenchShape {
+  readonly model: ModelShape;
+  readonly tp: number;
+  readonly layout: KvLayout;
+  readonly blockTokens: number;
+  readonly copyMethod: CopyMethod;
+}
+
+async function benchOneShape(options: TransferBenchOptions, shape: BenchShape): Promise<TransferBenchRow[]> {
+  const { model, tp, layout, blockTokens, copyMethod } = shape;
   const blockBytes = bytesPerGpuBlock(model, tp, blockTokens);
   const blocks = options.numBlocks ?? Math.max(1, Math.floor(options.totalBytes! / blockBytes));
   // Two disjoint halves on each side, so a store and a load can run at once;
@@ -120,6 +151,7 @@ async function benchOneShape(
     numCpuBlocks: 2 * blocks,
     offloadFactor: 1,
     cpuChunkBytes: 2 * blocks * blockBytes,
+    copyMethod,
   });
   try {
     const random = new PatternRandom(mix(((options.seed ?? DEFAULT_SEED) ^ blockTokens) >>> 0));
@@ -150,7 +182,20 @@ async function benchOneShape(
       const gbps = movedBytes / (median(ms.blocks) * 1e6);
       const limitGbps = movedBytes / (median(ms.limit) * 1e6);
       const ratio = gbps / limitGbps;
-      return { direction, layout, blockTokens, model: model.name, blocks, bytes: movedBytes, gbps, limitGbps, ratio };
+      return {
+        direction,
+        layout,
+        blockTokens,
+        model: model.name,
+        tp,
+        regionBytes: layout === 'per-layer' ? blockBytes / model.layers : blockBytes,
+        copyMethod,
+        blocks,
+        bytes: movedBytes,
+        gbps,
+        limitGbps,
+        ratio,
+      };
     };
     return [
       row('gpuToCpu', bytes, measured.gpuToCpu),

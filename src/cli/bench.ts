@@ -1,11 +1,11 @@
 import { cudaDeviceCount } from '../device/native.js';
-import type { BackendName, KvLayout } from '../device/types.js';
+import { COPY_METHODS, type BackendName, type CopyMethod, type KvLayout } from '../device/types.js';
 import { MODEL_PRESET_NAMES, MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { describeMachine } from '../bench/machine.js';
 import { textTable, writeBenchFiles, type BenchResults, type Column } from '../bench/results.js';
 import { runE2eBench, type E2eBenchRow } from '../bench/e2e.js';
-import { runOverlapBench, type OverlapBenchRow } from '../bench/overlap.js';
+import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
@@ -34,13 +34,20 @@ interface BenchSpec<Row> {
 const fixed = (digits: number) => (x: number) => x.toFixed(digits);
 
 const transferBench: BenchSpec<TransferBenchRow> = {
-  notes: () => [
+  notes: (backend) => [
     'gbps: blocks moved between the GPU KV cache and the CPU tier by transfer jobs; limitGbps: one contiguous copy of the same bytes in the same run; ratio = gbps / limitGbps.',
+    'tp: the shard of rank 0 of that many ranks; regionKiB: one block\'s region (the whole block cross-layer, one layer\'s part per-layer), the unit the copies coalesce.',
+    backend === 'host'
+      ? 'Host backend: every copy method is the same memcpy (copyMethod only matters on CUDA), so rows differing only in it measure the same thing.'
+      : 'CUDA backend: copyMethod dma = cudaMemcpyBatchAsync on the copy engines, kernel = a copy kernel of at most 32 CTAs over the mapped pinned CPU tier, auto = kernel for jobs whose regions average under 1 MiB.',
   ],
   columns: [
     { header: 'model', cell: (r) => r.model },
+    { header: 'tp', cell: (r) => String(r.tp) },
     { header: 'layout', cell: (r) => r.layout },
     { header: 'blockTokens', cell: (r) => String(r.blockTokens) },
+    { header: 'regionKiB', cell: (r) => fixed(1)(r.regionBytes / 1024) },
+    { header: 'copyMethod', cell: (r) => r.copyMethod },
     { header: 'direction', cell: (r) => r.direction },
     { header: 'blocks', cell: (r) => String(r.blocks) },
     { header: 'MiB', cell: (r) => fixed(1)(r.bytes / 2 ** 20) },
@@ -54,7 +61,8 @@ const transferBench: BenchSpec<TransferBenchRow> = {
     const blockTokens = options.intList('blockTokens', [16, 32, 64, 128, 256], MAX_BLOCK_TOKENS);
     const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
     const repeats = options.int('repeats', 5);
-    const tp = options.int('tp', 1);
+    const tps = options.intList('tp', [1]);
+    const copyMethods = options.list<CopyMethod>('copyMethod', COPY_METHODS, ['auto']);
     options.finish();
     checkTpSplitsHeads(options, tp, models);
     // Each side holds two pools of totalBytes (a store and a load at once); on the host backend both sides are host memory.
@@ -69,8 +77,13 @@ const transferBench: BenchSpec<TransferBenchRow> = {
       blockTokens,
       totalBytes,
       repeats,
-      tp,
-      onRow: (row) => process.stderr.write(`  ${row.model} ${row.layout} ${row.blockTokens} ${row.direction}: ${row.gbps.toFixed(2)} GB/s (${(100 * row.ratio).toFixed(0)}% of the contiguous copy)\n`),
+      tps,
+      copyMethods,
+      onRow: (row) =>
+        process.stderr.write(
+          `  ${row.model} tp${row.tp} ${row.layout} ${row.blockTokens} ${row.copyMethod} ${row.direction}: ` +
+            `${row.gbps.toFixed(2)} GB/s (${(100 * row.ratio).toFixed(0)}% of the contiguous copy)\n`,
+        ),
     });
   },
 };
@@ -121,15 +134,18 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
 const overlapBench: BenchSpec<OverlapBenchRow> = {
   notes: (backend) => [
     'stepMsAlone / stepMsWithTransfers: median wall time of one forward step (a batch of requests each computing newTokens tokens after contextTokens cached ones, reading all of them), alone and while stores and loads of other blocks run on both copy streams; slowdown = stepMsWithTransfers / stepMsAlone - 1. Alone and busy phases alternate in the same run on the same device.',
-    'storeGbps / loadGbps: bytes the copies moved per direction during the busy phases over their wall time; limitGbps: one contiguous copy in the same run; copyBusyShare: share of the busy phases the less busy copy stream spent copying.',
+    'storeGbps / loadGbps: bytes the copies moved per direction during the busy phases over their wall time; limitGbps: one contiguous copy in the same run; copyBusyShare: share of the busy phases the less busy running copy stream spent copying.',
+    'transfers: both = stores and loads at once, stores / loads = one direction only; copyMethod: the device\'s transfer path (one device each).',
     backend === 'host'
       ? 'Host backend: the "GPU" is host memory, the copy streams are memcpy threads and the compute stream is a thread that sleeps for the emulated compute and then computes the reference model on the CPU. The slowdown here is CPU-core and memory-bandwidth contention between those threads on this machine, not what a GPU sees; the goal (slowdown <= 3% with copies on the copy engines) can only be checked with --backend cuda.'
-      : 'CUDA backend: copies run on the copy engines (one stream per direction) beside the model kernels on the compute stream; the goal is slowdown <= 3%.',
+      : 'CUDA backend: the forward reads its inputs from and writes its digests to mapped pinned memory (no copy engine) on the highest-priority stream, its emulated compute occupying every SM; copies run on low-priority streams, one per direction, on the copy engines (dma) or as a copy kernel of at most 32 CTAs (kernel). The goal is slowdown <= 3% with stores and loads at >= 80% of limitGbps.',
   ],
   columns: [
     { header: 'model', cell: (r) => r.model },
     { header: 'layout', cell: (r) => r.layout },
     { header: 'blockTokens', cell: (r) => String(r.blockTokens) },
+    { header: 'copyMethod', cell: (r) => r.copyMethod },
+    { header: 'transfers', cell: (r) => r.transfers },
     { header: 'batch', cell: (r) => String(r.batch) },
     { header: 'context', cell: (r) => String(r.contextTokens) },
     { header: 'newTokens', cell: (r) => String(r.newTokens) },
@@ -152,6 +168,8 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
     const rounds = options.int('rounds', 3);
     const jobBytes = options.bytes('jobBytes', 16 * 2 ** 20);
     const tp = options.int('tp', 1);
+    const copyMethods = options.list<CopyMethod>('copyMethod', COPY_METHODS, ['auto']);
+    const transfers = options.list<OverlapTransfers>('transfers', OVERLAP_TRANSFERS, OVERLAP_TRANSFERS);
     options.finish();
     checkTpSplitsHeads(options, tp, models);
     return runOverlapBench({
@@ -166,9 +184,11 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
       rounds,
       jobBytes,
       tp,
+      copyMethods,
+      transfers,
       onRow: (row) =>
         process.stderr.write(
-          `  ${row.model} ${row.layout} ${row.blockTokens}: ${row.stepMsAlone.toFixed(2)} ms alone, ` +
+          `  ${row.model} ${row.layout} ${row.blockTokens} ${row.copyMethod} ${row.transfers}: ${row.stepMsAlone.toFixed(2)} ms alone, ` +
             `${row.stepMsWithTransfers.toFixed(2)} ms with transfers (${(100 * row.slowdown).toFixed(1)}%)\n`,
         ),
     });

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
-import type { BackendName, KvLayout } from '../device/types.js';
+import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import { FaultPlanError, parseFaultPlan, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
 import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
 import { bytesPerGpuBlock } from '../model/shape.js';
@@ -93,6 +93,7 @@ export const runInputSchema = z
     maxBatchedTokens: positiveInt(),
     maxModelLen: positiveInt(),
     computeNsPerToken: nonNegativeInt(ENGINE_LIMITS.computeNsPerToken),
+    copyMethod: oneOf(['kernel', 'dma', 'auto']),
   })
   .partial()
   .strict();
@@ -151,6 +152,8 @@ export interface RunConfig {
   readonly maxBatchedTokens: number | null;
   readonly maxModelLen: number | null;
   readonly computeNsPerToken: number | null;
+  /** Transfer path on the CUDA backend; null leaves the engine's default (auto). */
+  readonly copyMethod: CopyMethod | null;
 }
 
 /** A RunConfig whose backend and rank count are decided. */
@@ -243,6 +246,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     maxBatchedTokens: given.maxBatchedTokens ?? null,
     maxModelLen: given.maxModelLen ?? null,
     computeNsPerToken: given.computeNsPerToken ?? null,
+    copyMethod: given.copyMethod ?? null,
   };
 }
 
@@ -396,5 +400,6 @@ export function toEngineConfig(config: ResolvedRunConfig, options: { offload: bo
   if (config.maxBatchedTokens !== null) engine.maxNumBatchedTokens = config.maxBatchedTokens;
   if (config.maxModelLen !== null) engine.maxModelLen = config.maxModelLen;
   if (config.computeNsPerToken !== null) engine.computeNsPerToken = config.computeNsPerToken;
+  if (config.copyMethod !== null) engine.copyMethod = config.copyMethod;
   return engine;
 }

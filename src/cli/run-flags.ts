@@ -39,6 +39,7 @@ export function createRunCommand(): Command {
     .option('--fault-seed <n>', `seed of probabilistic faults (default ${RUN_DEFAULTS.faultSeed})`)
     .option('--failure-policy <policy>', `after a failed load: recompute | fail (default ${RUN_DEFAULTS.failurePolicy})`)
     .option('--rank-restart', 'respawn a dead rank and recompute instead of failing the run')
+    .option('--copy-method <method>', 'transfer path on the CUDA backend: kernel | dma | auto (default auto: the copy kernel for regions under 1 MiB, DMA above; the host backend copies with memcpy either way)')
     .option('--step-deadline-ms <ms>', 'a rank that misses a step by this long is declared dead')
     .option('--start-deadline-ms <ms>', `a rank that takes longer to open its device, at start or after a restart, is declared dead (default ${DEFAULT_START_DEADLINE_MS})`)
     .option('--compare', 'run the workload with offloading off, then on, and report them side by side')

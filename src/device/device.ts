@@ -1,6 +1,7 @@
 import type { TransferDirection } from '../scheduler/outputs.js';
 import { DeviceError, toDeviceError } from './errors.js';
 import { loadAddon, type NativeDevice } from './native.js';
+import { COPY_METHODS } from './types.js';
 import type {
   Device,
   DeviceFaults,
@@ -21,6 +22,9 @@ import type {
 export async function openDevice(options: DeviceOptions): Promise<Device> {
   if (options?.backend !== 'host' && options?.backend !== 'cuda') {
     throw new DeviceError(`backend = '${String(options?.backend)}' must be 'host' or 'cuda'`);
+  }
+  if (options.copyMethod !== undefined && !COPY_METHODS.includes(options.copyMethod)) {
+    throw new DeviceError(`copyMethod = '${String(options.copyMethod)}' must be 'kernel', 'dma' or 'auto'`);
   }
   const addon = loadAddon(options.backend);
   let native: NativeDevice;

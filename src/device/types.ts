@@ -14,6 +14,20 @@ export type BackendName = 'host' | 'cuda';
  */
 export type KvLayout = 'cross-layer' | 'per-layer';
 
+/**
+ * How transfer jobs move blocks on the CUDA backend. `dma`: the copy engines
+ * (one cudaMemcpyBatchAsync of the job's regions). `kernel`: a copy kernel of
+ * at most 32 CTAs on the copy stream, reading and writing the mapped pinned
+ * CPU tier directly; it reaches the link's speed with regions of a few KiB,
+ * where DMA does not. `auto` (the default): the kernel for jobs whose regions
+ * average under 1 MiB, DMA above. The host backend copies with memcpy
+ * whichever is chosen: the option is accepted there so that configurations
+ * and commands run unchanged on both.
+ */
+export type CopyMethod = 'kernel' | 'dma' | 'auto';
+
+export const COPY_METHODS: readonly CopyMethod[] = ['kernel', 'dma', 'auto'];
+
 export interface DeviceOptions {
   readonly backend: BackendName;
   readonly rank: number;
@@ -30,6 +44,8 @@ export interface DeviceOptions {
   readonly offloadFactor: number;
   /** Size of each CPU tier allocation (pinned on CUDA); default 1 GiB. */
   readonly cpuChunkBytes?: number;
+  /** Transfer path on the CUDA backend (default `auto`); see CopyMethod. */
+  readonly copyMethod?: CopyMethod;
   /** Called as CPU tier chunks are allocated. */
   readonly onAllocProgress?: (allocatedBytes: number, totalBytes: number) => void;
 }

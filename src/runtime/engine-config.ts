@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import { isModelPresetName, MODEL_PRESET_NAMES, MODEL_PRESETS } from '../model/presets.js';
+import type { CopyMethod } from '../device/types.js';
 import { modelShapeSchema, type ModelShape } from '../model/shape.js';
 import { cpuTierGeometry } from '../offload/geometry.js';
 import { DEFAULT_START_DEADLINE_MS, MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from './engine-limits.js';
@@ -40,6 +41,7 @@ export const engineConfigSchema = z
     stepDeadlineMs: positiveInt.max(MAX_TIMER_MS).default(60_000),
     startDeadlineMs: positiveInt.max(MAX_TIMER_MS).default(DEFAULT_START_DEADLINE_MS),
     computeNsPerToken: z.number().int().min(0).max(MAX_COMPUTE_NS_PER_TOKEN).optional(),
+    copyMethod: z.enum(['kernel', 'dma', 'auto']).default('auto'),
   })
   .strict();
 
@@ -70,6 +72,8 @@ export interface EngineConfig {
   readonly stepDeadlineMs: number;
   /** Time a rank may take to open its device, at start and when restarted. */
   readonly startDeadlineMs: number;
+  /** How transfer jobs move blocks on the CUDA backend (see CopyMethod). */
+  readonly copyMethod: CopyMethod;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -132,6 +136,7 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     rankRestart: c.rankRestart,
     stepDeadlineMs: c.stepDeadlineMs,
     startDeadlineMs: c.startDeadlineMs,
+    copyMethod: c.copyMethod,
   };
 }
 

@@ -1,4 +1,4 @@
-import type { BackendName, KvLayout } from '../device/types.js';
+import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
 
 /**
@@ -44,6 +44,8 @@ export interface EngineConfigInput {
   startDeadlineMs?: number;
   /** Override the model's compute emulation (ns per token, whole model). */
   computeNsPerToken?: number;
+  /** How transfer jobs move blocks on the CUDA backend (default auto; the host backend always uses memcpy). */
+  copyMethod?: CopyMethod;
 }
 
 export interface RequestSpec {

@@ -159,6 +159,7 @@ export class Engine {
         numGpuBlocks: config.gpuBlocks,
         numCpuBlocks: offloading?.geometry.capacityBlocks ?? 0,
         offloadFactor: config.offloadFactor,
+        copyMethod: config.copyMethod,
         faultRules: rulesForRank(plan, rank),
         faultSeed: plan.seed,
         testSwitches: options.testOnly?.worker,

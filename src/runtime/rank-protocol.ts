@@ -1,4 +1,4 @@
-import type { BackendName, KvLayout } from '../device/types.js';
+import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
 import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
@@ -36,6 +36,8 @@ export interface RankInit {
   readonly numGpuBlocks: number;
   readonly numCpuBlocks: number;
   readonly offloadFactor: number;
+  /** Transfer path on the CUDA backend (default auto). */
+  readonly copyMethod?: CopyMethod;
   /** This rank's fault rules and the plan's seed. */
   readonly faultRules: readonly FaultRule[];
   readonly faultSeed: number;

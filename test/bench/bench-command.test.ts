@@ -32,17 +32,51 @@ describe('kvtier bench', () => {
       steps: '1',
       rounds: '1',
       jobBytes: '64KiB',
+      copyMethod: 'kernel',
+      transfers: 'stores,loads',
       json,
       markdown,
     });
     expect(code).toBe(0);
     const results = JSON.parse(await readFile(json, 'utf8'));
     expect(results).toMatchObject({ bench: 'overlap', backend: 'host', machine: { gpu: null } });
-    expect(results.results).toHaveLength(1);
+    expect(results.results).toHaveLength(2);
     expect(results.results[0]).toMatchObject({ model: 'tiny', layout: 'per-layer', batch: 2, contextTokens: 16 });
+    expect(results.results.map((r: { copyMethod: string; transfers: string }) => `${r.copyMethod} ${r.transfers}`)).toEqual([
+      'kernel stores',
+      'kernel loads',
+    ]);
     const text = await readFile(markdown, 'utf8');
     expect(text).toContain('# kvtier bench overlap (host)');
     expect(text).toContain('can only be checked with --backend cuda');
+  });
+
+  it('runs the transfer bench over a list of tensor-parallel shards and copy methods', async () => {
+    const json = join(dir, 'transfer.json');
+    const code = await benchCommand('transfer', {
+      backend: 'host',
+      models: 'small',
+      layouts: 'per-layer',
+      blockTokens: '16',
+      totalBytes: '256KiB',
+      repeats: '1',
+      tp: '1,2',
+      copyMethod: 'dma,kernel',
+      json,
+    });
+    expect(code).toBe(0);
+    const { results } = JSON.parse(await readFile(json, 'utf8'));
+    const shards = results.map((r: { tp: number; copyMethod: string }) => `${r.tp} ${r.copyMethod}`);
+    expect([...new Set(shards)]).toEqual(['1 dma', '1 kernel', '2 dma', '2 kernel']);
+  });
+
+  it('refuses an unknown copy method, naming the flag', async () => {
+    await expect(benchCommand('transfer', { backend: 'host', copyMethod: 'fast' })).rejects.toThrow(
+      '--copy-method: invalid value "fast": expected a comma-separated list of kernel, dma, auto',
+    );
+    await expect(benchCommand('overlap', { backend: 'host', copyMethod: 'dma,fast' })).rejects.toThrow(
+      /--copy-method: invalid value "dma,fast"/,
+    );
   });
 
   it('asks for a trace before an end-to-end run', async () => {

@@ -21,12 +21,15 @@ function tinyRun(overrides: Partial<OverlapBenchOptions> = {}): OverlapBenchOpti
 describe('the overlap bench', () => {
   it('times the same forward alone and beside running stores and loads, one row per shape', async () => {
     const seen: unknown[] = [];
-    const rows = await runOverlapBench(tinyRun({ layouts: ['cross-layer', 'per-layer'], onRow: (row) => seen.push(row) }));
+    const rows = await runOverlapBench(
+      tinyRun({ layouts: ['cross-layer', 'per-layer'], transfers: ['both'], onRow: (row) => seen.push(row) }),
+    );
     expect(seen).toEqual(rows);
     expect(rows.map((r) => [r.model, r.layout, r.blockTokens, r.batch, r.contextTokens, r.newTokens, r.steps])).toEqual([
       ['tiny', 'cross-layer', 16, 4, 40, 1, 4],
       ['tiny', 'per-layer', 16, 4, 40, 1, 4],
     ]);
+    expect(rows.every((r) => r.transfers === 'both' && r.copyMethod === 'auto')).toBe(true);
     for (const row of rows) {
       expect(row.stepMsAlone).toBeGreaterThan(0);
       expect(row.stepMsWithTransfers).toBeGreaterThan(0);
@@ -40,8 +43,30 @@ describe('the overlap bench', () => {
     }
   });
 
+  it('adds rows with stores only and loads only, in which only that direction moves bytes', async () => {
+    const rows = await runOverlapBench(tinyRun());
+    expect(rows.map((r) => r.transfers)).toEqual(['both', 'stores', 'loads']);
+    const [, stores, loads] = rows;
+    expect(stores.storeGbps).toBeGreaterThan(0);
+    expect(stores.loadGbps).toBe(0);
+    expect(loads.loadGbps).toBeGreaterThan(0);
+    expect(loads.storeGbps).toBe(0);
+    for (const row of [stores, loads]) {
+      expect(row.copyBusyShare).toBeGreaterThan(0);
+      expect(row.copyBusyShare).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('opens one device per copy method and reports the method of each row', async () => {
+    const rows = await runOverlapBench(tinyRun({ copyMethods: ['kernel', 'dma'], transfers: ['loads'] }));
+    expect(rows.map((r) => [r.copyMethod, r.transfers])).toEqual([
+      ['kernel', 'loads'],
+      ['dma', 'loads'],
+    ]);
+  });
+
   it('measures prefill-sized steps too', async () => {
-    const [row] = await runOverlapBench(tinyRun({ newTokens: 24, contextTokens: 0 }));
+    const [row] = await runOverlapBench(tinyRun({ newTokens: 24, contextTokens: 0, transfers: ['both'] }));
     expect(row.newTokens).toBe(24);
     expect(row.contextTokens).toBe(0);
   });
@@ -60,5 +85,9 @@ describe('the overlap bench', () => {
     await expect(runOverlapBench(tinyRun({ batch: 0 }))).rejects.toThrow('batch = 0 must be an integer >= 1');
     await expect(runOverlapBench(tinyRun({ layouts: [] }))).rejects.toThrow('layouts must name at least one layout');
     await expect(runOverlapBench(tinyRun({ tp: 3 }))).rejects.toThrow("tp = 3 does not divide the tiny model's 4 KV heads");
+    await expect(runOverlapBench(tinyRun({ copyMethods: ['fast' as never] }))).rejects.toThrow(
+      "copyMethods: 'fast' must be 'kernel', 'dma' or 'auto'",
+    );
+    await expect(runOverlapBench(tinyRun({ transfers: [] }))).rejects.toThrow('transfers must name at least one of both, stores, loads');
   });
 });

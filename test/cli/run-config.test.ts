@@ -304,4 +304,14 @@ describe('the engine configuration of a run', () => {
   it('uses the default CPU block count when no size is given', () => {
     expect(toEngineConfig(resolveRunConfig(parseRunArgs([]), 0), { offload: true }).cpuBlocks).toBe(RUN_DEFAULTS.cpuBlocks);
   });
+
+  it('carries --copy-method to the engine, leaves the engine default without it, and refuses an unknown method', () => {
+    const engine = (args: string[]) => toEngineConfig(resolveRunConfig(parseRunArgs(args), 0), { offload: true });
+    expect(engine(['--copy-method', 'kernel']).copyMethod).toBe('kernel');
+    expect(engine(['--copy-method', 'dma']).copyMethod).toBe('dma');
+    expect(engine([]).copyMethod).toBeUndefined();
+    expect(() => parseRunArgs(['--copy-method', 'fast'])).toThrow(
+      new UsageError('--copy-method: invalid value "fast": expected one of kernel, dma, auto'),
+    );
+  });
 });

@@ -18,13 +18,17 @@ function hasCxx20(): boolean {
 }
 
 /**
- * The CUDA backend cannot run without a GPU, but its model kernels can: the
- * same source (native/src/cuda_model_kernels.cuh) is compiled for the CPU
- * through a shim of the CUDA built-ins and must leave the cache and digests
- * exactly as the host backend's forward does.
+ * The CUDA backend cannot run without a GPU, but its kernels can: the same
+ * sources (native/src/cuda_model_kernels.cuh, cuda_copy_kernels.cuh) are
+ * compiled for the CPU through a shim of the CUDA built-ins. The forward,
+ * fed through the staged inputs path, must leave the cache and digests
+ * exactly as the host backend's forward does, and the copy kernel must leave
+ * the GPU buffer and the CPU tier exactly as the host backend's memcpy of
+ * the same transfer plans (stores, loads from mid-block, poisoned blocks,
+ * both layouts).
  */
-describe.skipIf(!hasCxx20())('the CUDA model kernels, run on the CPU', () => {
-  it('write the same cache and digests as the host backend on random batches', async () => {
+describe.skipIf(!hasCxx20())('the CUDA kernels, run on the CPU', () => {
+  it('write the same cache, digests and copied blocks as the host backend on random batches and jobs', async () => {
     const native = join(packageRoot(), 'native');
     const dir = mkdtempSync(join(tmpdir(), 'kvtier-kernel-check-'));
     try {
@@ -39,6 +43,10 @@ describe.skipIf(!hasCxx20())('the CUDA model kernels, run on the CPU', () => {
         join(native, 'src', 'host_model.cc'),
         join(native, 'src', 'kv_geometry.cc'),
         join(native, 'src', 'forward_batch.cc'),
+        join(native, 'src', 'forward_pack.cc'),
+        join(native, 'src', 'transfer_plan.cc'),
+        join(native, 'src', 'copy_descriptors.cc'),
+        join(native, 'src', 'copy_method.cc'),
         '-o',
         binary,
       ]);

@@ -21,6 +21,8 @@ describe('the transfer bench', () => {
     for (const row of rows) {
       const blockBytes = bytesPerGpuBlock(MODEL_PRESETS.tiny, 1, row.blockTokens);
       expect(row.model).toBe('tiny');
+      expect([row.tp, row.copyMethod]).toEqual([1, 'auto']);
+      expect(row.regionBytes).toBe(row.layout === 'per-layer' ? blockBytes / MODEL_PRESETS.tiny.layers : blockBytes);
       expect(row.blocks).toBe(24);
       expect(row.bytes).toBe((row.direction === 'both' ? 2 : 1) * 24 * blockBytes);
       for (const value of [row.gbps, row.limitGbps, row.ratio]) expect(value).toBeGreaterThan(0);
@@ -33,6 +35,39 @@ describe('the transfer bench', () => {
     ]);
   });
 
+  it('measures each tensor-parallel shard with each copy method, on its own device', async () => {
+    const rows = await runTransferBench({
+      backend: 'host',
+      models: [MODEL_PRESETS.small],
+      layouts: ['per-layer'],
+      blockTokens: [16],
+      numBlocks: 8,
+      repeats: 1,
+      tps: [1, 4],
+      copyMethods: ['kernel', 'dma'],
+    });
+    const shards = [...new Set(rows.map((r) => `${r.tp}/${r.copyMethod}/${r.regionBytes}`))];
+    const region = (tp: number) => bytesPerGpuBlock(MODEL_PRESETS.small, tp, 16) / MODEL_PRESETS.small.layers;
+    expect(shards).toEqual([`1/kernel/${region(1)}`, `1/dma/${region(1)}`, `4/kernel/${region(4)}`, `4/dma/${region(4)}`]);
+    expect(region(4) * 4).toBe(region(1));
+    for (const row of rows) expect(row.ratio).toBeGreaterThan(0);
+  });
+
+  it('refuses a shard the model cannot be split into, and an unknown copy method', async () => {
+    const base = {
+      backend: 'host' as const,
+      models: [MODEL_PRESETS.tiny],
+      layouts: ['per-layer' as const],
+      blockTokens: [16],
+      numBlocks: 4,
+      repeats: 1,
+    };
+    await expect(runTransferBench({ ...base, tps: [1, 8] })).rejects.toThrow("tp = 8 does not divide the tiny model's 4 KV heads");
+    await expect(runTransferBench({ ...base, copyMethods: ['fast' as never] })).rejects.toThrow(
+      "copyMethods: 'fast' must be 'kernel', 'dma' or 'auto'",
+    );
+  });
+
   it('sizes runs from totalBytes in whole blocks', async () => {
     const blockBytes = bytesPerGpuBlock(MODEL_PRESETS.small, 2, 32);
     const rows = await runTransferBench({
@@ -42,7 +77,7 @@ describe('the transfer bench', () => {
       blockTokens: [32],
       totalBytes: 10 * blockBytes + 1,
       repeats: 1,
-      tp: 2,
+      tps: [2],
     });
     expect(rows.map((r) => r.blocks)).toEqual([10, 10, 10]);
   });

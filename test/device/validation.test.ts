@@ -1,11 +1,11 @@
 import { totalmem } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeviceError } from '../../src/device/errors.js';
-import { resolveBackend } from '../../src/device/native.js';
+import { loadAddon, resolveBackend } from '../../src/device/native.js';
 import type { Device } from '../../src/device/types.js';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
-import { TINY, load, openTestDevice, packBatch, store, type StepRequest } from './helpers.js';
+import { TINY, fillGpuBlocks, load, openTestDevice, packBatch, runJob, store, type StepRequest } from './helpers.js';
 
 let device: Device | undefined;
 afterEach(() => {
@@ -74,6 +74,41 @@ describe('opening a device with a bad shape or layout', () => {
     }
     // Only a machine with a GPU and the cuda addon gets here without an error.
     if (available) expect(resolveBackend('auto')).toBe('cuda');
+  });
+});
+
+describe('the copy method option', () => {
+  it('refuses an unknown method, naming the field and the choices, before and inside the addon', async () => {
+    await expectOpenRejects({ copyMethod: 'fast' as never }, "copyMethod = 'fast'", "'kernel', 'dma' or 'auto'");
+    const options = {
+      backend: 'host',
+      rank: 0,
+      tp: 1,
+      model: TINY,
+      blockSize: 4,
+      layout: 'cross-layer',
+      numGpuBlocks: 4,
+      numCpuBlocks: 4,
+      offloadFactor: 1,
+    } as const;
+    const { Device: NativeDevice } = loadAddon('host');
+    expect(() => new NativeDevice({ ...options, copyMethod: 'fast' } as never)).toThrow(
+      "copyMethod = 'fast' must be 'kernel', 'dma' or 'auto'",
+    );
+    expect(() => new NativeDevice({ ...options, copyMethod: 7 } as never)).toThrow('copyMethod must be a string');
+  });
+
+  it('is accepted by the host backend, whose copies are the same memcpy whichever is named', async () => {
+    for (const copyMethod of ['kernel', 'dma', 'auto'] as const) {
+      device = await openTestDevice({ numGpuBlocks: 8, numCpuBlocks: 4, offloadFactor: 2, copyMethod });
+      const images = fillGpuBlocks(device, [0, 1, 2]);
+      expect((await runJob(device, store(1, [0, 1, 2, 5], [1, 3]))).ok).toBe(true);
+      expect((await runJob(device, load(2, [6, 7, 4], [1, 3], { firstSubBlock: 1 }))).ok).toBe(true);
+      expect(device.readGpuBlock(6).equals(images.get(1)!)).toBe(true);
+      expect(device.readGpuBlock(7).equals(images.get(2)!)).toBe(true);
+      device.close();
+      device = undefined;
+    }
   });
 });
 

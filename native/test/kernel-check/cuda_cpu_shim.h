@@ -22,7 +22,7 @@ struct CpuDim3 {
 };
 
 inline thread_local CpuDim3 threadIdx, blockIdx;
-inline CpuDim3 blockDim;
+inline CpuDim3 blockDim, gridDim;
 inline std::unique_ptr<std::barrier<>> cpuBlockBarrier;
 inline std::vector<std::unique_ptr<std::barrier<>>> cpuWarpBarriers;
 inline uint32_t cpuShuffleSlots[1024];
@@ -51,6 +51,7 @@ inline uint32_t atomicAdd(uint32_t* address, uint32_t value) {
 template <class Kernel>
 void cpuLaunch(unsigned grid, unsigned block, Kernel kernel) {
   blockDim.x = block;
+  gridDim.x = grid;
   for (unsigned i = 0; i < grid; i++) {
     const unsigned b = grid - 1 - i;
     cpuBlockBarrier = std::make_unique<std::barrier<>>(block);

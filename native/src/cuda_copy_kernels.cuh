@@ -1,0 +1,97 @@
+// Data movement kernels: the copy kernel of transfer jobs (between the GPU KV
+// cache and the mapped pinned CPU tier) and the forward's input and output
+// path over mapped pinned staging memory. None of them enters a copy
+// engine's queue, so neither waits behind DMA transfers queued in the same
+// direction. Kept apart from the launch code so the same source is also
+// compiled for the CPU through a shim of the CUDA built-ins
+// (native/test/kernel-check). Include it once, after copy_descriptors.h, in
+// a translation unit that provides the CUDA built-ins.
+#pragma once
+
+#include <cstdint>
+
+namespace kvtier {
+namespace {
+
+#ifdef __CUDACC__
+#define KVTIER_UNROLL _Pragma("unroll")
+using Vec16 = uint4;
+#else
+#define KVTIER_UNROLL
+struct alignas(16) Vec16 {
+  uint32_t x, y, z, w;
+};
+#endif
+
+// Copies `bytes` with the calling threads: thread `t` of `stride` moves
+// elements t, t + stride, ... Sixteen-byte elements when both ends and the
+// length allow it (the usual case: regions are whole KV segments), else four
+// or one. Each thread issues up to four loads before their stores, so it
+// keeps several reads in flight across the link even on a short span.
+template <typename T>
+__device__ __forceinline__ void copyElements(T* dst, const T* src, uint64_t n, uint64_t t, uint64_t stride) {
+  constexpr int kInFlight = 4;
+  for (uint64_t i = t; i < n; i += kInFlight * stride) {
+    T v[kInFlight];
+KVTIER_UNROLL
+    for (int k = 0; k < kInFlight; k++) {
+      if (i + k * stride < n) v[k] = src[i + k * stride];
+    }
+KVTIER_UNROLL
+    for (int k = 0; k < kInFlight; k++) {
+      if (i + k * stride < n) dst[i + k * stride] = v[k];
+    }
+  }
+}
+
+__device__ __forceinline__ void copySpan(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t t, uint64_t stride) {
+  const uint64_t alignment = dst | src | bytes;
+  if ((alignment & 15) == 0) {
+    copyElements(reinterpret_cast<Vec16*>(dst), reinterpret_cast<const Vec16*>(src), bytes / 16, t, stride);
+  } else if ((alignment & 3) == 0) {
+    copyElements(reinterpret_cast<uint32_t*>(dst), reinterpret_cast<const uint32_t*>(src), bytes / 4, t, stride);
+  } else {
+    copyElements(reinterpret_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(src), bytes, t, stride);
+  }
+}
+
+// A transfer job: warp w of the grid copies tiles w, w + (warps in the
+// grid), ... Every lane reads the same descriptor (one transaction per warp)
+// from mapped pinned memory, and the warp fetches its next descriptor before
+// copying the current tile, so that read across the link overlaps the copy
+// instead of adding a round trip per tile; with small regions (a few KiB)
+// those round trips would otherwise bound the rate.
+__global__ void copyKernel(const CopyDescriptor* tiles, uint64_t numTiles) {
+  const unsigned warpsPerCta = blockDim.x / 32;
+  const uint64_t warpsInGrid = static_cast<uint64_t>(gridDim.x) * warpsPerCta;
+  const unsigned lane = threadIdx.x % 32;
+  uint64_t i = static_cast<uint64_t>(blockIdx.x) * warpsPerCta + threadIdx.x / 32;
+  if (i >= numTiles) return;
+  CopyDescriptor next = tiles[i];
+  for (;;) {
+    const CopyDescriptor tile = next;
+    const uint64_t following = i + warpsInGrid;
+    if (following < numTiles) next = tiles[following];
+    copySpan(tile.dst, tile.src, tile.bytes, lane, 32);
+    if (following >= numTiles) return;
+    i = following;
+  }
+}
+
+// The forward's staged inputs (and zeroed digests), from mapped pinned
+// memory into device memory, by every thread of the grid.
+__global__ void stageKernel(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
+  const uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  copySpan(reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src), bytes, t, stride);
+}
+
+// The digests, from device memory into mapped pinned memory the host reads
+// once the forward's end event has completed.
+__global__ void publishDigestsKernel(const uint32_t* digests, uint32_t* out, uint32_t n) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = digests[i];
+}
+
+}  // namespace
+}  // namespace kvtier
