@@ -64,7 +64,7 @@ const transferBench: BenchSpec<TransferBenchRow> = {
     const tps = options.intList('tp', [1]);
     const copyMethods = options.list<CopyMethod>('copyMethod', COPY_METHODS, ['auto']);
     options.finish();
-    checkTpSplitsHeads(options, tp, models);
+    for (const tp of tps) checkTpSplitsHeads(options, tp, models);
     // Each side holds two pools of totalBytes (a store and a load at once); on the host backend both sides are host memory.
     const hostBytes = (backend === 'host' ? 4 : 2) * totalBytes;
     if (hostBytes > totalmem()) {
