@@ -23,6 +23,7 @@ import {
 } from './field-schemas.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { createRunCommand } from './run-flags.js';
+import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring.js';
 import { UsageError } from './usage-error.js';
 
 export { UsageError } from './usage-error.js';
@@ -70,6 +71,7 @@ export const runInputSchema = z
     maxBatchedTokens: positiveInt(),
     maxModelLen: positiveInt(),
     computeNsPerToken: nonNegativeInt(),
+    ...monitoringInputFields,
   })
   .partial()
   .strict();
@@ -126,6 +128,8 @@ export interface RunConfig {
   readonly maxBatchedTokens: number | null;
   readonly maxModelLen: number | null;
   readonly computeNsPerToken: number | null;
+  /** The /metrics endpoint and the logs. */
+  readonly monitoring: RunMonitoringConfig;
 }
 
 /** A RunConfig whose backend and rank count are decided. */
@@ -187,6 +191,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     maxBatchedTokens: given.maxBatchedTokens ?? null,
     maxModelLen: given.maxModelLen ?? null,
     computeNsPerToken: given.computeNsPerToken ?? null,
+    monitoring: monitoringConfig(given, input),
   };
 }
 

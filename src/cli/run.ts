@@ -9,6 +9,7 @@ import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
+import { RunMonitor } from './run-monitor.js';
 import { driveWorkload } from '../workload/drive.js';
 
 interface RunOutcome {
@@ -27,14 +28,25 @@ export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
+  const monitor = await RunMonitor.start(resolved.monitoring);
+  try {
+    const code = await runAndReport(resolved, monitor);
+    await monitor.linger();
+    return code;
+  } finally {
+    await monitor.close();
+  }
+}
+
+async function runAndReport(resolved: ResolvedRunConfig, monitor: RunMonitor): Promise<number> {
   if (resolved.compare) {
-    const off = await runOnce(resolved, false);
-    const on = await runOnce(resolved, true);
+    const off = await runOnce(resolved, false, monitor);
+    const on = await runOnce(resolved, true, monitor);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     return reportFailures([off, on]);
   }
-  const outcome = await runOnce(resolved, resolved.offload);
+  const outcome = await runOnce(resolved, resolved.offload, monitor);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   return reportFailures([outcome]);
@@ -46,12 +58,13 @@ function reportFailures(outcomes: readonly RunOutcome[]): number {
   return failures.length > 0 ? 1 : 0;
 }
 
-async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<RunOutcome> {
+async function runOnce(config: ResolvedRunConfig, offload: boolean, monitor: RunMonitor): Promise<RunOutcome> {
   const engineConfig = toEngineConfig(config, { offload });
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
   const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
-  const engine = await Engine.create(engineConfig);
+  const engine = await Engine.create(engineConfig, monitor.engineOptions());
+  monitor.attach(engine);
   const finished: FinishedRequest[] = [];
   let failure: string | null = null;
   let integrity: IntegrityChecker | null = null;
