@@ -1,7 +1,14 @@
+import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
+import type { Registry } from 'prom-client';
+import { EngineMonitor } from '../metrics/engine-monitor.js';
+import { readGauges } from '../metrics/gauges.js';
+import type { OffloadingManagerStats } from '../offload/manager.js';
+import type { EngineMetrics } from '../runtime/engine-types.js';
+import { createMetricsRegistry } from '../runtime/prometheus.js';
 import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.js';
 import type { SchedulerConnector } from '../scheduler/connector.js';
-import type { JobResult, ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../scheduler/outputs.js';
+import type { JobResult, ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../scheduler/outputs.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 
@@ -32,10 +39,23 @@ export interface SchedulerBenchOptions {
   readonly connector?: (config: SchedulerConfig) => SchedulerConnector;
   /** Called once the scheduler exists, before the first step (e.g. to hand the connector the GPU prefix cache). */
   readonly onSchedulerCreated?: (scheduler: Scheduler) => void;
+  /**
+   * Also measure every size with the metrics attached, as the engine attaches
+   * them: the monitor observes the scheduler and every step, and a Prometheus
+   * registry over it is scraped every `scrapeEverySteps` steps. Off and on
+   * measurements alternate, so drift hits both alike. Default false.
+   */
+  readonly withMetrics?: boolean;
+  /** Steps between scrapes when measuring with metrics. Default 100. */
+  readonly scrapeEverySteps?: number;
+  /** The CPU tier's stats, for the registry's gauges (the connector's manager). */
+  readonly cpuTierStats?: () => OffloadingManagerStats | null;
 }
 
-type ResolvedBenchOptions = Required<Omit<SchedulerBenchOptions, 'runningRequests' | 'connector' | 'onSchedulerCreated'>> &
-  Pick<SchedulerBenchOptions, 'connector' | 'onSchedulerCreated'>;
+type ResolvedBenchOptions = Required<
+  Omit<SchedulerBenchOptions, 'runningRequests' | 'connector' | 'onSchedulerCreated' | 'cpuTierStats'>
+> &
+  Pick<SchedulerBenchOptions, 'connector' | 'onSchedulerCreated' | 'cpuTierStats'>;
 
 export interface SchedulerBenchRow {
   readonly runningRequests: number;
@@ -56,6 +76,10 @@ export interface SchedulerBenchRow {
   readonly scheduleShare: number;
   readonly tokensPerStep: number;
   readonly withConnector: boolean;
+  /** Measured with the metrics monitor and a registry scraped every `scrapeEverySteps` steps. */
+  readonly withMetrics: boolean;
+  /** With metrics: usPerStep over the same size's row without them, minus 1; null without metrics. */
+  readonly metricsOverhead: number | null;
 }
 
 /** Token stream of request `index`: distinct prompts, so there are no prefix hits to skew the figure. */
@@ -123,7 +147,83 @@ const EMPTY: Set<string> = new Set();
 const NO_IDS: readonly number[] = Object.freeze([]);
 const NO_BLOCKS: ReadonlySet<number> = new Set();
 
-function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
+/**
+ * The engine's monitoring around a bare scheduler: what Engine.step() adds
+ * per step (two clock reads, the monitor's step hooks over one stand-in
+ * rank's output) and a registry reading the same gauges an engine's does.
+ */
+class BenchMonitoring {
+  readonly registry: Registry;
+  private readonly rankOutput: { -readonly [K in keyof RankStepOutput]: RankStepOutput[K] } = {
+    rank: 0,
+    step: 0,
+    sampledReqIds: [],
+    digests: [],
+    connector: { finishedJobs: [], finishedSending: [], finishedRecving: [], invalidBlockIds: [] },
+    stepMs: 0,
+    forwardMs: 0,
+    injectedLoadFailures: 0,
+  };
+  private readonly outputs: RankStepOutput[] = [this.rankOutput];
+  private started = 0;
+
+  constructor(
+    readonly monitor: EngineMonitor,
+    scheduler: Scheduler,
+    cpuTierStats: () => OffloadingManagerStats | null,
+  ) {
+    this.registry = createMetricsRegistry({
+      metrics: () => benchMetrics(scheduler),
+      monitoring: () => ({
+        monitor,
+        gauges: readGauges({
+          scheduler: scheduler.stats(),
+          gpuEvictedBlocks: scheduler.kvCacheManager.pool.evictedBlocks,
+          cpuTier: cpuTierStats(),
+          monitor,
+          ranksAlive: [true],
+        }),
+      }),
+    });
+  }
+
+  stepStarted(so: SchedulerOutput): void {
+    this.started = performance.now();
+    this.monitor.stepScheduled(so);
+  }
+
+  stepAnswered(so: SchedulerOutput, output: ModelRunnerOutput): void {
+    const rank = this.rankOutput;
+    rank.step = so.step;
+    rank.stepMs = performance.now() - this.started;
+    (rank.connector as { finishedJobs: readonly JobResult[] }).finishedJobs = output.finishedJobs;
+    this.monitor.stepAnswered(this.outputs, output.finishedJobs);
+  }
+
+  stepFinished(): void {
+    this.monitor.stepFinished(performance.now() - this.started);
+  }
+}
+
+/** EngineMetrics of a bare scheduler (no ranks: transfers and leaks are not tracked here). */
+function benchMetrics(scheduler: Scheduler): EngineMetrics {
+  const s = scheduler.stats();
+  const none = { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 };
+  return {
+    steps: s.steps,
+    preemptions: s.preemptions,
+    requests: { added: s.requestsAdded, finished: s.requestsFinished, aborted: s.requestsAborted, failed: s.requestsFailed },
+    tokens: { prompt: 0, output: s.outputTokens, prefillComputed: s.prefillTokensComputed },
+    hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
+    transfers: { gpuToCpu: none, cpuToGpu: none },
+    loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
+    storeFailures: 0,
+    rankRestarts: 0,
+    leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+  };
+}
+
+async function measure(n: number, options: ResolvedBenchOptions, withMetrics: boolean): Promise<SchedulerBenchRow> {
   const { steps, warmupSteps, promptTokens, blockSize, vocabSize } = options;
   const maxTokens = warmupSteps + steps + 8;
   const maxModelLen = promptTokens + maxTokens;
@@ -136,7 +236,9 @@ function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
     maxModelLen,
     vocabSize,
   });
-  const scheduler = new Scheduler(config, { connector: options.connector?.(config) ?? null });
+  const monitor = withMetrics ? new EngineMonitor(1) : null;
+  const scheduler = new Scheduler(config, { connector: options.connector?.(config) ?? null, observer: monitor });
+  const monitoring = monitor === null ? null : new BenchMonitoring(monitor, scheduler, options.cpuTierStats ?? (() => null));
   options.onSchedulerCreated?.(scheduler);
   for (let i = 0; i < n; i++) {
     const request = createRequest(
@@ -148,7 +250,11 @@ function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
   const workers = new TrivialWorkers(vocabSize);
   const runStep = (): void => {
     const so = scheduler.schedule();
-    scheduler.updateFromOutput(so, workers.run(so));
+    monitoring?.stepStarted(so);
+    const output = workers.run(so);
+    monitoring?.stepAnswered(so, output);
+    scheduler.updateFromOutput(so, output);
+    monitoring?.stepFinished();
   };
   // Prefill every request, then warm up on decode steps.
   runStep();
@@ -164,15 +270,25 @@ function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
   let totalNs = 0n;
   let workersNs = 0n;
   let tokens = 0;
+  const scrapeEvery = options.scrapeEverySteps;
+  let scrapes = 0;
   const cpu0 = process.cpuUsage();
   for (let i = 0; i < steps; i++) {
     const t0 = process.hrtime.bigint();
     const so = scheduler.schedule();
+    monitoring?.stepStarted(so);
     const t1 = process.hrtime.bigint();
     const output = workers.run(so);
     const t2 = process.hrtime.bigint();
+    monitoring?.stepAnswered(so, output);
     scheduler.updateFromOutput(so, output);
+    monitoring?.stepFinished();
     const t3 = process.hrtime.bigint();
+    // A scrape is served between steps, as the CLI's endpoint is; its CPU time counts, its wall time is not a step's.
+    if (monitoring !== null && (i + 1) % scrapeEvery === 0) {
+      await monitoring.registry.metrics();
+      scrapes++;
+    }
     scheduleNs += t1 - t0;
     workersNs += t2 - t1;
     totalNs += t1 - t0 + (t3 - t2);
@@ -182,6 +298,10 @@ function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
   const cpu = process.cpuUsage(cpu0);
   const cpuUs = cpu.user + cpu.system - Number(workersNs) / 1000;
   if (scheduler.stats().running !== n) throw new Error('bench: a request stopped running during the timed steps');
+  if (monitoring !== null && monitoring.monitor.stepTime.count !== 1 + warmupSteps + steps) {
+    throw new Error('bench: the monitor missed steps');
+  }
+  if (monitoring !== null && scrapes !== Math.floor(steps / scrapeEvery)) throw new Error('bench: scrapes were skipped');
   wall.sort((a, b) => a - b);
   const usPerStep = cpuUs / steps;
   return {
@@ -195,10 +315,17 @@ function measure(n: number, options: ResolvedBenchOptions): SchedulerBenchRow {
     scheduleShare: Number(scheduleNs) / Number(totalNs),
     tokensPerStep: tokens / steps,
     withConnector: options.connector !== undefined,
+    withMetrics,
+    metricsOverhead: null,
   };
 }
 
-export function runSchedulerBench(options: SchedulerBenchOptions = {}): SchedulerBenchRow[] {
+function median(runs: SchedulerBenchRow[]): SchedulerBenchRow {
+  runs.sort((a, b) => a.usPerStep - b.usPerStep);
+  return runs[Math.floor(runs.length / 2)];
+}
+
+export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Promise<SchedulerBenchRow[]> {
   const sizes = options.runningRequests ?? [256, 1024, 4096];
   const resolved = {
     steps: options.steps ?? 500,
@@ -210,6 +337,9 @@ export function runSchedulerBench(options: SchedulerBenchOptions = {}): Schedule
     vocabSize: options.vocabSize ?? 32000,
     connector: options.connector,
     onSchedulerCreated: options.onSchedulerCreated,
+    withMetrics: options.withMetrics ?? false,
+    scrapeEverySteps: options.scrapeEverySteps ?? 100,
+    cpuTierStats: options.cpuTierStats,
   };
   const counts: Array<[string, number, number]> = [
     ['steps', resolved.steps, 1],
@@ -218,6 +348,7 @@ export function runSchedulerBench(options: SchedulerBenchOptions = {}): Schedule
     ['promptTokens', resolved.promptTokens, 1],
     ['blockSize', resolved.blockSize, 1],
     ['vocabSize', resolved.vocabSize, 2],
+    ['scrapeEverySteps', resolved.scrapeEverySteps, 1],
   ];
   for (const [name, value, min] of counts) {
     if (!Number.isInteger(value) || value < min) {
@@ -229,12 +360,26 @@ export function runSchedulerBench(options: SchedulerBenchOptions = {}): Schedule
   }
   // One untimed pass at the first size first: the optimizing compiler's background threads would
   // otherwise count in the first row's CPU time.
-  if (resolved.warmupRun && sizes.length > 0) measure(sizes[0], resolved);
-  return sizes.map((n) => {
-    const runs = Array.from({ length: resolved.repeats }, () => measure(n, resolved));
-    runs.sort((a, b) => a.usPerStep - b.usPerStep);
-    return runs[Math.floor(runs.length / 2)];
-  });
+  if (resolved.warmupRun && sizes.length > 0) {
+    await measure(sizes[0], resolved, false);
+    if (resolved.withMetrics) await measure(sizes[0], resolved, true);
+  }
+  const rows: SchedulerBenchRow[] = [];
+  for (const n of sizes) {
+    const off: SchedulerBenchRow[] = [];
+    const on: SchedulerBenchRow[] = [];
+    for (let r = 0; r < resolved.repeats; r++) {
+      off.push(await measure(n, resolved, false));
+      if (resolved.withMetrics) on.push(await measure(n, resolved, true));
+    }
+    const base = median(off);
+    rows.push(base);
+    if (resolved.withMetrics) {
+      const withMetrics = median(on);
+      rows.push({ ...withMetrics, metricsOverhead: withMetrics.usPerStep / base.usPerStep - 1 });
+    }
+  }
+  return rows;
 }
 
 export function formatSchedulerBench(rows: readonly SchedulerBenchRow[]): string {
@@ -251,6 +396,6 @@ export function formatSchedulerBench(rows: readonly SchedulerBenchRow[]): string
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const json = process.argv.includes('--json');
-  const rows = runSchedulerBench();
+  const rows = await runSchedulerBench();
   console.log(json ? JSON.stringify(rows, null, 2) : formatSchedulerBench(rows));
 }

@@ -9,6 +9,7 @@ import { runOverlapBench, type OverlapBenchRow } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
+import type { OffloadingManager } from '../offload/manager.js';
 import { BenchOptions } from './bench-options.js';
 import { UsageError } from './usage-error.js';
 
@@ -70,15 +71,18 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, LRU) runs inside both calls.',
     'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
     'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
+    'metrics on (--with-metrics): the engine monitor observes the scheduler and every step as Engine.step() does, and a Prometheus registry over it is scraped every --scrape-every steps inside the timed window (its CPU time counts). Off and on measurements alternate; metricsOverhead = usPerStep(on) / usPerStep(off) - 1 for the same size in the same run.',
   ],
   columns: [
     { header: 'runningRequests', cell: (r) => String(r.runningRequests) },
     { header: 'offload', cell: (r) => (r.withConnector ? 'on' : 'off') },
+    { header: 'metrics', cell: (r) => (r.withMetrics ? 'on' : 'off') },
     { header: 'usPerStep', cell: (r) => fixed(1)(r.usPerStep) },
     { header: 'usPerRequestStep', cell: (r) => fixed(3)(r.usPerRequestStep) },
     { header: 'wallUsPerStep', cell: (r) => fixed(1)(r.wallUsPerStep) },
     { header: 'p99WallUs', cell: (r) => fixed(1)(r.p99WallUsPerStep) },
     { header: 'scheduleShare', cell: (r) => fixed(2)(r.scheduleShare) },
+    { header: 'metricsOverhead', cell: (r) => (r.metricsOverhead === null ? '-' : `${(100 * r.metricsOverhead).toFixed(1)}%`) },
   ],
   async run(_backend, options) {
     const runningRequests = options.intList('running', [256, 1024, 4096]);
@@ -86,15 +90,21 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const repeats = options.int('repeats', 3);
     const offload = options.flag('offload', true);
     const promptTokens = options.int('promptTokens', 128);
+    const withMetrics = options.flag('withMetrics', false);
+    const scrapeEverySteps = options.int('scrapeEvery', 100);
     options.finish();
+    let cpuTier: OffloadingManager | null = null;
     return runSchedulerBench({
       runningRequests,
       steps,
       repeats,
       promptTokens,
+      withMetrics,
+      scrapeEverySteps,
+      cpuTierStats: () => cpuTier?.stats() ?? null,
       connector: offload
-        ? (config) =>
-            createOffloadingConnector({
+        ? (config) => {
+            const setup = createOffloadingConnector({
               model: MODEL_PRESETS.tiny,
               tp: 1,
               blockSize: config.blockSize,
@@ -102,7 +112,10 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
               cpuBlocks: config.numGpuBlocks * 4,
               eviction: 'lru',
               storePolicy: 'on-compute',
-            }).connector
+            });
+            cpuTier = setup.manager;
+            return setup.connector;
+          }
         : undefined,
     });
   },

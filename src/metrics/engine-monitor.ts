@@ -134,23 +134,33 @@ export class EngineMonitor implements SchedulerObserver {
   }
 
   // ----------------------------------------------------------------- reading
+  // Series lists are built once and reused: a registry caches the text of each labels object.
 
-  rankStepSeries(): HistogramSeries[] {
-    return this.rankStepTime.map((histogram, rank) => ({ labels: { rank: String(rank) }, histogram }));
-  }
+  private rankSeries: HistogramSeries[] = [];
+  private readonly transfers: readonly HistogramSeries[] = (['gpuToCpu', 'cpuToGpu'] as const).flatMap((direction) =>
+    (['ok', 'failed'] as const).map((outcome) => ({
+      labels: Object.freeze({ direction: directionLabel(direction), outcome }),
+      histogram: this.transferTime[direction][outcome],
+    })),
+  );
+  private readonly lookups: readonly HistogramSeries[] = (['gpu_prefix', 'cpu'] as const).map((tier) => ({
+    labels: Object.freeze({ tier }),
+    histogram: this.lookupTime[tier],
+  }));
 
-  transferSeries(): HistogramSeries[] {
-    const series: HistogramSeries[] = [];
-    for (const direction of ['gpuToCpu', 'cpuToGpu'] as const) {
-      for (const outcome of ['ok', 'failed'] as const) {
-        series.push({ labels: { direction: directionLabel(direction), outcome }, histogram: this.transferTime[direction][outcome] });
-      }
+  rankStepSeries(): readonly HistogramSeries[] {
+    if (this.rankSeries.length !== this.rankStepTime.length) {
+      this.rankSeries = this.rankStepTime.map((histogram, rank) => ({ labels: Object.freeze({ rank: String(rank) }), histogram }));
     }
-    return series;
+    return this.rankSeries;
   }
 
-  lookupSeries(): HistogramSeries[] {
-    return (['gpu_prefix', 'cpu'] as const).map((tier) => ({ labels: { tier }, histogram: this.lookupTime[tier] }));
+  transferSeries(): readonly HistogramSeries[] {
+    return this.transfers;
+  }
+
+  lookupSeries(): readonly HistogramSeries[] {
+    return this.lookups;
   }
 
   preemptionCounts(): [PreemptionCause, number][] {

@@ -3,9 +3,24 @@ import type { HistogramSeries } from './engine-monitor.js';
 
 interface ExposedValue {
   readonly metricName: string;
-  readonly labels: Record<string, string>;
+  readonly labels: Readonly<Record<string, string>>;
+  /** The series' own labels: prom-client formats each such object once and caches the text. */
+  readonly sharedLabels: Readonly<Record<string, string>>;
   readonly value: number;
 }
+
+const NO_LABELS: Readonly<Record<string, string>> = Object.freeze({});
+/** One `{ le }` object per bound value, shared by every series and scrape. */
+const leLabels = new Map<number, Readonly<Record<string, string>>>();
+function leLabel(bound: number): Readonly<Record<string, string>> {
+  let label = leLabels.get(bound);
+  if (label === undefined) {
+    label = Object.freeze({ le: String(bound) });
+    leLabels.set(bound, label);
+  }
+  return label;
+}
+const INF_LABEL = Object.freeze({ le: '+Inf' });
 
 /**
  * A Prometheus histogram whose buckets live elsewhere (Histogram objects the
@@ -29,15 +44,16 @@ class SnapshotHistogram {
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: 'sum'; values: ExposedValue[] }> {
     const values: ExposedValue[] = [];
+    const bucketName = `${this.name}_bucket`;
     for (const { labels, histogram } of this.series()) {
       let cumulative = 0;
-      histogram.bounds.forEach((bound, i) => {
+      for (let i = 0; i < histogram.bounds.length; i++) {
         cumulative += histogram.counts[i];
-        values.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le: String(bound) }, value: cumulative });
-      });
-      values.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le: '+Inf' }, value: histogram.count });
-      values.push({ metricName: `${this.name}_sum`, labels: { ...labels }, value: histogram.sum });
-      values.push({ metricName: `${this.name}_count`, labels: { ...labels }, value: histogram.count });
+        values.push({ metricName: bucketName, labels: leLabel(histogram.bounds[i]), sharedLabels: labels, value: cumulative });
+      }
+      values.push({ metricName: bucketName, labels: INF_LABEL, sharedLabels: labels, value: histogram.count });
+      values.push({ metricName: `${this.name}_sum`, labels: NO_LABELS, sharedLabels: labels, value: histogram.sum });
+      values.push({ metricName: `${this.name}_count`, labels: NO_LABELS, sharedLabels: labels, value: histogram.count });
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }

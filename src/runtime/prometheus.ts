@@ -133,8 +133,9 @@ function registerMonitoring(
 ): void {
   const histogram = (name: string, help: string, labelNames: readonly string[], series: Parameters<typeof registerSnapshotHistogram>[4]) =>
     registerSnapshotHistogram(registry, `${prefix}${name}`, help, labelNames, series);
+  const unlabelled = Object.freeze({});
   const one = (pick: (s: MonitoringSnapshot) => MonitoringSnapshot['monitor']['stepTime']) => () => [
-    { labels: {}, histogram: pick(read()) },
+    { labels: unlabelled, histogram: pick(read()) },
   ];
 
   histogram('time_to_first_token_seconds', 'Arrival to first output token, per finished request.', [], one((s) => s.monitor.timeToFirstToken));
