@@ -179,9 +179,9 @@ describe('engine logs', () => {
   it('warn about steps slower than slowStepMs, naming the slowest rank', async () => {
     const logger = capturingLogger();
     await withEngine(
-      // 1 ms of emulated compute per token: the 64-token prefill takes 64 ms, each decode step about 1 ms.
+      // 1 ms of emulated compute per token (split over the ranks): the 200-token prefill takes 100 ms, each decode step well under 40.
       { tp: 2, gpuBlocks: 64, offload: false, computeNsPerToken: 1_000_000 },
-      async (engine) => runWaves(engine, [[{ promptTokens: tokens(2, 64), maxTokens: 4 }]]),
+      async (engine) => runWaves(engine, [[{ promptTokens: tokens(2, 200), maxTokens: 4 }]]),
       { logger, slowStepMs: 40 },
     );
     const slow = logger.records.filter((r) => r.fields.event === 'slow_step');
