@@ -1,7 +1,8 @@
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { directionLabel, LOAD_FAILURE_CAUSES } from '../metrics/engine-monitor.js';
 import type { MonitoringSnapshot } from '../metrics/gauges.js';
 import { registerSnapshotHistogram } from '../metrics/snapshot-histogram.js';
+import { label, registerSnapshotValues, unlabelled, type Sample } from '../metrics/snapshot-values.js';
 import type { EngineMetrics, TransferCounters } from './engine-types.js';
 
 /**
@@ -12,8 +13,6 @@ export interface MetricsSource {
   metrics(): EngineMetrics;
   monitoring?(): MonitoringSnapshot;
 }
-
-type Sample = readonly [Record<string, string>, number];
 
 /**
  * Reads `read()` once per scrape: every metric's collect runs synchronously
@@ -49,74 +48,54 @@ export function createMetricsRegistry(source: MetricsSource | (() => EngineMetri
   const monitoringOf = typeof source === 'function' ? undefined : source.monitoring?.bind(source);
   const monitoring = monitoringOf === undefined ? null : oncePerScrape(monitoringOf);
 
-  const counter = (name: string, help: string, labelNames: readonly string[], values: () => readonly Sample[]): void => {
-    new Counter({
-      name: `${prefix}${name}`,
-      help,
-      labelNames: [...labelNames],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const [labels, value] of values()) this.inc(labels, value);
-      },
-    });
-  };
-  const gauge = (name: string, help: string, labelNames: readonly string[], values: () => readonly Sample[]): void => {
-    new Gauge({
-      name: `${prefix}${name}`,
-      help,
-      labelNames: [...labelNames],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const [labels, value] of values()) this.set(labels, value);
-      },
-    });
-  };
+  const counter = (name: string, help: string, labelNames: readonly string[], values: () => readonly Sample[]): void =>
+    registerSnapshotValues(registry, `${prefix}${name}`, help, 'counter', labelNames, values);
+  const gauge = (name: string, help: string, labelNames: readonly string[], values: () => readonly Sample[]): void =>
+    registerSnapshotValues(registry, `${prefix}${name}`, help, 'gauge', labelNames, values);
 
   const perDirection = (pick: (c: TransferCounters) => number) => (): readonly Sample[] => {
     const m = metrics();
     return [
-      [{ direction: 'gpu_to_cpu' }, pick(m.transfers.gpuToCpu)],
-      [{ direction: 'cpu_to_gpu' }, pick(m.transfers.cpuToGpu)],
+      [label('direction', 'gpu_to_cpu'), pick(m.transfers.gpuToCpu)],
+      [label('direction', 'cpu_to_gpu'), pick(m.transfers.cpuToGpu)],
     ];
   };
 
-  counter('steps_total', 'Engine steps run on every rank.', [], () => [[{}, metrics().steps]]);
+  counter('steps_total', 'Engine steps run on every rank.', [], () => [[unlabelled, metrics().steps]]);
   if (monitoring === null) {
-    counter('preemptions_total', 'Requests preempted because GPU blocks ran out.', [], () => [[{}, metrics().preemptions]]);
+    counter('preemptions_total', 'Requests preempted because GPU blocks ran out.', [], () => [[unlabelled, metrics().preemptions]]);
   }
   counter('requests_total', 'Requests by outcome.', ['state'], () => {
     const m = metrics();
     return [
-      [{ state: 'added' }, m.requests.added],
-      [{ state: 'finished' }, m.requests.finished],
-      [{ state: 'aborted' }, m.requests.aborted],
-      [{ state: 'failed' }, m.requests.failed],
+      [label('state', 'added'), m.requests.added],
+      [label('state', 'finished'), m.requests.finished],
+      [label('state', 'aborted'), m.requests.aborted],
+      [label('state', 'failed'), m.requests.failed],
     ];
   });
   counter('tokens_total', 'Prompt tokens received, output tokens generated, prompt tokens computed by prefill.', ['kind'], () => {
     const m = metrics();
     return [
-      [{ kind: 'prompt' }, m.tokens.prompt],
-      [{ kind: 'output' }, m.tokens.output],
-      [{ kind: 'prefill_computed' }, m.tokens.prefillComputed],
+      [label('kind', 'prompt'), m.tokens.prompt],
+      [label('kind', 'output'), m.tokens.output],
+      [label('kind', 'prefill_computed'), m.tokens.prefillComputed],
     ];
   });
   counter('hit_tokens_total', 'Prompt tokens served from a cache tier instead of computed.', ['tier'], () => {
     const m = metrics();
     return [
-      [{ tier: 'gpu_prefix' }, m.hits.gpuPrefixTokens],
-      [{ tier: 'cpu' }, m.hits.cpuTierTokens],
+      [label('tier', 'gpu_prefix'), m.hits.gpuPrefixTokens],
+      [label('tier', 'cpu'), m.hits.cpuTierTokens],
     ];
   });
   counter('offload_jobs_total', 'Transfer jobs finished on every rank.', ['direction'], perDirection((c) => c.jobs));
   counter('offload_failed_jobs_total', 'Transfer jobs that failed on some rank.', ['direction'], perDirection((c) => c.failedJobs));
   counter('offload_bytes_total', 'Bytes moved by transfer jobs, summed over ranks.', ['direction'], perDirection((c) => c.bytes));
   counter('offload_busy_seconds_total', 'Device time of transfer jobs.', ['direction'], perDirection((c) => c.busyMs / 1000));
-  counter('load_failure_blocks_total', 'GPU blocks whose load failed.', [], () => [[{}, metrics().loadFailures.blocks]]);
-  counter('requests_recovered_total', 'Requests recomputed after a failed load.', [], () => [[{}, metrics().loadFailures.requestsRecovered]]);
-  counter('rank_restarts_total', 'Ranks respawned after they died.', [], () => [[{}, metrics().rankRestarts]]);
+  counter('load_failure_blocks_total', 'GPU blocks whose load failed.', [], () => [[unlabelled, metrics().loadFailures.blocks]]);
+  counter('requests_recovered_total', 'Requests recomputed after a failed load.', [], () => [[unlabelled, metrics().loadFailures.requestsRecovered]]);
+  counter('rank_restarts_total', 'Ranks respawned after they died.', [], () => [[unlabelled, metrics().rankRestarts]]);
 
   if (monitoring !== null) registerMonitoring(registry, prefix, monitoring, counter, gauge);
   return registry;
@@ -133,7 +112,6 @@ function registerMonitoring(
 ): void {
   const histogram = (name: string, help: string, labelNames: readonly string[], series: Parameters<typeof registerSnapshotHistogram>[4]) =>
     registerSnapshotHistogram(registry, `${prefix}${name}`, help, labelNames, series);
-  const unlabelled = Object.freeze({});
   const one = (pick: (s: MonitoringSnapshot) => MonitoringSnapshot['monitor']['stepTime']) => () => [
     { labels: unlabelled, histogram: pick(read()) },
   ];
@@ -157,20 +135,20 @@ function registerMonitoring(
   );
   histogram('lookup_duration_seconds', 'Time of one prompt lookup in a cache tier at admission.', ['tier'], () => read().monitor.lookupSeries());
 
-  gauge('requests_running', 'Requests computing tokens.', [], () => [[{}, read().gauges.requests.running]]);
-  gauge('requests_waiting', 'Requests queued (new or preempted), not waiting for a load.', [], () => [[{}, read().gauges.requests.waiting]]);
+  gauge('requests_running', 'Requests computing tokens.', [], () => [[unlabelled, read().gauges.requests.running]]);
+  gauge('requests_waiting', 'Requests queued (new or preempted), not waiting for a load.', [], () => [[unlabelled, read().gauges.requests.waiting]]);
   gauge('requests_waiting_for_load', 'Admitted requests waiting for their KV to load from the CPU tier.', [], () => [
-    [{}, read().gauges.requests.waitingForLoad],
+    [unlabelled, read().gauges.requests.waitingForLoad],
   ]);
-  gauge('gpu_blocks_capacity', 'GPU KV blocks per rank.', [], () => [[{}, read().gauges.gpuBlocks.capacity]]);
-  gauge('gpu_blocks_used', 'GPU blocks held by requests.', [], () => [[{}, read().gauges.gpuBlocks.used]]);
+  gauge('gpu_blocks_capacity', 'GPU KV blocks per rank.', [], () => [[unlabelled, read().gauges.gpuBlocks.capacity]]);
+  gauge('gpu_blocks_used', 'GPU blocks held by requests.', [], () => [[unlabelled, read().gauges.gpuBlocks.used]]);
   gauge('gpu_blocks_free', 'GPU blocks allocation may take (free, or cached and unreferenced).', [], () => [
-    [{}, read().gauges.gpuBlocks.free],
+    [unlabelled, read().gauges.gpuBlocks.free],
   ]);
-  gauge('gpu_blocks_prefix_cached', 'GPU blocks in the prefix cache (held or not).', [], () => [[{}, read().gauges.gpuBlocks.prefixCached]]);
+  gauge('gpu_blocks_prefix_cached', 'GPU blocks in the prefix cache (held or not).', [], () => [[unlabelled, read().gauges.gpuBlocks.prefixCached]]);
   const cpu = (pick: (c: NonNullable<MonitoringSnapshot['gauges']['cpuBlocks']>) => number) => (): readonly Sample[] => {
     const tier = read().gauges.cpuBlocks;
-    return tier === null ? [] : [[{}, pick(tier)]];
+    return tier === null ? [] : [[unlabelled, pick(tier)]];
   };
   gauge('cpu_blocks_capacity', 'Offloaded blocks the CPU tier holds at most.', [], cpu((c) => c.capacity));
   gauge('cpu_blocks_ready', 'CPU tier blocks ready to load (pinned ones included).', [], cpu((c) => c.ready));
@@ -180,30 +158,30 @@ function registerMonitoring(
   gauge('transfer_jobs_in_flight', 'Transfer jobs scheduled and not finished on every rank.', ['direction'], () => {
     const inFlight = read().gauges.jobsInFlight;
     return [
-      [{ direction: directionLabel('gpuToCpu') }, inFlight.gpuToCpu],
-      [{ direction: directionLabel('cpuToGpu') }, inFlight.cpuToGpu],
+      [label('direction', directionLabel('gpuToCpu')), inFlight.gpuToCpu],
+      [label('direction', directionLabel('cpuToGpu')), inFlight.cpuToGpu],
     ];
   });
-  gauge('ranks_alive', 'Rank threads alive.', [], () => [[{}, read().gauges.ranksAlive.filter(Boolean).length]]);
+  gauge('ranks_alive', 'Rank threads alive.', [], () => [[unlabelled, read().gauges.ranksAlive.filter(Boolean).length]]);
   gauge('rank_up', '1 while the rank thread is alive, 0 once it died (until restarted).', ['rank'], () =>
-    read().gauges.ranksAlive.map((alive, rank): Sample => [{ rank: String(rank) }, alive ? 1 : 0]),
+    read().gauges.ranksAlive.map((alive, rank): Sample => [label('rank', String(rank)), alive ? 1 : 0]),
   );
 
   counter('preemptions_total', 'Requests that lost their computed KV and went back to the queue, by cause.', ['cause'], () =>
-    read().monitor.preemptionCounts().map(([cause, count]): Sample => [{ cause }, count]),
+    read().monitor.preemptionCounts().map(([cause, count]): Sample => [label('cause', cause), count]),
   );
   counter('evicted_blocks_total', 'Cached blocks evicted to make room, by tier.', ['tier'], () => {
     const g = read().gauges;
-    const samples: Sample[] = [[{ tier: 'gpu' }, g.gpuBlocks.evictedTotal]];
-    if (g.cpuBlocks !== null) samples.push([{ tier: 'cpu' }, g.cpuBlocks.evictedTotal]);
+    const samples: Sample[] = [[label('tier', 'gpu'), g.gpuBlocks.evictedTotal]];
+    if (g.cpuBlocks !== null) samples.push([label('tier', 'cpu'), g.cpuBlocks.evictedTotal]);
     return samples;
   });
   counter('store_declined_blocks_total', 'Blocks the store policy declined to offload.', [], () => {
     const tier = read().gauges.cpuBlocks;
-    return tier === null ? [] : [[{}, tier.declinedTotal]];
+    return tier === null ? [] : [[unlabelled, tier.declinedTotal]];
   });
   counter('load_failed_blocks_total', 'GPU block loads that failed, summed over ranks, by cause (injected, device, remote).', ['cause'], () => {
     const failed = read().monitor.loadFailedBlocks;
-    return LOAD_FAILURE_CAUSES.map((cause): Sample => [{ cause }, failed[cause]]);
+    return LOAD_FAILURE_CAUSES.map((cause): Sample => [label('cause', cause), failed[cause]]);
   });
 }
