@@ -80,6 +80,14 @@ export interface SchedulerBenchRow {
   readonly withMetrics: boolean;
   /** With metrics: usPerStep over the same size's row without them, minus 1; null without metrics. */
   readonly metricsOverhead: number | null;
+  /**
+   * With metrics: wall microseconds per timed step spent in the monitoring
+   * itself (its step hooks and the scrapes, timed around each call), and that
+   * time over the same size's usPerStep without metrics: a direct measure of
+   * the cost that a loaded machine's noise does not swamp. null without metrics.
+   */
+  readonly monitoringUsPerStep: number | null;
+  readonly monitoringShare: number | null;
 }
 
 /** Token stream of request `index`: distinct prompts, so there are no prefix hits to skew the figure. */
@@ -166,6 +174,8 @@ class BenchMonitoring {
   };
   private readonly outputs: RankStepOutput[] = [this.rankOutput];
   private started = 0;
+  /** Wall milliseconds spent in the hooks and scrapes since it was last set to 0. */
+  ownMs = 0;
 
   constructor(
     readonly monitor: EngineMonitor,
@@ -189,19 +199,31 @@ class BenchMonitoring {
 
   stepStarted(so: SchedulerOutput): void {
     this.started = performance.now();
+    const t0 = this.started;
     this.monitor.stepScheduled(so);
+    this.ownMs += performance.now() - t0;
   }
 
   stepAnswered(so: SchedulerOutput, output: ModelRunnerOutput): void {
+    const t0 = performance.now();
     const rank = this.rankOutput;
     rank.step = so.step;
     rank.stepMs = performance.now() - this.started;
     (rank.connector as { finishedJobs: readonly JobResult[] }).finishedJobs = output.finishedJobs;
     this.monitor.stepAnswered(this.outputs, output.finishedJobs);
+    this.ownMs += performance.now() - t0;
   }
 
   stepFinished(): void {
+    const t0 = performance.now();
     this.monitor.stepFinished(performance.now() - this.started);
+    this.ownMs += performance.now() - t0;
+  }
+
+  async scrape(): Promise<void> {
+    const t0 = performance.now();
+    await this.registry.metrics();
+    this.ownMs += performance.now() - t0;
   }
 }
 
@@ -272,6 +294,7 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
   let tokens = 0;
   const scrapeEvery = options.scrapeEverySteps;
   let scrapes = 0;
+  if (monitoring !== null) monitoring.ownMs = 0;
   const cpu0 = process.cpuUsage();
   for (let i = 0; i < steps; i++) {
     const t0 = process.hrtime.bigint();
@@ -286,7 +309,7 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
     const t3 = process.hrtime.bigint();
     // A scrape is served between steps, as the CLI's endpoint is; its CPU time counts, its wall time is not a step's.
     if (monitoring !== null && (i + 1) % scrapeEvery === 0) {
-      await monitoring.registry.metrics();
+      await monitoring.scrape();
       scrapes++;
     }
     scheduleNs += t1 - t0;
@@ -317,6 +340,8 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
     withConnector: options.connector !== undefined,
     withMetrics,
     metricsOverhead: null,
+    monitoringUsPerStep: monitoring === null ? null : (monitoring.ownMs * 1000) / steps,
+    monitoringShare: null,
   };
 }
 
@@ -376,7 +401,11 @@ export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Pr
     rows.push(base);
     if (resolved.withMetrics) {
       const withMetrics = median(on);
-      rows.push({ ...withMetrics, metricsOverhead: withMetrics.usPerStep / base.usPerStep - 1 });
+      rows.push({
+        ...withMetrics,
+        metricsOverhead: withMetrics.usPerStep / base.usPerStep - 1,
+        monitoringShare: (withMetrics.monitoringUsPerStep as number) / base.usPerStep,
+      });
     }
   }
   return rows;

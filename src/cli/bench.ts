@@ -71,7 +71,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, LRU) runs inside both calls.',
     'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
     'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
-    'metrics on (--with-metrics): the engine monitor observes the scheduler and every step as Engine.step() does, and a Prometheus registry over it is scraped every --scrape-every steps inside the timed window (its CPU time counts). Off and on measurements alternate; metricsOverhead = usPerStep(on) / usPerStep(off) - 1 for the same size in the same run.',
+    'metrics on (--with-metrics): the engine monitor observes the scheduler and every step as Engine.step() does, and a Prometheus registry over it is scraped every --scrape-every steps inside the timed window (its CPU time counts). Off and on measurements alternate; metricsOverhead = usPerStep(on) / usPerStep(off) - 1 for the same size in the same run. monitoringUs: wall microseconds per step spent inside the monitoring calls themselves (step hooks and scrapes, timed around each call); monitoringShare = monitoringUs / usPerStep(off), the direct measure, robust to a busy machine where the A/B difference is noise.',
   ],
   columns: [
     { header: 'runningRequests', cell: (r) => String(r.runningRequests) },
@@ -83,6 +83,8 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     { header: 'p99WallUs', cell: (r) => fixed(1)(r.p99WallUsPerStep) },
     { header: 'scheduleShare', cell: (r) => fixed(2)(r.scheduleShare) },
     { header: 'metricsOverhead', cell: (r) => (r.metricsOverhead === null ? '-' : `${(100 * r.metricsOverhead).toFixed(1)}%`) },
+    { header: 'monitoringUs', cell: (r) => (r.monitoringUsPerStep === null ? '-' : fixed(1)(r.monitoringUsPerStep)) },
+    { header: 'monitoringShare', cell: (r) => (r.monitoringShare === null ? '-' : `${(100 * r.monitoringShare).toFixed(1)}%`) },
   ],
   async run(_backend, options) {
     const runningRequests = options.intList('running', [256, 1024, 4096]);

@@ -83,6 +83,9 @@ describe('scheduler bench', () => {
     expect(rows[0].metricsOverhead).toBeNull();
     expect(rows[1].metricsOverhead).toBeCloseTo(rows[1].usPerStep / rows[0].usPerStep - 1, 10);
     expect(rows[3].metricsOverhead).toBeCloseTo(rows[3].usPerStep / rows[2].usPerStep - 1, 10);
+    expect(rows[1].monitoringUsPerStep).toBeGreaterThan(0);
+    expect(rows[1].monitoringShare).toBeCloseTo(rows[1].monitoringUsPerStep! / rows[0].usPerStep, 10);
+    expect(rows[0].monitoringUsPerStep).toBeNull();
   });
 
   it('rejects a request count that is not a positive integer', async () => {
