@@ -245,9 +245,29 @@ function benchMetrics(scheduler: Scheduler): EngineMetrics {
   };
 }
 
-async function measure(n: number, options: ResolvedBenchOptions, withMetrics: boolean): Promise<SchedulerBenchRow> {
+/** Timings of the steps run in one mode (with or without metrics). */
+class ModeTimings {
+  readonly wall: number[] = [];
+  scheduleNs = 0n;
+  totalNs = 0n;
+  workersNs = 0n;
+  tokens = 0;
+  cpuUs = 0;
+  steps = 0;
+}
+
+/**
+ * Measures one fresh scheduler at `n` running requests. With metrics, the
+ * timed steps alternate between blocks without and blocks with the
+ * monitoring (`steps` of each), so a busy machine's swings hit both modes
+ * alike; a block is two block-sizes of steps, so both see the same share of
+ * the steps where every request completes a block. Returns the row without
+ * metrics, then (with metrics) the row with them.
+ */
+async function measure(n: number, options: ResolvedBenchOptions, withMetrics: boolean): Promise<SchedulerBenchRow[]> {
   const { steps, warmupSteps, promptTokens, blockSize, vocabSize } = options;
-  const maxTokens = warmupSteps + steps + 8;
+  const timedSteps = withMetrics ? 2 * steps : steps;
+  const maxTokens = warmupSteps + timedSteps + 8;
   const maxModelLen = promptTokens + maxTokens;
   const blocksPerRequest = Math.ceil(maxModelLen / blockSize);
   const config = parseSchedulerConfig({
@@ -285,69 +305,96 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
   }
   for (let i = 0; i < warmupSteps; i++) runStep();
 
-  // One CPU-time window over all timed steps (reading the CPU clock per call would cost more than it
+  // CPU time is read once per block of steps (reading the CPU clock per call would cost more than it
   // measures); the stand-in workers' share, timed on the wall clock, is taken out of it.
-  const wall: number[] = [];
-  let scheduleNs = 0n;
-  let totalNs = 0n;
-  let workersNs = 0n;
-  let tokens = 0;
+  const modes = [new ModeTimings(), new ModeTimings()];
+  const blockLength = withMetrics ? 2 * blockSize : timedSteps;
   const scrapeEvery = options.scrapeEverySteps;
   let scrapes = 0;
   if (monitoring !== null) monitoring.ownMs = 0;
-  const cpu0 = process.cpuUsage();
-  for (let i = 0; i < steps; i++) {
+  let cpuMark = process.cpuUsage();
+  let previous = modes[0];
+  for (let i = 0; i < timedSteps; i++) {
+    // Pairs of blocks, one of each mode, in a pseudo-random order per pair: the steps' own cost varies
+    // with their position (every other block costs more here), which a fixed order would book to one mode.
+    // Once one mode has its `steps`, the other finishes its own.
+    const block = Math.floor(i / blockLength);
+    const onFirst = (Math.imul((block >>> 1) + 1, 0x9e3779b1) >>> 16) % 2 === 1;
+    const onHere = (block % 2 === 0) === onFirst;
+    const on = withMetrics && (modes[0].steps >= steps || (modes[1].steps < steps && onHere));
+    const mode = modes[on ? 1 : 0];
+    if (mode !== previous) {
+      const cpu = process.cpuUsage(cpuMark);
+      cpuMark = process.cpuUsage();
+      previous.cpuUs += cpu.user + cpu.system;
+      previous = mode;
+    }
+    const active = on ? monitoring : null;
     const t0 = process.hrtime.bigint();
     const so = scheduler.schedule();
-    monitoring?.stepStarted(so);
+    active?.stepStarted(so);
     const t1 = process.hrtime.bigint();
     const output = workers.run(so);
     const t2 = process.hrtime.bigint();
-    monitoring?.stepAnswered(so, output);
+    active?.stepAnswered(so, output);
     scheduler.updateFromOutput(so, output);
-    monitoring?.stepFinished();
+    active?.stepFinished();
     const t3 = process.hrtime.bigint();
+    mode.steps++;
     // A scrape is served between steps, as the CLI's endpoint is; its CPU time counts, its wall time is not a step's.
-    if (monitoring !== null && (i + 1) % scrapeEvery === 0) {
-      await monitoring.scrape();
+    if (active !== null && mode.steps % scrapeEvery === 0) {
+      await active.scrape();
       scrapes++;
     }
-    scheduleNs += t1 - t0;
-    workersNs += t2 - t1;
-    totalNs += t1 - t0 + (t3 - t2);
-    wall.push(Number(t1 - t0 + (t3 - t2)) / 1000);
-    tokens += so.totalScheduledTokens;
+    mode.scheduleNs += t1 - t0;
+    mode.workersNs += t2 - t1;
+    mode.totalNs += t1 - t0 + (t3 - t2);
+    mode.wall.push(Number(t1 - t0 + (t3 - t2)) / 1000);
+    mode.tokens += so.totalScheduledTokens;
   }
-  const cpu = process.cpuUsage(cpu0);
-  const cpuUs = cpu.user + cpu.system - Number(workersNs) / 1000;
+  const cpu = process.cpuUsage(cpuMark);
+  previous.cpuUs += cpu.user + cpu.system;
   if (scheduler.stats().running !== n) throw new Error('bench: a request stopped running during the timed steps');
-  if (monitoring !== null && monitoring.monitor.stepTime.count !== 1 + warmupSteps + steps) {
+  if (monitoring !== null && monitoring.monitor.stepTime.count !== 1 + warmupSteps + modes[1].steps) {
     throw new Error('bench: the monitor missed steps');
   }
-  if (monitoring !== null && scrapes !== Math.floor(steps / scrapeEvery)) throw new Error('bench: scrapes were skipped');
-  wall.sort((a, b) => a - b);
-  const usPerStep = cpuUs / steps;
-  return {
-    runningRequests: n,
-    steps,
-    repeats: options.repeats,
-    usPerStep,
-    usPerRequestStep: usPerStep / n,
-    wallUsPerStep: Number(totalNs) / 1000 / steps,
-    p99WallUsPerStep: wall[Math.min(wall.length - 1, Math.floor(wall.length * 0.99))],
-    scheduleShare: Number(scheduleNs) / Number(totalNs),
-    tokensPerStep: tokens / steps,
-    withConnector: options.connector !== undefined,
-    withMetrics,
-    metricsOverhead: null,
-    monitoringUsPerStep: monitoring === null ? null : (monitoring.ownMs * 1000) / steps,
-    monitoringShare: null,
+  if (monitoring !== null && scrapes !== Math.floor(modes[1].steps / scrapeEvery)) throw new Error('bench: scrapes were skipped');
+  const row = (mode: ModeTimings, metrics: boolean): SchedulerBenchRow => {
+    mode.wall.sort((a, b) => a - b);
+    const usPerStep = (mode.cpuUs - Number(mode.workersNs) / 1000) / mode.steps;
+    return {
+      runningRequests: n,
+      steps: mode.steps,
+      repeats: options.repeats,
+      usPerStep,
+      usPerRequestStep: usPerStep / n,
+      wallUsPerStep: Number(mode.totalNs) / 1000 / mode.steps,
+      p99WallUsPerStep: mode.wall[Math.min(mode.wall.length - 1, Math.floor(mode.wall.length * 0.99))],
+      scheduleShare: Number(mode.scheduleNs) / Number(mode.totalNs),
+      tokensPerStep: mode.tokens / mode.steps,
+      withConnector: options.connector !== undefined,
+      withMetrics: metrics,
+      metricsOverhead: null,
+      monitoringUsPerStep: metrics && monitoring !== null ? (monitoring.ownMs * 1000) / mode.steps : null,
+      monitoringShare: null,
+    };
   };
+  if (!withMetrics) return [row(modes[0], false)];
+  const off = row(modes[0], false);
+  const on = row(modes[1], true);
+  return [
+    off,
+    {
+      ...on,
+      metricsOverhead: on.usPerStep / off.usPerStep - 1,
+      monitoringShare: (on.monitoringUsPerStep as number) / off.usPerStep,
+    },
+  ];
 }
 
-function median(runs: SchedulerBenchRow[]): SchedulerBenchRow {
-  runs.sort((a, b) => a.usPerStep - b.usPerStep);
-  return runs[Math.floor(runs.length / 2)];
+function medianBy(runs: SchedulerBenchRow[][], key: (pair: SchedulerBenchRow[]) => number): SchedulerBenchRow[] {
+  const sorted = [...runs].sort((a, b) => key(a) - key(b));
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Promise<SchedulerBenchRow[]> {
@@ -385,28 +432,13 @@ export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Pr
   }
   // One untimed pass at the first size first: the optimizing compiler's background threads would
   // otherwise count in the first row's CPU time.
-  if (resolved.warmupRun && sizes.length > 0) {
-    await measure(sizes[0], resolved, false);
-    if (resolved.withMetrics) await measure(sizes[0], resolved, true);
-  }
+  if (resolved.warmupRun && sizes.length > 0) await measure(sizes[0], resolved, resolved.withMetrics);
   const rows: SchedulerBenchRow[] = [];
   for (const n of sizes) {
-    const off: SchedulerBenchRow[] = [];
-    const on: SchedulerBenchRow[] = [];
-    for (let r = 0; r < resolved.repeats; r++) {
-      off.push(await measure(n, resolved, false));
-      if (resolved.withMetrics) on.push(await measure(n, resolved, true));
-    }
-    const base = median(off);
-    rows.push(base);
-    if (resolved.withMetrics) {
-      const withMetrics = median(on);
-      rows.push({
-        ...withMetrics,
-        metricsOverhead: withMetrics.usPerStep / base.usPerStep - 1,
-        monitoringShare: (withMetrics.monitoringUsPerStep as number) / base.usPerStep,
-      });
-    }
+    const runs: SchedulerBenchRow[][] = [];
+    for (let r = 0; r < resolved.repeats; r++) runs.push(await measure(n, resolved, resolved.withMetrics));
+    // The median run: by the overhead with metrics (each run pairs both modes), by usPerStep without.
+    rows.push(...medianBy(runs, (pair) => (pair.length > 1 ? (pair[1].metricsOverhead as number) : pair[0].usPerStep)));
   }
   return rows;
 }

@@ -72,8 +72,18 @@ describe('scheduler bench', () => {
     expect(connectors.map((c) => c.steps)).toEqual(Array(5).fill(1 + 2 + 3));
   });
 
-  it('with metrics, measures each size without and then with the monitor and registry, and reports the overhead against the row without', async () => {
-    const rows = await runSchedulerBench({ runningRequests: [8, 4], steps: 6, warmupSteps: 2, promptTokens: 4, repeats: 1, withMetrics: true, scrapeEverySteps: 3 });
+  it('with metrics, alternates blocks of steps without and with the monitor and registry on one scheduler, and reports the overhead against the steps without', async () => {
+    const rows = await runSchedulerBench({
+      runningRequests: [8, 4],
+      steps: 6,
+      warmupSteps: 2,
+      promptTokens: 4,
+      blockSize: 2,
+      repeats: 1,
+      withMetrics: true,
+      scrapeEverySteps: 3,
+    });
+    expect(rows.map((r) => r.steps)).toEqual([6, 6, 6, 6]);
     expect(rows.map((r) => [r.runningRequests, r.withMetrics])).toEqual([
       [8, false],
       [8, true],
