@@ -6,7 +6,7 @@ import {
   type PreemptionCause,
   type SchedulerObserver,
 } from '../scheduler/scheduler-observer.js';
-import { Histogram, LATENCY_BUCKETS_SECONDS, LOOKUP_BUCKETS_SECONDS } from './histogram.js';
+import { Histogram, LATENCY_BUCKETS_SECONDS, LOOKUP_BUCKETS_SECONDS, TRANSFER_BUCKETS_SECONDS } from './histogram.js';
 
 /**
  * Why a block load failed: the fault plan injected it, the device reported
@@ -31,6 +31,7 @@ export function directionLabel(direction: TransferDirection): string {
 }
 
 const latency = () => new Histogram(LATENCY_BUCKETS_SECONDS);
+const transfer = () => new Histogram(TRANSFER_BUCKETS_SECONDS);
 
 /**
  * The engine's raw observations for monitoring: latency histograms, transfer
@@ -50,8 +51,8 @@ export class EngineMonitor implements SchedulerObserver {
   /** Time each rank spent in the step, by rank. */
   readonly rankStepTime: Histogram[] = [];
   readonly transferTime: Record<TransferDirection, Record<JobOutcome, Histogram>> = {
-    gpuToCpu: { ok: latency(), failed: latency() },
-    cpuToGpu: { ok: latency(), failed: latency() },
+    gpuToCpu: { ok: transfer(), failed: transfer() },
+    cpuToGpu: { ok: transfer(), failed: transfer() },
   };
   readonly lookupTime: Record<LookupTier, Histogram> = {
     gpu_prefix: new Histogram(LOOKUP_BUCKETS_SECONDS),

@@ -13,6 +13,14 @@ export const LATENCY_BUCKETS_SECONDS: readonly number[] = Object.freeze([
 ]);
 
 /**
+ * Upper bounds (seconds) for transfer jobs: from 10 us (a few blocks copied
+ * in host memory) to 10 s (a large load over a congested link).
+ */
+export const TRANSFER_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+]);
+
+/**
  * Upper bounds (seconds) for cache-tier lookups, which take microseconds
  * (a few hash-map probes) and only reach milliseconds for very long prompts.
  */
