@@ -4,23 +4,32 @@ import type { HistogramSeries } from './engine-monitor.js';
 interface ExposedValue {
   readonly metricName: string;
   readonly labels: Readonly<Record<string, string>>;
-  /** The series' own labels: prom-client formats each such object once and caches the text. */
+  /** The line's labels: prom-client formats each such object once and caches the text. */
   readonly sharedLabels: Readonly<Record<string, string>>;
   readonly value: number;
 }
 
 const NO_LABELS: Readonly<Record<string, string>> = Object.freeze({});
-/** One `{ le }` object per bound value, shared by every series and scrape. */
-const leLabels = new Map<number, Readonly<Record<string, string>>>();
-function leLabel(bound: number): Readonly<Record<string, string>> {
-  let label = leLabels.get(bound);
-  if (label === undefined) {
-    label = Object.freeze({ le: String(bound) });
-    leLabels.set(bound, label);
+/**
+ * Each series' labels with `le` added, one frozen object per (series, bound),
+ * kept as long as the series' labels object lives: prom-client formats the
+ * text of an object passed as sharedLabels once and caches it, so after the
+ * first scrape no bucket line is escaped or joined again.
+ */
+const bucketLabels = new WeakMap<object, Map<number, Readonly<Record<string, string>>>>();
+function bucketLabel(series: Readonly<Record<string, string>>, bound: number): Readonly<Record<string, string>> {
+  let byBound = bucketLabels.get(series);
+  if (byBound === undefined) {
+    byBound = new Map();
+    bucketLabels.set(series, byBound);
   }
-  return label;
+  let labels = byBound.get(bound);
+  if (labels === undefined) {
+    labels = Object.freeze({ ...series, le: bound === Number.POSITIVE_INFINITY ? '+Inf' : String(bound) });
+    byBound.set(bound, labels);
+  }
+  return labels;
 }
-const INF_LABEL = Object.freeze({ le: '+Inf' });
 
 /**
  * A Prometheus histogram whose buckets live elsewhere (Histogram objects the
@@ -49,9 +58,9 @@ class SnapshotHistogram {
       let cumulative = 0;
       for (let i = 0; i < histogram.bounds.length; i++) {
         cumulative += histogram.counts[i];
-        values.push({ metricName: bucketName, labels: leLabel(histogram.bounds[i]), sharedLabels: labels, value: cumulative });
+        values.push({ metricName: bucketName, labels: NO_LABELS, sharedLabels: bucketLabel(labels, histogram.bounds[i]), value: cumulative });
       }
-      values.push({ metricName: bucketName, labels: INF_LABEL, sharedLabels: labels, value: histogram.count });
+      values.push({ metricName: bucketName, labels: NO_LABELS, sharedLabels: bucketLabel(labels, Number.POSITIVE_INFINITY), value: histogram.count });
       values.push({ metricName: `${this.name}_sum`, labels: NO_LABELS, sharedLabels: labels, value: histogram.sum });
       values.push({ metricName: `${this.name}_count`, labels: NO_LABELS, sharedLabels: labels, value: histogram.count });
     }
