@@ -93,7 +93,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const offload = options.flag('offload', true);
     const promptTokens = options.int('promptTokens', 128);
     const withMetrics = options.flag('withMetrics', false);
-    const scrapeEverySteps = options.int('scrapeEvery', 100);
+    const scrapeEverySteps = options.int('scrapeEvery', 1000);
     options.finish();
     let cpuTier: OffloadingManager | null = null;
     return runSchedulerBench({
