@@ -16,7 +16,9 @@ export type {
   TransferCounters,
 } from './runtime/engine-types.js';
 export { resolveEngineConfig, type EngineConfig } from './runtime/engine-config.js';
-export { createMetricsRegistry } from './runtime/prometheus.js';
+export { createMetricsRegistry, type MetricsSource } from './runtime/prometheus.js';
+export type { EngineGauges, MonitoringSnapshot } from './metrics/gauges.js';
+export type { EngineLogger } from './log/engine-events.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
 export { DeviceError } from './device/errors.js';
 export { availableBackends, cudaDeviceCount } from './device/native.js';

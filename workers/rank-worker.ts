@@ -24,6 +24,9 @@ class RankWorker implements RankWorkerApi {
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
+  /** The device's count of injected block load failures when last read, and those not yet matched to a failed job. */
+  private injectedSeen = 0;
+  private injectedUnclaimed = 0;
 
   async init(init: RankInit): Promise<RankReady> {
     const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
@@ -97,7 +100,11 @@ class RankWorker implements RankWorkerApi {
     const output = connector.collect();
     let failedBlocks = 0;
     for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
-    if (failedBlocks > 0) this.faults!.noteLoadFailures(failedBlocks);
+    let injectedLoadFailures = 0;
+    if (failedBlocks > 0) {
+      this.faults!.noteLoadFailures(failedBlocks);
+      injectedLoadFailures = this.claimInjectedFailures(device, failedBlocks);
+    }
     const sampledReqIds: string[] = [];
     const sampledDigests: number[] = [];
     step.requests.forEach((req, i) => {
@@ -113,7 +120,23 @@ class RankWorker implements RankWorkerApi {
       connector: output,
       stepMs: performance.now() - started,
       forwardMs,
+      injectedLoadFailures,
     };
+  }
+
+  /**
+   * How many of `failedBlocks` the fault plan injected: the device counts
+   * injected failures (possibly before their job is reported), so injections
+   * not yet matched carry over to the next failed job; the rest are real
+   * device errors.
+   */
+  private claimInjectedFailures(device: Device, failedBlocks: number): number {
+    const injectedTotal = device.faultCounters().loadBlocksFailed;
+    this.injectedUnclaimed += injectedTotal - this.injectedSeen;
+    this.injectedSeen = injectedTotal;
+    const injected = Math.min(failedBlocks, this.injectedUnclaimed);
+    this.injectedUnclaimed -= injected;
+    return injected;
   }
 
   async reset(resetCount: number): Promise<void> {

@@ -10,6 +10,7 @@ import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
 import { totalmem } from 'node:os';
+import type { OffloadingManager } from '../offload/manager.js';
 import { MAX_CPU_BLOCKS, MAX_GPU_BLOCKS } from '../runtime/engine-limits.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
 import { formatBytes } from './byte-size.js';
@@ -93,15 +94,20 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, LRU) runs inside both calls.',
     'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
     'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
+    'metrics on (--with-metrics): the engine monitor observes the scheduler and every step as Engine.step() does, and a Prometheus registry over it is scraped every --scrape-every steps with metrics (its CPU time counts). On one scheduler the timed steps alternate blocks of 2 x blockSize steps without and with the metrics (--steps of each), so a busy machine slows both alike; metricsOverhead = usPerStep(on) / usPerStep(off) - 1, and the row is the median run by it. monitoringUs: wall microseconds per step inside the monitoring calls themselves (hooks and scrapes); monitoringShare = monitoringUs / usPerStep(off).',
   ],
   columns: [
     { header: 'runningRequests', cell: (r) => String(r.runningRequests) },
     { header: 'offload', cell: (r) => (r.withConnector ? 'on' : 'off') },
+    { header: 'metrics', cell: (r) => (r.withMetrics ? 'on' : 'off') },
     { header: 'usPerStep', cell: (r) => fixed(1)(r.usPerStep) },
     { header: 'usPerRequestStep', cell: (r) => fixed(3)(r.usPerRequestStep) },
     { header: 'wallUsPerStep', cell: (r) => fixed(1)(r.wallUsPerStep) },
     { header: 'p99WallUs', cell: (r) => fixed(1)(r.p99WallUsPerStep) },
     { header: 'scheduleShare', cell: (r) => fixed(2)(r.scheduleShare) },
+    { header: 'metricsOverhead', cell: (r) => (r.metricsOverhead === null ? '-' : `${(100 * r.metricsOverhead).toFixed(1)}%`) },
+    { header: 'monitoringUs', cell: (r) => (r.monitoringUsPerStep === null ? '-' : fixed(1)(r.monitoringUsPerStep)) },
+    { header: 'monitoringShare', cell: (r) => (r.monitoringShare === null ? '-' : `${(100 * r.monitoringShare).toFixed(1)}%`) },
   ],
   async run(_backend, options) {
     const runningRequests = options.intList('running', [256, 1024, 4096]);
@@ -109,15 +115,21 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const repeats = options.int('repeats', 3);
     const offload = options.flag('offload', true);
     const promptTokens = options.int('promptTokens', 128);
+    const withMetrics = options.flag('withMetrics', false);
+    const scrapeEverySteps = options.int('scrapeEvery', 1000);
     options.finish();
+    let cpuTier: OffloadingManager | null = null;
     return runSchedulerBench({
       runningRequests,
       steps,
       repeats,
       promptTokens,
+      withMetrics,
+      scrapeEverySteps,
+      cpuTierStats: () => cpuTier?.stats() ?? null,
       connector: offload
-        ? (config) =>
-            createOffloadingConnector({
+        ? (config) => {
+            const setup = createOffloadingConnector({
               model: MODEL_PRESETS.tiny,
               tp: 1,
               blockSize: config.blockSize,
@@ -125,7 +137,10 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
               cpuBlocks: config.numGpuBlocks * 4,
               eviction: 'lru',
               storePolicy: 'on-compute',
-            }).connector
+            });
+            cpuTier = setup.manager;
+            return setup.connector;
+          }
         : undefined,
     });
   },

@@ -36,6 +36,7 @@ import {
 } from './field-schemas.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { createRunCommand } from './run-flags.js';
+import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring.js';
 import { UsageError } from './usage-error.js';
 
 export { UsageError } from './usage-error.js';
@@ -94,6 +95,7 @@ export const runInputSchema = z
     maxModelLen: positiveInt(),
     computeNsPerToken: nonNegativeInt(ENGINE_LIMITS.computeNsPerToken),
     copyMethod: oneOf(['kernel', 'dma', 'auto']),
+    ...monitoringInputFields,
   })
   .partial()
   .strict();
@@ -154,6 +156,8 @@ export interface RunConfig {
   readonly computeNsPerToken: number | null;
   /** Transfer path on the CUDA backend; null leaves the engine's default (auto). */
   readonly copyMethod: CopyMethod | null;
+  /** The /metrics endpoint and the logs. */
+  readonly monitoring: RunMonitoringConfig;
 }
 
 /** A RunConfig whose backend and rank count are decided. */
@@ -247,6 +251,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     maxModelLen: given.maxModelLen ?? null,
     computeNsPerToken: given.computeNsPerToken ?? null,
     copyMethod: given.copyMethod ?? null,
+    monitoring: monitoringConfig(given, input),
   };
 }
 

@@ -3,6 +3,7 @@ import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
+import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
 
 /**
  * The flags of `kvtier run`. Options carry no commander defaults: a value is
@@ -48,5 +49,11 @@ export function createRunCommand(): Command {
     .option('--max-batched-tokens <n>', 'scheduler: most tokens per step')
     .option('--max-model-len <n>', 'longest prompt plus output the engine accepts')
     .option('--compute-ns-per-token <ns>', "override the model's emulated compute time per token")
+    .option('--metrics-port <port>', 'serve Prometheus metrics at http://HOST:PORT/metrics for the whole run (0: any free port)')
+    .option('--metrics-host <host>', `address the metrics endpoint listens on (default ${MONITORING_DEFAULTS.metricsHost})`)
+    .option('--metrics-linger-ms <ms>', 'keep serving /metrics this long after the run ended, for a last scrape (default 0; a signal ends it)')
+    .option('--log-level <level>', `${LOG_LEVELS.join(' | ')} (default ${MONITORING_DEFAULTS.logLevel}); logs go to stderr`)
+    .option('--log-format <format>', `pretty | json (one JSON object per line) (default ${MONITORING_DEFAULTS.logFormat})`)
+    .option('--slow-step-ms <ms>', 'log a warning for every engine step slower than this (wall time)')
     .allowExcessArguments(false);
 }

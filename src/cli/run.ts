@@ -12,6 +12,7 @@ import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
+import { RunMonitor } from './run-monitor.js';
 import { StartupProgress } from './startup-progress.js';
 import { driveWorkload } from '../workload/drive.js';
 
@@ -32,18 +33,25 @@ export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
-  return withInterrupts((interrupts) => runAndReport(resolved, interrupts));
+  const monitor = await RunMonitor.start(resolved.monitoring);
+  try {
+    const code = await withInterrupts((interrupts) => runAndReport(resolved, interrupts, monitor));
+    await monitor.linger();
+    return code;
+  } finally {
+    await monitor.close();
+  }
 }
 
-async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts): Promise<number> {
+async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts, monitor: RunMonitor): Promise<number> {
   if (resolved.compare) {
-    const off = await runOnce(resolved, false, interrupts);
-    const on = await runOnce(resolved, true, interrupts);
+    const off = await runOnce(resolved, false, interrupts, monitor);
+    const on = await runOnce(resolved, true, interrupts, monitor);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     return reportFailures([off, on]);
   }
-  const outcome = await runOnce(resolved, resolved.offload, interrupts);
+  const outcome = await runOnce(resolved, resolved.offload, interrupts, monitor);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   return reportFailures([outcome]);
@@ -64,7 +72,7 @@ function reportFailures(outcomes: readonly RunOutcome[]): number {
   return EXIT_REQUESTS_FAILED;
 }
 
-async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts): Promise<RunOutcome> {
+async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts, monitor: RunMonitor): Promise<RunOutcome> {
   const engineConfig = toEngineConfig(config, { offload });
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
@@ -74,11 +82,12 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   startup.start();
   let engine: Engine;
   try {
-    engine = await Engine.create(engineConfig, { onRankOpened: () => startup.rankOpened() });
+    engine = await Engine.create(engineConfig, { ...monitor.engineOptions(), onRankOpened: () => startup.rankOpened() });
   } finally {
     startup.stop();
     forgetStartup();
   }
+  monitor.attach(engine);
   const forgetEngine = interrupts.onInterrupt(async () => {
     progress?.stop();
     await engine.shutdown();

@@ -22,6 +22,9 @@ import type {
 import { Executor } from './executor.js';
 import { PromptHashPool } from './hash-pool.js';
 import { TransferMetrics } from './metrics.js';
+import { EngineMonitor } from '../metrics/engine-monitor.js';
+import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
+import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup, RankState, RankTestSwitches } from './rank-protocol.js';
 
 /** Engine-level switches that turn a recovery behaviour off (tests only). */
@@ -39,6 +42,10 @@ export interface EngineOptions {
     readonly scheduler?: SchedulerTestOnlyOptions;
     readonly engine?: EngineTestSwitches;
   };
+  /** Where rank deaths, restarts, fault-plan activations and slow steps are logged (e.g. a pino logger); none by default. */
+  readonly logger?: EngineLogger | null;
+  /** Steps slower than this (ms, wall time) are logged as warnings; default: none are. */
+  readonly slowStepMs?: number | null;
 }
 
 /** What the scheduler side holds at a moment (diagnostics; after a rank-loss reset everything is empty). */
@@ -106,6 +113,8 @@ export class Engine {
     private readonly hashPool: PromptHashPool,
     private readonly startedAt: number,
     private readonly switches: EngineTestSwitches,
+    private readonly monitor: EngineMonitor,
+    private readonly events: EngineEventLog,
   ) {}
 
   static async create(input: EngineConfigInput = {}, options: EngineOptions = {}): Promise<Engine> {
@@ -139,10 +148,12 @@ export class Engine {
       vocabSize: config.model.vocabSize,
     });
     const startedAt = performance.now();
+    const monitor = new EngineMonitor(config.tp);
     const scheduler = new Scheduler(schedulerConfig, {
       connector: offloading?.connector ?? null,
       now: () => performance.now() - startedAt,
       testOnly: options.testOnly?.scheduler,
+      observer: monitor,
     });
     // Write-back of offloaded blocks larger than one GPU block reads the GPU prefix cache.
     offloading?.connector.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
@@ -181,6 +192,8 @@ export class Engine {
       new PromptHashPool(config.blockSize),
       startedAt,
       options.testOnly?.engine ?? {},
+      monitor,
+      new EngineEventLog(options.logger ?? null, plan.rules.length > 0 ? plan : null, { slowStepMs: options.slowStepMs }),
     );
     return engine;
   }
@@ -263,7 +276,9 @@ export class Engine {
   /** Runs one step on every rank. */
   async step(): Promise<StepReport> {
     this.assertUsable();
+    const started = performance.now();
     const schedulerOutput = this.scheduler.schedule();
+    this.monitor.stepScheduled(schedulerOutput);
     let outputs;
     try {
       outputs = await this.executor.executeStep(schedulerOutput);
@@ -273,7 +288,11 @@ export class Engine {
     }
     const output = this.aggregator.aggregate(outputs, schedulerOutput);
     this.transfers.record(output.finishedJobs);
+    this.monitor.stepAnswered(outputs, output.finishedJobs);
     const updates = this.scheduler.updateFromOutput(schedulerOutput, output);
+    const wallMs = performance.now() - started;
+    this.monitor.stepFinished(wallMs);
+    this.events.stepFinished(schedulerOutput.step, wallMs, outputs);
     return this.report(schedulerOutput.step, updates);
   }
 
@@ -312,6 +331,20 @@ export class Engine {
         gpuBlocks: s.kvCache.referenced,
         cpuBlocks: tier ? tier.beingStoredBlocks + tier.pinnedBlocks : 0,
       },
+    };
+  }
+
+  /** Latency histograms and live gauges (what createMetricsRegistry exports besides metrics()). Cheap: read at scrape time. */
+  monitoring(): MonitoringSnapshot {
+    return {
+      monitor: this.monitor,
+      gauges: readGauges({
+        scheduler: this.scheduler.stats(),
+        gpuEvictedBlocks: this.scheduler.kvCacheManager.pool.evictedBlocks,
+        cpuTier: this.offloading?.manager.stats() ?? null,
+        monitor: this.monitor,
+        ranksAlive: this.executor.ranksAlive(),
+      }),
     };
   }
 
@@ -471,11 +504,13 @@ export class Engine {
    * stops.
    */
   private async recoverFromRankFailure(step: number, error: RankError): Promise<StepReport> {
-    if (!this.config.rankRestart) return this.stop(error);
+    this.events.rankLost(step, error, this.config.rankRestart);
+    if (!this.config.rankRestart) return this.stop(step, error);
     let failure = error;
     for (let attempt = 1; attempt <= MAX_RECOVERY_ATTEMPTS; attempt++) {
       try {
-        await this.executor.restartDeadRanks();
+        const restarted = await this.executor.restartDeadRanks();
+        this.events.ranksRestarted(step, restarted, attempt);
         await this.executor.resetRanks();
       } catch (recoveryError) {
         if (!(recoveryError instanceof RankError)) throw recoveryError;
@@ -483,28 +518,32 @@ export class Engine {
         continue;
       }
       this.scheduler.resetForRankLoss();
+      this.monitor.transfersDropped();
       // Reports of the lost state must not count toward jobs or requests of the new one.
       if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
       this.rankRestarts += 1;
       return { step, finished: this.pendingFinished.splice(0), newTokens: new Map() };
     }
     return this.stop(
+      step,
       new RankError(failure.rank, `${failure.cause_} (no recovery after ${MAX_RECOVERY_ATTEMPTS} restart attempts)`, {
         cause: failure,
       }),
     );
   }
 
-  private async stop(error: RankError): Promise<never> {
+  private async stop(step: number, error: RankError): Promise<never> {
     const finished = this.pendingFinished.splice(0);
     for (const request of this.live.values()) {
       finished.push(this.finishedRecord(request, 'error', `request ended because ${error.message}`));
     }
     this.live.clear();
+    this.events.engineStopped(step, error, finished.length);
     this.stopped = new EngineStoppedError(error, finished);
     await this.executor.terminateAll();
     // The devices are gone with their threads: nothing holds blocks or transfers anymore.
     this.scheduler.resetForRankLoss();
+    this.monitor.transfersDropped();
     this.aggregator.reset();
     throw this.stopped;
   }

@@ -126,6 +126,11 @@ export class Executor {
     return info;
   }
 
+  /** Per rank, in rank order: whether its current thread is alive (not dead, not declared dead). */
+  ranksAlive(): boolean[] {
+    return this.handles.map((h) => h.dead === null);
+  }
+
   /** Rank threads that have not exited yet, including replaced ones that are still ending. */
   liveThreads(): number {
     return [...this.handles, ...this.retired].filter((h) => !h.exited).length;

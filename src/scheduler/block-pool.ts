@@ -36,6 +36,7 @@ export class BlockPool {
   private readonly cachedByHash = new Map<BlockHash, KVBlock>();
   private evictionObserver: EvictionObserver | null = null;
   private numPending = 0;
+  private numEvicted = 0;
 
   constructor(numBlocks: number) {
     if (!Number.isInteger(numBlocks) || numBlocks < 1) {
@@ -52,6 +53,11 @@ export class BlockPool {
 
   setEvictionObserver(observer: EvictionObserver | null): void {
     this.evictionObserver = observer;
+  }
+
+  /** Cached blocks dropped from the prefix cache so their slot could be reused, over the pool's lifetime. */
+  get evictedBlocks(): number {
+    return this.numEvicted;
   }
 
   block(id: number): KVBlock {
@@ -230,6 +236,7 @@ export class BlockPool {
     const hash = block.hash as BlockHash;
     // The observer sees the block while its contents are intact: this step's writes will overwrite them.
     this.evictionObserver?.(block.id, hash);
+    this.numEvicted++;
     this.cachedByHash.delete(hash);
     block.hash = null;
   }

@@ -108,6 +108,8 @@ export interface RankStepOutput {
   /** Wall time the rank spent in the step, and in the forward pass, in ms. */
   readonly stepMs: number;
   readonly forwardMs: number;
+  /** Of the GPU blocks whose load failed in this output's jobs, those the fault plan injected (the rest are device errors). */
+  readonly injectedLoadFailures?: number;
 }
 
 /** The ranks' outputs merged (KVOutputAggregator), as the scheduler consumes them. */

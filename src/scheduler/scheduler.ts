@@ -10,6 +10,7 @@ import { LoadWaits } from './load-waits.js';
 import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from './outputs.js';
 import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits } from './request.js';
 import { RunningList } from './running-list.js';
+import type { SchedulerObserver } from './scheduler-observer.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
 import { SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
 
@@ -37,6 +38,8 @@ export interface SchedulerOptions {
   readonly now?: () => number;
   /** Switches recovery behaviours off, to show in tests that each one matters. Never set in production. */
   readonly testOnly?: SchedulerTestOnlyOptions;
+  /** Told about finished and preempted requests and timed lookups (metrics); none by default. */
+  readonly observer?: SchedulerObserver | null;
 }
 
 /** What one step did to one request, for the caller. */
@@ -72,6 +75,7 @@ export class Scheduler {
   private readonly connector: SchedulerConnector | null;
   private readonly now: () => number;
   private readonly testOnly: SchedulerTestOnlyOptions;
+  private readonly observer: SchedulerObserver | null;
 
   /** Unfinished requests by id. */
   private readonly requests = new Map<string, Request>();
@@ -108,6 +112,7 @@ export class Scheduler {
     this.connector = options.connector ?? null;
     this.now = options.now ?? (() => performance.now());
     this.testOnly = options.testOnly ?? {};
+    this.observer = options.observer ?? null;
     this.running = new RunningList((r) => this.addOrder.get(r.id) as number);
     this.kvCacheManager = new KVCacheManager({
       blockSize: config.blockSize,
@@ -272,11 +277,16 @@ export class Scheduler {
     request: Request,
     budget: number,
   ): { kind: 'later' } | { kind: 'blocked' } | { kind: 'waitsForKv' } | { kind: 'scheduled'; entry: StepEntry } {
+    const observer = this.observer;
+    const t0 = observer !== null ? performance.now() : 0;
     const hit = this.kvCacheManager.getComputedBlocks(request);
     const numLocal = hit.numComputedTokens;
     let match: ExternalMatch = { numTokens: 0, loadAsync: false };
+    if (observer !== null) observer.lookupTimed('gpu_prefix', performance.now() - t0);
     if (this.connector !== null) {
+      const t1 = observer !== null ? performance.now() : 0;
       const answer = this.connector.getNumNewMatchedTokens(request, numLocal);
+      if (observer !== null) observer.lookupTimed('cpu', performance.now() - t1);
       if (answer === null) return { kind: 'later' };
       checkExternalMatch(request, numLocal, answer);
       match = answer;
@@ -371,6 +381,7 @@ export class Scheduler {
     request.numComputedTokens = 0;
     request.numPreemptions++;
     this.counters.preemptions++;
+    this.observer?.requestsPreempted('out_of_blocks', 1);
     this.knownToWorkers.delete(request);
     this.waiting.unshift(request);
   }
@@ -557,6 +568,7 @@ export class Scheduler {
     if (status === 'finishedAborted') this.counters.requestsAborted++;
     else if (status === 'finishedError') this.counters.requestsFailed++;
     else this.counters.requestsFinished++;
+    this.observer?.requestFinished(request);
 
     const hasBlocks = this.kvCacheManager.hasBlocks(request);
     const blockIds = hasBlocks ? this.kvCacheManager.getBlockIds(request) : [];
@@ -578,6 +590,9 @@ export class Scheduler {
   resetForRankLoss(): void {
     this.counters.rankResets++;
     const wasRunning = this.running.takeAll();
+    let lostKv = wasRunning.length;
+    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') lostKv++;
+    if (lostKv > 0) this.observer?.requestsPreempted('rank_loss', lostKv);
     for (const request of wasRunning) request.status = 'waiting';
     for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') request.status = 'waiting';
     for (const request of [...wasRunning, ...this.waiting]) request.numComputedTokens = 0;

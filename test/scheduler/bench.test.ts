@@ -21,8 +21,8 @@ function countingConnector(): SchedulerConnector & { steps: number } {
 }
 
 describe('scheduler bench', () => {
-  it('measures one row per running-request count, every request decoding one token per step', () => {
-    const rows = runSchedulerBench({ runningRequests: [4, 16], steps: 5, warmupSteps: 1, promptTokens: 8 });
+  it('measures one row per running-request count, every request decoding one token per step', async () => {
+    const rows = await runSchedulerBench({ runningRequests: [4, 16], steps: 5, warmupSteps: 1, promptTokens: 8 });
     expect(rows.map((r) => [r.runningRequests, r.steps, r.tokensPerStep, r.withConnector])).toEqual([
       [4, 5, 4, false],
       [16, 5, 16, false],
@@ -33,10 +33,10 @@ describe('scheduler bench', () => {
     }
   });
 
-  it('runs the scheduler with the connector it is given', () => {
+  it('runs the scheduler with the connector it is given', async () => {
     const connector = countingConnector();
     let stepsBeforeFirst = -1;
-    const [row] = runSchedulerBench({
+    const [row] = await runSchedulerBench({
       runningRequests: [8],
       steps: 3,
       warmupSteps: 2,
@@ -51,9 +51,9 @@ describe('scheduler bench', () => {
     expect(connector.steps).toBe(1 + 2 + 3);
   });
 
-  it('first runs the first size once, untimed, then measures each size `repeats` times on fresh schedulers', () => {
+  it('first runs the first size once, untimed, then measures each size `repeats` times on fresh schedulers', async () => {
     const connectors: ReturnType<typeof countingConnector>[] = [];
-    const rows = runSchedulerBench({
+    const rows = await runSchedulerBench({
       runningRequests: [8, 4],
       steps: 3,
       warmupSteps: 2,
@@ -72,7 +72,33 @@ describe('scheduler bench', () => {
     expect(connectors.map((c) => c.steps)).toEqual(Array(5).fill(1 + 2 + 3));
   });
 
-  it('rejects a request count that is not a positive integer', () => {
-    expect(() => runSchedulerBench({ runningRequests: [0] })).toThrow(/runningRequests entry 0/);
+  it('with metrics, alternates blocks of steps without and with the monitor and registry on one scheduler, and reports the overhead against the steps without', async () => {
+    const rows = await runSchedulerBench({
+      runningRequests: [8, 4],
+      steps: 6,
+      warmupSteps: 2,
+      promptTokens: 4,
+      blockSize: 2,
+      repeats: 1,
+      withMetrics: true,
+      scrapeEverySteps: 3,
+    });
+    expect(rows.map((r) => r.steps)).toEqual([6, 6, 6, 6]);
+    expect(rows.map((r) => [r.runningRequests, r.withMetrics])).toEqual([
+      [8, false],
+      [8, true],
+      [4, false],
+      [4, true],
+    ]);
+    expect(rows[0].metricsOverhead).toBeNull();
+    expect(rows[1].metricsOverhead).toBeCloseTo(rows[1].usPerStep / rows[0].usPerStep - 1, 10);
+    expect(rows[3].metricsOverhead).toBeCloseTo(rows[3].usPerStep / rows[2].usPerStep - 1, 10);
+    expect(rows[1].monitoringUsPerStep).toBeGreaterThan(0);
+    expect(rows[1].monitoringShare).toBeCloseTo(rows[1].monitoringUsPerStep! / rows[0].usPerStep, 10);
+    expect(rows[0].monitoringUsPerStep).toBeNull();
+  });
+
+  it('rejects a request count that is not a positive integer', async () => {
+    await expect(runSchedulerBench({ runningRequests: [0] })).rejects.toThrow(/runningRequests entry 0/);
   });
 });
