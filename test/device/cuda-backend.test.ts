@@ -10,6 +10,7 @@ import {
   closeAll,
   fillGpuBlocks,
   load,
+  loadAfterDelayedStore,
   openRanks,
   openTestDevice,
   packBatch,
@@ -151,17 +152,7 @@ describe.skipIf(!hasGpu).each(CASES)('cuda transfers, copyMethod $copyMethod, $l
 
   it('runs a load named after a delayed store of the same CPU blocks only once the store has written them', async () => {
     const d = await cudaDevice({ layout, copyMethod });
-    const jobs = new JobIds();
-    const images = fillGpuBlocks(d, [4, 5]);
-    d.setFaults({ delayMs: 150 });
-    const write = store(jobs.take(), [4, 5], [6, 7]);
-    d.submitTransfer(write);
-    d.setFaults({});
-    const read = load(jobs.take(), [10, 11], [6, 7], { after: [write.jobId] });
-    d.submitTransfer(read);
-    await d.waitJobs([read.jobId]);
-    expect(d.readGpuBlock(10).equals(images.get(4)!)).toBe(true);
-    expect(d.readGpuBlock(11).equals(images.get(5)!)).toBe(true);
+    expect(await loadAfterDelayedStore(d)).toEqual([true, true]);
   });
 
   it('a forward named after a load reads what the load wrote', async () => {

@@ -143,3 +143,21 @@ export function shuffled<T>(random: () => number, values: readonly T[]): T[] {
 export function range(start: number, end: number): number[] {
   return Array.from({ length: end - start }, (_, i) => start + i);
 }
+
+/**
+ * A load of CPU blocks 6 and 7, named after a delayed store that writes them
+ * from GPU blocks 4 and 5, lands in GPU blocks 10 and 11: returns whether each
+ * target holds what its source held (both true when `after` orders the load).
+ */
+export async function loadAfterDelayedStore(d: Device): Promise<[boolean, boolean]> {
+  const jobs = new JobIds();
+  const images = fillGpuBlocks(d, [4, 5]);
+  d.setFaults({ delayMs: 150 });
+  const write = store(jobs.take(), [4, 5], [6, 7]);
+  d.submitTransfer(write);
+  d.setFaults({});
+  const read = load(jobs.take(), [10, 11], [6, 7], { after: [write.jobId] });
+  d.submitTransfer(read);
+  await d.waitJobs([read.jobId]);
+  return [d.readGpuBlock(10).equals(images.get(4)!), d.readGpuBlock(11).equals(images.get(5)!)];
+}

@@ -5,6 +5,7 @@ import {
   JobIds,
   fillGpuBlocks,
   load,
+  loadAfterDelayedStore,
   openTestDevice,
   packBatch,
   runJob,
@@ -87,19 +88,8 @@ describe('stores and compute', () => {
 describe('jobs ordered with after', () => {
   it('a load named after a store of the same blocks reads what the store wrote', async () => {
     device = await openTestDevice();
-    const d = device;
-    const jobs = new JobIds();
-    const images = fillGpuBlocks(d, [4, 5]);
     // The store is delayed on its stream; without `after` the load would read zeros.
-    d.setFaults({ delayMs: 150 });
-    const write = store(jobs.take(), [4, 5], [6, 7]);
-    d.submitTransfer(write);
-    d.setFaults({});
-    const read = load(jobs.take(), [10, 11], [6, 7], { after: [write.jobId] });
-    d.submitTransfer(read);
-    await d.waitJobs([read.jobId]);
-    expect(d.readGpuBlock(10).equals(images.get(4)!)).toBe(true);
-    expect(d.readGpuBlock(11).equals(images.get(5)!)).toBe(true);
+    expect(await loadAfterDelayedStore(device)).toEqual([true, true]);
   });
 
   it('without after the same load races ahead of the delayed store', async () => {
