@@ -1,6 +1,7 @@
 import { extendBlockHashes, type BlockHash } from '../core/block-hash.js';
 import { RequestError } from '../core/errors.js';
 import type { FinishReason } from '../runtime/engine-types.js';
+import type { BlockTable } from './kv-cache-manager.js';
 
 /**
  * One generation request as the scheduler tracks it: its tokens, its progress
@@ -92,6 +93,8 @@ export class Request {
   /** Prompt tokens served by the GPU prefix cache / by the connector (CPU tier) when first admitted. */
   gpuPrefixHitTokens = 0;
   externalHitTokens = 0;
+  /** Its GPU block table while it holds blocks; set and cleared by the KVCacheManager that owns it. */
+  blockTable: BlockTable | null = null;
 
   /**
    * Prompt and output tokens in one buffer sized for the longest possible
