@@ -15,10 +15,11 @@ export const ABSENT = -1;
 const MIN_CAPACITY = 16;
 
 export class LaneHashTable {
-  /** Two uint32 lanes per slot, lane a first. */
-  private keys: Uint32Array;
-  /** The value per slot; ABSENT marks an empty slot. */
-  private values: Int32Array;
+  /**
+   * Slot i is slots[4i .. 4i+3]: lane a, lane b (as int32), the value (ABSENT:
+   * empty), unused. One slot per 16 bytes, so a probe touches one cache line.
+   */
+  private slots: Int32Array;
   private mask: number;
   private count = 0;
 
@@ -27,8 +28,7 @@ export class LaneHashTable {
     let capacity = MIN_CAPACITY;
     // Load factor at most 1/2: probes stay short.
     while (capacity < expectedEntries * 2) capacity *= 2;
-    this.keys = new Uint32Array(capacity * 2);
-    this.values = new Int32Array(capacity).fill(ABSENT);
+    this.slots = emptySlots(capacity);
     this.mask = capacity - 1;
   }
 
@@ -43,109 +43,120 @@ export class LaneHashTable {
 
   /** The value stored under (a, b), or ABSENT. */
   get(a: number, b: number): number {
-    const slot = this.find(a >>> 0, b >>> 0);
-    return slot < 0 ? ABSENT : this.values[slot];
+    const slot = this.find(a | 0, b | 0);
+    return slot < 0 ? ABSENT : this.slots[4 * slot + 2];
   }
 
   has(a: number, b: number): boolean {
-    return this.find(a >>> 0, b >>> 0) >= 0;
+    return this.find(a | 0, b | 0) >= 0;
   }
 
   /** Stores `value` (an int32 >= 0) under (a, b), replacing what was there. */
   set(a: number, b: number, value: number): void {
-    if (!Number.isInteger(value) || value < 0 || value > 0x7fffffff) {
-      throw new RangeError(`LaneHashTable values are int32 >= 0, got ${value}`);
-    }
-    a >>>= 0;
-    b >>>= 0;
-    const keys = this.keys;
-    const values = this.values;
-    let slot = slotOf(a, b, this.mask);
-    while (values[slot] !== ABSENT) {
-      if (keys[2 * slot] === a && keys[2 * slot + 1] === b) {
-        values[slot] = value;
-        return;
-      }
-      slot = (slot + 1) & this.mask;
-    }
-    keys[2 * slot] = a;
-    keys[2 * slot + 1] = b;
-    values[slot] = value;
-    this.count++;
-    if (this.count * 2 > this.capacity) this.grow();
+    this.insert(a, b, value, true);
+  }
+
+  /** Stores `value` under (a, b) unless the key is present; true when it was stored. One probe for both. */
+  setIfAbsent(a: number, b: number, value: number): boolean {
+    return this.insert(a, b, value, false);
   }
 
   /** Removes (a, b); false when it was absent. */
   delete(a: number, b: number): boolean {
-    let hole = this.find(a >>> 0, b >>> 0);
+    let hole = this.find(a | 0, b | 0);
     if (hole < 0) return false;
-    const keys = this.keys;
-    const values = this.values;
+    const slots = this.slots;
     const mask = this.mask;
     // Backward shift: move later entries of the probe run into the hole when
     // their home slot does not lie (cyclically) after the hole.
     let slot = (hole + 1) & mask;
-    while (values[slot] !== ABSENT) {
-      const home = slotOf(keys[2 * slot], keys[2 * slot + 1], mask);
+    while (slots[4 * slot + 2] !== ABSENT) {
+      const home = slotOf(slots[4 * slot], slots[4 * slot + 1], mask);
       if (((slot - home) & mask) >= ((slot - hole) & mask)) {
-        keys[2 * hole] = keys[2 * slot];
-        keys[2 * hole + 1] = keys[2 * slot + 1];
-        values[hole] = values[slot];
+        slots[4 * hole] = slots[4 * slot];
+        slots[4 * hole + 1] = slots[4 * slot + 1];
+        slots[4 * hole + 2] = slots[4 * slot + 2];
         hole = slot;
       }
       slot = (slot + 1) & mask;
     }
-    values[hole] = ABSENT;
+    slots[4 * hole + 2] = ABSENT;
     this.count--;
     return true;
   }
 
   clear(): void {
-    this.values.fill(ABSENT);
+    const slots = this.slots;
+    for (let i = 2; i < slots.length; i += 4) slots[i] = ABSENT;
     this.count = 0;
   }
 
-  /** Calls `visit` with every entry, in slot order (consistency checks and tests). */
+  /** Calls `visit` with every entry (lanes as uint32), in slot order (consistency checks and tests). */
   forEach(visit: (a: number, b: number, value: number) => void): void {
-    const keys = this.keys;
-    const values = this.values;
-    for (let slot = 0; slot < values.length; slot++) {
-      if (values[slot] !== ABSENT) visit(keys[2 * slot], keys[2 * slot + 1], values[slot]);
+    const slots = this.slots;
+    for (let i = 0; i < slots.length; i += 4) {
+      if (slots[i + 2] !== ABSENT) visit(slots[i] >>> 0, slots[i + 1] >>> 0, slots[i + 2]);
     }
   }
 
-  /** The slot holding (a, b), or -1. */
+  private insert(a: number, b: number, value: number, replace: boolean): boolean {
+    if (!Number.isInteger(value) || value < 0 || value > 0x7fffffff) {
+      throw new RangeError(`LaneHashTable values are int32 >= 0, got ${value}`);
+    }
+    a |= 0;
+    b |= 0;
+    const slots = this.slots;
+    const mask = this.mask;
+    let slot = slotOf(a, b, mask);
+    while (slots[4 * slot + 2] !== ABSENT) {
+      if (slots[4 * slot] === a && slots[4 * slot + 1] === b) {
+        if (replace) slots[4 * slot + 2] = value;
+        return replace;
+      }
+      slot = (slot + 1) & mask;
+    }
+    slots[4 * slot] = a;
+    slots[4 * slot + 1] = b;
+    slots[4 * slot + 2] = value;
+    this.count++;
+    if (this.count * 2 > mask + 1) this.grow();
+    return true;
+  }
+
+  /** The slot holding (a, b) (lanes as int32), or -1. */
   private find(a: number, b: number): number {
-    const keys = this.keys;
-    const values = this.values;
-    let slot = slotOf(a, b, this.mask);
-    while (values[slot] !== ABSENT) {
-      if (keys[2 * slot] === a && keys[2 * slot + 1] === b) return slot;
-      slot = (slot + 1) & this.mask;
+    const slots = this.slots;
+    const mask = this.mask;
+    let slot = slotOf(a, b, mask);
+    while (slots[4 * slot + 2] !== ABSENT) {
+      if (slots[4 * slot] === a && slots[4 * slot + 1] === b) return slot;
+      slot = (slot + 1) & mask;
     }
     return -1;
   }
 
   private grow(): void {
-    const oldKeys = this.keys;
-    const oldValues = this.values;
+    const old = this.slots;
     const capacity = (this.mask + 1) * 2;
-    this.keys = new Uint32Array(capacity * 2);
-    this.values = new Int32Array(capacity).fill(ABSENT);
-    this.mask = capacity - 1;
-    const keys = this.keys;
-    const values = this.values;
-    for (let old = 0; old < oldValues.length; old++) {
-      if (oldValues[old] === ABSENT) continue;
-      const a = oldKeys[2 * old];
-      const b = oldKeys[2 * old + 1];
-      let slot = slotOf(a, b, this.mask);
-      while (values[slot] !== ABSENT) slot = (slot + 1) & this.mask;
-      keys[2 * slot] = a;
-      keys[2 * slot + 1] = b;
-      values[slot] = oldValues[old];
+    const slots = emptySlots(capacity);
+    const mask = capacity - 1;
+    for (let i = 0; i < old.length; i += 4) {
+      if (old[i + 2] === ABSENT) continue;
+      let slot = slotOf(old[i], old[i + 1], mask);
+      while (slots[4 * slot + 2] !== ABSENT) slot = (slot + 1) & mask;
+      slots[4 * slot] = old[i];
+      slots[4 * slot + 1] = old[i + 1];
+      slots[4 * slot + 2] = old[i + 2];
     }
+    this.slots = slots;
+    this.mask = mask;
   }
+}
+
+function emptySlots(capacity: number): Int32Array {
+  const slots = new Int32Array(capacity * 4);
+  for (let i = 2; i < slots.length; i += 4) slots[i] = ABSENT;
+  return slots;
 }
 
 /** Home slot of (a, b): both lanes folded, so keys that share one lane still spread. */

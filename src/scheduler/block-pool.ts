@@ -241,11 +241,7 @@ export class BlockPool {
       }
       return;
     }
-    const a = blockHashLane(hash, 0);
-    const b = blockHashLane(hash, 1);
-    if (this.cachedByHash.has(a, b)) return;
-    block.hash = hash;
-    this.cachedByHash.set(a, b, block.id);
+    if (this.cachedByHash.setIfAbsent(blockHashLane(hash, 0), blockHashLane(hash, 1), block.id)) block.hash = hash;
   }
 
   private evict(block: KVBlock): void {

@@ -35,6 +35,14 @@ describe('a lane hash table', () => {
     expect(table.size).toBe(1);
   });
 
+  it('stores under an absent key only, leaving a present one as it was', () => {
+    const table = new LaneHashTable();
+    expect(table.setIfAbsent(3, 4, 1)).toBe(true);
+    expect(table.setIfAbsent(3, 4, 2)).toBe(false);
+    expect(table.get(3, 4)).toBe(1);
+    expect(table.size).toBe(1);
+  });
+
   it('keeps keys apart that differ only in one lane, including full uint32 lanes', () => {
     const table = new LaneHashTable();
     table.set(0xffffffff, 0, 1);
