@@ -11,7 +11,7 @@ import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from './out
 import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits } from './request.js';
 import { RunningList } from './running-list.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
-import { SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
+import { presized, SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
 
 /**
  * Decides each engine step (docs/architecture.md, "One engine step"), following vLLM v1:
@@ -54,6 +54,8 @@ interface StepDraft {
   readonly scheduled: Request[];
   /** The connector's view of each entry (built as entries are committed), or null without a connector. */
   readonly views: ScheduledRequestView[] | null;
+  /** Entries committed so far: the arrays are sized in advance and cut to this length at the end. */
+  count: number;
   totalTokens: number;
 }
 
@@ -180,7 +182,16 @@ export class Scheduler {
 
   schedule(): SchedulerOutput {
     const step = this.stepCount++;
-    const draft: StepDraft = { requests: [], scheduled: [], views: this.connector === null ? null : [], totalTokens: 0 };
+    // Sized for every request that might run (no step schedules more than maxNumSeqs), so the arrays
+    // are not regrown entry by entry while a large batch is built.
+    const capacity = Math.min(this.running.length + this.waiting.length, this.config.maxNumSeqs);
+    const draft: StepDraft = {
+      requests: presized(capacity),
+      scheduled: presized(capacity),
+      views: this.connector === null ? null : presized(capacity),
+      count: 0,
+      totalTokens: 0,
+    };
     const now = this.now();
     const preemptedReqIds: string[] = this.droppedByReset;
     this.droppedByReset = [];
@@ -388,8 +399,8 @@ export class Scheduler {
     }
     request.firstScheduledTime ??= now;
     request.numComputedTokens = end;
-    draft.requests.push(
-      new StepRequest(
+    const k = draft.count++;
+    draft.requests[k] = new StepRequest(
         request.id,
         fresh ? this.kvCacheManager.getBlockIds(request) : null,
         fresh ? NO_IDS : newBlockIds,
@@ -397,14 +408,18 @@ export class Scheduler {
         request.tokensBetween(start, end),
         end === request.numTokens,
         request.seed,
-      ),
     );
-    draft.scheduled.push(request);
-    draft.views?.push(new StepRequestView(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh));
+    draft.scheduled[k] = request;
+    if (draft.views !== null) {
+      draft.views[k] = new StepRequestView(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh);
+    }
     draft.totalTokens += numTokens;
   }
 
   private buildOutput(step: number, draft: StepDraft, preemptedReqIds: string[]): SchedulerOutput {
+    draft.requests.length = draft.count;
+    draft.scheduled.length = draft.count;
+    if (draft.views !== null) draft.views.length = draft.count;
     const finishedReqIds = this.finishedSinceLastStep;
     this.finishedSinceLastStep = [];
     this.lastStep = { step, scheduled: draft.scheduled };
