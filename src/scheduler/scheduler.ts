@@ -82,7 +82,10 @@ export class Scheduler {
   private waiting: Request[] = [];
   private readonly addOrder = new Map<string, number>();
   private nextAddOrder = 0;
-  /** Requests whose block table the workers hold (the next step sends only appended blocks). */
+  /**
+   * Requests whose block table the workers hold (the next step sends only appended blocks), in the
+   * order they became known; each also points back here (`knownToWorkersOf`), which is what a step reads.
+   */
   private readonly knownToWorkers = new Set<Request>();
   /** The requests of the last step scheduled, in batch order (saves lookups when its output arrives). */
   private lastStep: { readonly step: number; readonly scheduled: readonly Request[] } | null = null;
@@ -371,6 +374,11 @@ export class Scheduler {
     return { request, numTokens: numNew, newBlockIds };
   }
 
+  private forgetOnWorkers(request: Request): void {
+    if (request.knownToWorkersOf === this) request.knownToWorkersOf = null;
+    this.knownToWorkers.delete(request);
+  }
+
   private startRunning(request: Request): void {
     request.status = 'running';
     this.running.insert(request);
@@ -382,7 +390,7 @@ export class Scheduler {
     request.numComputedTokens = 0;
     request.numPreemptions++;
     this.counters.preemptions++;
-    this.knownToWorkers.delete(request);
+    this.forgetOnWorkers(request);
     this.waiting.unshift(request);
   }
 
@@ -390,9 +398,12 @@ export class Scheduler {
   private commit(draft: StepDraft, request: Request, numTokens: number, newBlockIds: readonly number[], now: number): void {
     const start = request.numComputedTokens;
     const end = start + numTokens;
-    const fresh = !this.knownToWorkers.has(request);
-    if (fresh) this.knownToWorkers.add(request);
-    if (numTokens === 1 && end === request.numTokens && request.outputTokens.length > 0) {
+    const fresh = request.knownToWorkersOf !== this;
+    if (fresh) {
+      request.knownToWorkersOf = this;
+      this.knownToWorkers.add(request);
+    }
+    if (numTokens === 1 && end === request.numTokens && request.numTokens > request.numPromptTokens) {
       this.counters.decodeTokensComputed++;
     } else {
       this.counters.prefillTokensComputed += numTokens;
@@ -485,7 +496,7 @@ export class Scheduler {
       this.counters.outputTokens++;
       let status: FinishedStatus | null = null;
       if (request.stopToken !== null && token === request.stopToken) status = 'finishedStopped';
-      else if (request.outputTokens.length >= request.maxTokens) status = 'finishedLength';
+      else if (request.numTokens - request.numPromptTokens >= request.maxTokens) status = 'finishedLength';
       if (status === null) {
         updates.push(new SampledTokenUpdate(request.id, token));
       } else {
@@ -565,7 +576,7 @@ export class Scheduler {
     request.finishTime = this.now();
     this.requests.delete(request.id);
     this.addOrder.delete(request.id);
-    this.knownToWorkers.delete(request);
+    this.forgetOnWorkers(request);
     this.loadWaits.drop(request.id);
     this.finishedSinceLastStep.push(request.id);
     this.recoveredRequests.delete(request.id);
@@ -597,7 +608,10 @@ export class Scheduler {
     for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') request.status = 'waiting';
     for (const request of [...wasRunning, ...this.waiting]) request.numComputedTokens = 0;
     this.waiting = [...wasRunning, ...this.waiting];
-    for (const request of this.knownToWorkers) this.droppedByReset.push(request.id);
+    for (const request of this.knownToWorkers) {
+      this.droppedByReset.push(request.id);
+      request.knownToWorkersOf = null;
+    }
     this.knownToWorkers.clear();
     this.loadWaits.clear();
     this.invalidBlocksCounted.clear();
