@@ -55,6 +55,27 @@ function parseLane(text: string, offset: number): number {
   return x;
 }
 
+/**
+ * Lane a (0) or b (1) of a block hash, for tables keyed by the two lanes. For
+ * a 16-hex-digit hash the lanes are its value (two keys with the same lanes
+ * are the same hash); any other string gets a 64-bit fingerprint of its
+ * characters instead, so a table lookup must still confirm the string.
+ */
+export function blockHashLane(hash: BlockHash, lane: 0 | 1): number {
+  if (hash.length === 16) {
+    const value = parseLane(hash, lane * 8);
+    if (value === value) return value;
+  }
+  let x = lane === 0 ? LANE_A_SEED : LANE_B_SEED;
+  for (let i = 0; i < hash.length; i++) x = round(x, hash.charCodeAt(i));
+  return mix((x ^ hash.length) >>> 0);
+}
+
+/** The 16 hex digits of the lanes (a, b): the text form of a hash for logs, JSON and error messages. */
+export function formatBlockHash(a: number, b: number): BlockHash {
+  return renderHash(a >>> 0, b >>> 0);
+}
+
 /** Where chainLanes leaves its result, so the hot loop allocates nothing but the rendered string. */
 const lanes = new Uint32Array(2);
 

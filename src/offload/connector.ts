@@ -220,7 +220,11 @@ export class OffloadingConnector implements SchedulerConnector {
       }
     }
     // Requests scheduled before are known already; only (re)admitted ones are new here.
-    for (const view of step.scheduled) if (view.fresh) this.live.set(view.request.id, view.request);
+    const scheduled = step.scheduled;
+    for (let v = 0; v < scheduled.length; v++) {
+      const view = scheduled[v];
+      if (view.fresh) this.live.set(view.request.id, view.request);
+    }
     this.policy.storesFor(step, this.storeContext);
     const meta: OffloadStepMetadata = {
       flushReqIds: [...step.preemptedReqIds],

@@ -51,14 +51,12 @@ export class CpuBlockAllocator {
         `allocate: ${count} blocks requested but only ${this.numFree} of ${this.capacity} are free`,
       );
     }
-    const ids: number[] = [];
-    while (ids.length < count && this.nextFreshId < this.capacity) {
-      ids.push(this.nextFreshId++);
-    }
-    while (ids.length < count) {
-      ids.push(this.freedIds.pop() as number);
-    }
-    for (const id of ids) this.allocated[id] = 1;
+    // Filled by index into an array of the final size (a huge one grows as it fills, never sparse).
+    const ids: number[] = count <= 16384 ? new Array<number>(count) : [];
+    let n = 0;
+    while (n < count && this.nextFreshId < this.capacity) ids[n++] = this.nextFreshId++;
+    while (n < count) ids[n++] = this.freedIds.pop() as number;
+    for (let i = 0; i < count; i++) this.allocated[ids[i]] = 1;
     return ids;
   }
 

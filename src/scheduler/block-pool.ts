@@ -1,4 +1,5 @@
-import type { BlockHash } from '../core/block-hash.js';
+import { blockHashLane, formatBlockHash, type BlockHash } from '../core/block-hash.js';
+import { ABSENT, LaneHashTable } from '../core/lane-hash-table.js';
 import { FreeBlockQueue } from './free-block-queue.js';
 import { KVBlock } from './kv-block.js';
 
@@ -10,9 +11,16 @@ import { KVBlock } from './kv-block.js';
  * evicted first. A freed block without a hash holds nothing reusable and
  * joins the head instead, to be reused before any cached block.
  *
- * A block is in the prefix cache (has a hash) exactly when the hash map
- * points at it; when two blocks end up with the same contents only the first
- * is cached, the other stays anonymous.
+ * A block is in the prefix cache (has a hash) exactly when the index points
+ * at it; when two blocks end up with the same contents only the first is
+ * cached, the other stays anonymous.
+ *
+ * The index maps a hash's two 32-bit lanes to a block id in typed arrays
+ * (LaneHashTable): it holds no strings or objects, so its size costs the
+ * garbage collector nothing. A hit is confirmed against the block's hash
+ * string, so a key that is not 16 hex digits (its lanes are a fingerprint)
+ * never matches another string; two different strings with the same lanes
+ * count as one key, whichever was cached first.
  */
 
 /** Called when a free cached block is taken for reuse, before its hash is dropped (its contents are still intact). */
@@ -33,7 +41,7 @@ export class BlockPool {
   readonly numBlocks: number;
   private readonly blocks: KVBlock[];
   private readonly freeQueue = new FreeBlockQueue();
-  private readonly cachedByHash = new Map<BlockHash, KVBlock>();
+  private readonly cachedByHash: LaneHashTable;
   private evictionObserver: EvictionObserver | null = null;
   private numPending = 0;
   private numEvicted = 0;
@@ -44,6 +52,7 @@ export class BlockPool {
     }
     this.numBlocks = numBlocks;
     this.blocks = [];
+    this.cachedByHash = new LaneHashTable(numBlocks);
     for (let id = 0; id < numBlocks; id++) {
       const block = new KVBlock(id);
       this.blocks.push(block);
@@ -112,23 +121,19 @@ export class BlockPool {
    * block already holds stays anonymous.
    */
   cacheFullBlocks(blocks: readonly KVBlock[], hashes: readonly BlockHash[], from: number, to: number): void {
-    for (let i = from; i < to; i++) {
-      const block = blocks[i];
-      const hash = hashes[i];
-      if (block.hash !== null) {
-        if (block.hash !== hash) {
-          throw new Error(`block ${block.id} at table index ${i} is cached as ${block.hash}, expected ${hash}`);
-        }
-        continue;
-      }
-      if (this.cachedByHash.has(hash)) continue;
-      block.hash = hash;
-      this.cachedByHash.set(hash, block);
-    }
+    for (let i = from; i < to; i++) this.cacheBlock(blocks[i], hashes[i], i);
+  }
+
+  /** cacheFullBlocks for a block table given as block ids. */
+  cacheFullBlockIds(blockIds: readonly number[], hashes: readonly BlockHash[], from: number, to: number): void {
+    for (let i = from; i < to; i++) this.cacheBlock(this.block(blockIds[i]), hashes[i], i);
   }
 
   getCachedBlock(hash: BlockHash): KVBlock | null {
-    return this.cachedByHash.get(hash) ?? null;
+    const id = this.cachedByHash.get(blockHashLane(hash, 0), blockHashLane(hash, 1));
+    if (id === ABSENT) return null;
+    const block = this.blocks[id];
+    return block.hash === hash ? block : null;
   }
 
   /** Marks a block as being written by in-flight load `jobId`. */
@@ -149,8 +154,7 @@ export class BlockPool {
     for (const id of blockIds) {
       const block = this.block(id);
       if (block.hash === null) continue;
-      this.cachedByHash.delete(block.hash);
-      block.hash = null;
+      this.uncache(block);
       removed++;
     }
     return removed;
@@ -159,7 +163,7 @@ export class BlockPool {
   /** Drops every hash. Only legal when no block is held; returns false (and changes nothing) otherwise. */
   resetPrefixCache(): boolean {
     if (this.freeQueue.length !== this.numBlocks) return false;
-    for (const block of this.cachedByHash.values()) block.hash = null;
+    for (const block of this.blocks) block.hash = null;
     this.cachedByHash.clear();
     return true;
   }
@@ -217,19 +221,33 @@ export class BlockPool {
         problems.push(`block ${block.id} is neither free nor held (refCnt ${block.refCnt})`);
       }
       if (block.inFreeQueue && !seen.has(block.id)) problems.push(`block ${block.id} is marked free but unreachable`);
-      if (block.hash !== null && this.cachedByHash.get(block.hash) !== block) {
-        problems.push(`block ${block.id} carries hash ${block.hash} but the map does not point at it`);
+      if (block.hash !== null && this.getCachedBlock(block.hash) !== block) {
+        problems.push(`block ${block.id} carries hash ${block.hash} but the index does not point at it`);
       }
       if (block.pendingJob !== null) {
         pending++;
         if (block.refCnt === 0) problems.push(`block ${block.id} is pending on job ${block.pendingJob} but free`);
       }
     }
-    for (const [hash, block] of this.cachedByHash) {
-      if (block.hash !== hash) problems.push(`hash ${hash} maps to block ${block.id}, which carries ${block.hash}`);
-    }
+    this.cachedByHash.forEach((a, b, id) => {
+      const block = this.blocks[id];
+      if (block === undefined || block.hash === null || blockHashLane(block.hash, 0) !== a || blockHashLane(block.hash, 1) !== b) {
+        problems.push(`hash ${formatBlockHash(a, b)} maps to block ${id}, which carries ${block?.hash ?? null}`);
+      }
+    });
     if (pending !== this.numPending) problems.push(`${pending} pending blocks, counter says ${this.numPending}`);
     return problems;
+  }
+
+  /** Caches `block` (table index `index`) under `hash`, unless it is cached already or the hash is taken. */
+  private cacheBlock(block: KVBlock, hash: BlockHash, index: number): void {
+    if (block.hash !== null) {
+      if (block.hash !== hash) {
+        throw new Error(`block ${block.id} at table index ${index} is cached as ${block.hash}, expected ${hash}`);
+      }
+      return;
+    }
+    if (this.cachedByHash.setIfAbsent(blockHashLane(hash, 0), blockHashLane(hash, 1), block.id)) block.hash = hash;
   }
 
   private evict(block: KVBlock): void {
@@ -237,7 +255,13 @@ export class BlockPool {
     // The observer sees the block while its contents are intact: this step's writes will overwrite them.
     this.evictionObserver?.(block.id, hash);
     this.numEvicted++;
-    this.cachedByHash.delete(hash);
+    this.uncache(block);
+  }
+
+  /** Drops a cached block's index entry and hash. */
+  private uncache(block: KVBlock): void {
+    const hash = block.hash as BlockHash;
+    this.cachedByHash.delete(blockHashLane(hash, 0), blockHashLane(hash, 1));
     block.hash = null;
   }
 }

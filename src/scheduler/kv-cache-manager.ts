@@ -37,12 +37,18 @@ export interface KVCacheUsage extends BlockPoolCounts {
   readonly usage: number;
 }
 
-interface RequestBlocks {
-  readonly blocks: KVBlock[];
-  /** The same blocks' ids, kept alongside so tables can be handed out without copying. */
-  readonly ids: number[];
+/**
+ * One request's block table. The request carries it (`Request.blockTable`),
+ * so the decode path reaches it without a map lookup; `owner` tells which
+ * manager it belongs to.
+ */
+export class BlockTable {
+  /** GPU block ids in table order: handed to the workers and the connector as they are. */
+  readonly ids: number[] = [];
   /** Leading blocks of the table already offered to the prefix cache. */
-  numCachedBlocks: number;
+  numCachedBlocks = 0;
+
+  constructor(readonly owner: KVCacheManager) {}
 }
 
 const NO_BLOCKS: readonly KVBlock[] = Object.freeze([]);
@@ -53,8 +59,8 @@ export class KVCacheManager {
   readonly blockSize: number;
   readonly enablePrefixCaching: boolean;
   readonly pool: BlockPool;
-  /** Block tables by request (the Request object itself is the key: no string hashing per lookup). */
-  private readonly tables = new Map<Request, RequestBlocks>();
+  /** Requests holding blocks (their tables hang off the requests themselves). */
+  private readonly holders = new Set<Request>();
   private readonly loadingBlocks = new Map<number, KVBlock[]>();
 
   constructor(options: KVCacheManagerOptions) {
@@ -89,11 +95,11 @@ export class KVCacheManager {
    * this step's forward writes them before any later step reads them.
    */
   allocateSlots(request: Request, numNewTokens: number, options?: AllocateSlotsOptions): readonly number[] | null {
-    let entry = this.tables.get(request);
+    let entry = this.tableOf(request);
     // Decode fast path: the step's tokens fit the blocks held and complete no block, so nothing changes.
     if (options === undefined && entry !== undefined) {
       const numCacheable = request.numComputedTokens + numNewTokens;
-      if (numCacheable <= entry.blocks.length * this.blockSize && !this.completesCacheableBlock(request, entry, numCacheable)) {
+      if (numCacheable <= entry.ids.length * this.blockSize && !this.completesCacheableBlock(request, entry, numCacheable)) {
         return NO_IDS;
       }
     }
@@ -101,7 +107,7 @@ export class KVCacheManager {
     const numNewComputed = options?.numNewComputedTokens ?? 0;
     const numExternal = options?.numExternalComputedTokens ?? 0;
     const numLookahead = options?.numLookaheadTokens ?? 0;
-    const numHeld = entry === undefined ? 0 : entry.blocks.length;
+    const numHeld = entry === undefined ? 0 : entry.ids.length;
 
     const numComputed = request.numComputedTokens + numNewComputed;
     const numCacheable = numComputed + numExternal + numNewTokens;
@@ -114,22 +120,19 @@ export class KVCacheManager {
     if (numNewBlocks + numFreeHits > this.pool.numFreeBlocks) return null;
 
     if (entry === undefined) {
-      entry = { blocks: [], ids: [], numCachedBlocks: 0 };
-      this.tables.set(request, entry);
+      entry = new BlockTable(this);
+      request.blockTable = entry;
+      this.holders.add(request);
     }
     if (newComputedBlocks.length > 0) {
       this.pool.touch(newComputedBlocks);
-      for (let i = 0; i < newComputedBlocks.length; i++) {
-        entry.blocks.push(newComputedBlocks[i]);
-        entry.ids.push(newComputedBlocks[i].id);
-      }
+      for (let i = 0; i < newComputedBlocks.length; i++) entry.ids.push(newComputedBlocks[i].id);
     }
     let newIds: readonly number[] = NO_IDS;
     if (numNewBlocks > 0) {
       const allocated = this.pool.allocate(numNewBlocks);
       const ids = new Array<number>(numNewBlocks);
       for (let i = 0; i < numNewBlocks; i++) {
-        entry.blocks.push(allocated[i]);
         entry.ids.push(allocated[i].id);
         ids[i] = allocated[i].id;
       }
@@ -139,7 +142,7 @@ export class KVCacheManager {
     if (this.enablePrefixCaching) {
       const numFull = this.numCacheableBlocks(request, numCacheable);
       if (numFull > entry.numCachedBlocks) {
-        this.pool.cacheFullBlocks(entry.blocks, request.blockHashes, entry.numCachedBlocks, numFull);
+        this.pool.cacheFullBlockIds(entry.ids, request.blockHashes, entry.numCachedBlocks, numFull);
         entry.numCachedBlocks = numFull;
       }
     }
@@ -151,20 +154,20 @@ export class KVCacheManager {
     return Math.min(Math.floor(Math.min(numCacheable, request.numTokens) / this.blockSize), request.blockHashes.length);
   }
 
-  private completesCacheableBlock(request: Request, entry: RequestBlocks, numCacheable: number): boolean {
+  private completesCacheableBlock(request: Request, entry: BlockTable, numCacheable: number): boolean {
     return this.enablePrefixCaching && this.numCacheableBlocks(request, numCacheable) > entry.numCachedBlocks;
   }
 
   /** Table blocks [first, first + n) of the request are being written by load `jobId`. */
   markLoading(request: Request, firstBlockIndex: number, numBlocks: number, jobId: number): void {
-    const entry = this.tables.get(request);
-    if (entry === undefined || firstBlockIndex < 0 || firstBlockIndex + numBlocks > entry.blocks.length) {
+    const entry = this.tableOf(request);
+    if (entry === undefined || firstBlockIndex < 0 || firstBlockIndex + numBlocks > entry.ids.length) {
       throw new RangeError(
-        `markLoading: request '${request.id}' holds ${entry?.blocks.length ?? 0} blocks; ` +
+        `markLoading: request '${request.id}' holds ${entry?.ids.length ?? 0} blocks; ` +
           `cannot mark [${firstBlockIndex}, ${firstBlockIndex + numBlocks}) as loading`,
       );
     }
-    const blocks = entry.blocks.slice(firstBlockIndex, firstBlockIndex + numBlocks);
+    const blocks = entry.ids.slice(firstBlockIndex, firstBlockIndex + numBlocks).map((id) => this.pool.block(id));
     for (const block of blocks) this.pool.markPending(block, jobId);
     const existing = this.loadingBlocks.get(jobId);
     if (existing === undefined) this.loadingBlocks.set(jobId, blocks);
@@ -182,29 +185,31 @@ export class KVCacheManager {
 
   /** Releases the request's blocks, last block first, so its prefix stays cached longest. */
   free(request: Request): void {
-    const entry = this.tables.get(request);
+    const entry = this.tableOf(request);
     if (entry === undefined) return;
-    this.tables.delete(request);
-    const reversed = entry.blocks.slice().reverse();
+    this.detach(request);
+    const ids = entry.ids;
+    const reversed = new Array<KVBlock>(ids.length);
+    for (let i = 0; i < ids.length; i++) reversed[i] = this.pool.block(ids[ids.length - 1 - i]);
     this.pool.free(reversed);
   }
 
   hasBlocks(request: Request): boolean {
-    return this.tables.has(request);
+    return this.tableOf(request) !== undefined;
   }
 
   numBlocksOf(request: Request): number {
-    return this.tables.get(request)?.blocks.length ?? 0;
+    return this.tableOf(request)?.ids.length ?? 0;
   }
 
   /** A copy of the request's block table. */
   getBlockIds(request: Request): number[] {
-    return this.tables.get(request)?.ids.slice() ?? [];
+    return this.tableOf(request)?.ids.slice() ?? [];
   }
 
   /** The request's block table itself: valid while the request holds its blocks; copy it to keep it. */
   blockIdsView(request: Request): readonly number[] {
-    return this.tables.get(request)?.ids ?? NO_IDS;
+    return this.tableOf(request)?.ids ?? NO_IDS;
   }
 
   /**
@@ -212,7 +217,7 @@ export class KVCacheManager {
    * in `blockIds`, or -1.
    */
   firstBlockIndexIn(request: Request, blockIds: ReadonlySet<number>, numBlocks: number): number {
-    const entry = this.tables.get(request);
+    const entry = this.tableOf(request);
     if (entry === undefined) return -1;
     const n = Math.min(numBlocks, entry.ids.length);
     for (let i = 0; i < n; i++) if (blockIds.has(entry.ids[i])) return i;
@@ -224,7 +229,7 @@ export class KVCacheManager {
    * offer those blocks to the prefix cache again once they are.
    */
   recacheFrom(request: Request, blockIndex: number): void {
-    const entry = this.tables.get(request);
+    const entry = this.tableOf(request);
     if (entry !== undefined && entry.numCachedBlocks > blockIndex) entry.numCachedBlocks = blockIndex;
   }
 
@@ -234,14 +239,26 @@ export class KVCacheManager {
 
   /** Forgets every table, load and cached block: the device contents were lost. */
   reset(): void {
-    this.tables.clear();
+    for (const request of this.holders) if (request.blockTable?.owner === this) request.blockTable = null;
+    this.holders.clear();
     this.loadingBlocks.clear();
     this.pool.reset();
   }
 
   /** Number of requests holding blocks. */
   get numTables(): number {
-    return this.tables.size;
+    return this.holders.size;
+  }
+
+  /** The request's table in this manager, if it holds blocks here. */
+  private tableOf(request: Request): BlockTable | undefined {
+    const table = request.blockTable;
+    return table !== null && table.owner === this ? table : undefined;
+  }
+
+  private detach(request: Request): void {
+    this.holders.delete(request);
+    request.blockTable = null;
   }
 
   usage(): KVCacheUsage {

@@ -1,6 +1,7 @@
 import { extendBlockHashes, type BlockHash } from '../core/block-hash.js';
 import { RequestError } from '../core/errors.js';
 import type { FinishReason } from '../runtime/engine-types.js';
+import type { BlockTable } from './kv-cache-manager.js';
 
 /**
  * One generation request as the scheduler tracks it: its tokens, its progress
@@ -92,6 +93,14 @@ export class Request {
   /** Prompt tokens served by the GPU prefix cache / by the connector (CPU tier) when first admitted. */
   gpuPrefixHitTokens = 0;
   externalHitTokens = 0;
+  /** Its GPU block table while it holds blocks; set and cleared by the KVCacheManager that owns it. */
+  blockTable: BlockTable | null = null;
+  /** The scheduler whose workers hold this request's state (block table, tokens so far), if any; set by it. */
+  knownToWorkersOf: object | null = null;
+
+  /** Prompt and prompt + output token counts, kept as fields so the hot path reads the request alone, not its arrays. */
+  private readonly promptLength: number;
+  private tokenCount: number;
 
   /**
    * Prompt and output tokens in one buffer sized for the longest possible
@@ -112,17 +121,19 @@ export class Request {
     this.blockSize = blockSize;
     this.allTokens = new Int32Array(this.promptTokens.length + this.maxTokens);
     this.allTokens.set(this.promptTokens);
+    this.promptLength = this.promptTokens.length;
+    this.tokenCount = this.promptLength;
     this.blockHashes = params.promptBlockHashes ? params.promptBlockHashes.slice() : [];
     extendBlockHashes(this.blockHashes, this.allTokens, this.promptTokens.length, blockSize, this.cacheSalt);
   }
 
   get numPromptTokens(): number {
-    return this.promptTokens.length;
+    return this.promptLength;
   }
 
   /** Prompt + output tokens. */
   get numTokens(): number {
-    return this.promptTokens.length + this.outputTokens.length;
+    return this.tokenCount;
   }
 
   get isFinished(): boolean {
@@ -143,13 +154,15 @@ export class Request {
 
   /** Appends a sampled token and hashes the block it completes, if any. */
   appendOutputToken(token: number): void {
-    if (this.outputTokens.length >= this.maxTokens) {
+    if (this.tokenCount - this.promptLength >= this.maxTokens) {
       throw new RequestError(`request '${this.id}': cannot append beyond maxTokens ${this.maxTokens}`);
     }
-    this.allTokens[this.numTokens] = token;
+    const numTokens = this.tokenCount + 1;
+    this.allTokens[numTokens - 1] = token;
     this.outputTokens.push(token);
-    if (this.numTokens % this.blockSize === 0) {
-      extendBlockHashes(this.blockHashes, this.allTokens, this.numTokens, this.blockSize, this.cacheSalt);
+    this.tokenCount = numTokens;
+    if (numTokens % this.blockSize === 0) {
+      extendBlockHashes(this.blockHashes, this.allTokens, numTokens, this.blockSize, this.cacheSalt);
     }
   }
 }

@@ -12,7 +12,7 @@ import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits }
 import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
-import { SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
+import { presized, SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
 
 /**
  * Decides each engine step (docs/architecture.md, "One engine step"), following vLLM v1:
@@ -57,6 +57,8 @@ interface StepDraft {
   readonly scheduled: Request[];
   /** The connector's view of each entry (built as entries are committed), or null without a connector. */
   readonly views: ScheduledRequestView[] | null;
+  /** Entries committed so far: the arrays are sized in advance and cut to this length at the end. */
+  count: number;
   totalTokens: number;
 }
 
@@ -84,7 +86,10 @@ export class Scheduler {
   private waiting: Request[] = [];
   private readonly addOrder = new Map<string, number>();
   private nextAddOrder = 0;
-  /** Requests whose block table the workers hold (the next step sends only appended blocks). */
+  /**
+   * Requests whose block table the workers hold (the next step sends only appended blocks), in the
+   * order they became known; each also points back here (`knownToWorkersOf`), which is what a step reads.
+   */
   private readonly knownToWorkers = new Set<Request>();
   /** The requests of the last step scheduled, in batch order (saves lookups when its output arrives). */
   private lastStep: { readonly step: number; readonly scheduled: readonly Request[] } | null = null;
@@ -185,7 +190,16 @@ export class Scheduler {
 
   schedule(): SchedulerOutput {
     const step = this.stepCount++;
-    const draft: StepDraft = { requests: [], scheduled: [], views: this.connector === null ? null : [], totalTokens: 0 };
+    // Sized for every request that might run (no step schedules more than maxNumSeqs), so the arrays
+    // are not regrown entry by entry while a large batch is built.
+    const capacity = Math.min(this.running.length + this.waiting.length, this.config.maxNumSeqs);
+    const draft: StepDraft = {
+      requests: presized(capacity),
+      scheduled: presized(capacity),
+      views: this.connector === null ? null : presized(capacity),
+      count: 0,
+      totalTokens: 0,
+    };
     const now = this.now();
     const preemptedReqIds: string[] = this.droppedByReset;
     this.droppedByReset = [];
@@ -370,6 +384,11 @@ export class Scheduler {
     return { request, numTokens: numNew, newBlockIds };
   }
 
+  private forgetOnWorkers(request: Request): void {
+    if (request.knownToWorkersOf === this) request.knownToWorkersOf = null;
+    this.knownToWorkers.delete(request);
+  }
+
   private startRunning(request: Request): void {
     request.status = 'running';
     this.running.insert(request);
@@ -382,7 +401,7 @@ export class Scheduler {
     request.numPreemptions++;
     this.counters.preemptions++;
     this.observer?.requestsPreempted('out_of_blocks', 1);
-    this.knownToWorkers.delete(request);
+    this.forgetOnWorkers(request);
     this.waiting.unshift(request);
   }
 
@@ -390,17 +409,20 @@ export class Scheduler {
   private commit(draft: StepDraft, request: Request, numTokens: number, newBlockIds: readonly number[], now: number): void {
     const start = request.numComputedTokens;
     const end = start + numTokens;
-    const fresh = !this.knownToWorkers.has(request);
-    if (fresh) this.knownToWorkers.add(request);
-    if (numTokens === 1 && end === request.numTokens && request.outputTokens.length > 0) {
+    const fresh = request.knownToWorkersOf !== this;
+    if (fresh) {
+      request.knownToWorkersOf = this;
+      this.knownToWorkers.add(request);
+    }
+    if (numTokens === 1 && end === request.numTokens && request.numTokens > request.numPromptTokens) {
       this.counters.decodeTokensComputed++;
     } else {
       this.counters.prefillTokensComputed += numTokens;
     }
     request.firstScheduledTime ??= now;
     request.numComputedTokens = end;
-    draft.requests.push(
-      new StepRequest(
+    const k = draft.count++;
+    draft.requests[k] = new StepRequest(
         request.id,
         fresh ? this.kvCacheManager.getBlockIds(request) : null,
         fresh ? NO_IDS : newBlockIds,
@@ -408,14 +430,18 @@ export class Scheduler {
         request.tokensBetween(start, end),
         end === request.numTokens,
         request.seed,
-      ),
     );
-    draft.scheduled.push(request);
-    draft.views?.push(new StepRequestView(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh));
+    draft.scheduled[k] = request;
+    if (draft.views !== null) {
+      draft.views[k] = new StepRequestView(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh);
+    }
     draft.totalTokens += numTokens;
   }
 
   private buildOutput(step: number, draft: StepDraft, preemptedReqIds: string[]): SchedulerOutput {
+    draft.requests.length = draft.count;
+    draft.scheduled.length = draft.count;
+    if (draft.views !== null) draft.views.length = draft.count;
     const finishedReqIds = this.finishedSinceLastStep;
     this.finishedSinceLastStep = [];
     this.lastStep = { step, scheduled: draft.scheduled };
@@ -481,7 +507,7 @@ export class Scheduler {
       this.counters.outputTokens++;
       let status: FinishedStatus | null = null;
       if (request.stopToken !== null && token === request.stopToken) status = 'finishedStopped';
-      else if (request.outputTokens.length >= request.maxTokens) status = 'finishedLength';
+      else if (request.numTokens - request.numPromptTokens >= request.maxTokens) status = 'finishedLength';
       if (status === null) {
         updates.push(new SampledTokenUpdate(request.id, token));
       } else {
@@ -561,7 +587,7 @@ export class Scheduler {
     request.finishTime = this.now();
     this.requests.delete(request.id);
     this.addOrder.delete(request.id);
-    this.knownToWorkers.delete(request);
+    this.forgetOnWorkers(request);
     this.loadWaits.drop(request.id);
     this.finishedSinceLastStep.push(request.id);
     this.recoveredRequests.delete(request.id);
@@ -597,7 +623,10 @@ export class Scheduler {
     for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') request.status = 'waiting';
     for (const request of [...wasRunning, ...this.waiting]) request.numComputedTokens = 0;
     this.waiting = [...wasRunning, ...this.waiting];
-    for (const request of this.knownToWorkers) this.droppedByReset.push(request.id);
+    for (const request of this.knownToWorkers) {
+      this.droppedByReset.push(request.id);
+      request.knownToWorkersOf = null;
+    }
     this.knownToWorkers.clear();
     this.loadWaits.clear();
     this.invalidBlocksCounted.clear();

@@ -49,3 +49,11 @@ export class SampledTokenUpdate {
     this.newTokenIds = ids;
   }
 }
+
+/** Above this, `new Array(n)` may start out as a dictionary: such a step's arrays grow as they are filled instead. */
+const MAX_PRESIZED = 16384;
+
+/** An array with room for `capacity` entries, to be filled by index from 0 and cut to length. */
+export function presized<T>(capacity: number): T[] {
+  return capacity > 0 && capacity <= MAX_PRESIZED ? new Array<T>(capacity) : [];
+}

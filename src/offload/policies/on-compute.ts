@@ -30,7 +30,10 @@ export class StoreOnComputePolicy implements StorePolicy {
 
   storesFor(step: StepView, context: StoreContext): void {
     const { offloadFactor: f, offloadedBlockTokens } = this.geometry;
-    for (const view of step.scheduled) {
+    // An index loop: it runs over every scheduled request every step, and allocates no iterator results.
+    const scheduled = step.scheduled;
+    for (let v = 0; v < scheduled.length; v++) {
+      const view = scheduled[v];
       const request = view.request;
       // Tokens whose KV exists once this step's forward ran; a block one token short is not full.
       const computed = Math.min(request.numComputedTokens, request.numTokens);

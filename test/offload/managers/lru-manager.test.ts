@@ -61,3 +61,16 @@ describe('LRU manager', () => {
     expect(manager.stats()).toMatchObject({ usedBlocks: 3, evictions: 5, storesFailed: 1 });
   });
 });
+
+describe('LRU order with keys that share their lanes', () => {
+  it('keeps an upper- and a lower-case spelling of one hash as two blocks in use order', () => {
+    const manager = lru(3);
+    const lower = 'abcdef0123456789';
+    const upper = 'ABCDEF0123456789';
+    for (const key of [lower, upper, 'other-key']) manager.completeStore(manager.prepareStore([key])!.keysToStore, true);
+    manager.touch([lower]);
+    expect(manager.keysOldestFirst()).toEqual([upper, 'other-key', lower]);
+    expect(manager.prepareStore(['next-key'])!.evictedKeys).toEqual([upper]);
+    expect(manager.keysOldestFirst()).toEqual(['other-key', lower, 'next-key']);
+  });
+});
