@@ -6,6 +6,7 @@ import { referenceGenerate } from '../model/reference.js';
 import type { ModelShape } from '../model/shape.js';
 import type { OffloadingConnector } from '../offload/connector.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
@@ -244,10 +245,10 @@ export function formatPolicyTable(comparison: PolicyComparison): string {
 
 function parseConfiguration(text: string): PolicyConfiguration {
   const [eviction, storePolicy] = text.split('/');
-  if ((eviction !== 'lru' && eviction !== 'arc') || storePolicy === undefined) {
+  if (!(EVICTION_POLICY_NAMES as readonly string[]).includes(eviction) || storePolicy === undefined) {
     throw new ConfigError(`--config ${JSON.stringify(text)}: expected EVICTION/STORE_POLICY, e.g. lru/on-compute or arc/reuse:2`);
   }
-  return { eviction, storePolicy };
+  return { eviction: eviction as EvictionPolicyName, storePolicy };
 }
 
 function positiveInt(flag: string) {

@@ -9,6 +9,7 @@ import { runOverlapBench, type OverlapBenchRow } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { BenchOptions } from './bench-options.js';
 import { UsageError } from './usage-error.js';
 
@@ -212,7 +213,7 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
       gpuBlocks: options.int('gpuBlocks', 512),
       cpuBlocks: options.int('cpuBlocks', 4096),
       offloadFactor: options.int('offloadFactor', 1),
-      eviction: options.oneOf<EvictionPolicyName>('eviction', ['lru', 'arc'], 'lru'),
+      eviction: options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru'),
       verify: options.flag('verify', true),
     };
     options.finish();

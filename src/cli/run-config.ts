@@ -5,6 +5,7 @@ import type { BackendName, KvLayout } from '../device/types.js';
 import { FaultPlanError, parseFaultPlan, validateFaultPlanRanks } from '../faults/plan.js';
 import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from '../runtime/engine-types.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { parseCommandArgs } from './command-parse.js';
 import { flagInput, invalidValue, mergeInputs, originOf, parseInput, readConfigFile, rejectBoth, type LayeredInput } from './config-input.js';
@@ -46,7 +47,7 @@ export const runInputSchema = z
     cpuBlocks: positiveInt(),
     cpuBytes: byteSize(),
     offloadFactor: positiveInt(ENGINE_LIMITS.offloadFactor),
-    eviction: oneOf(['lru', 'arc']),
+    eviction: oneOf(EVICTION_POLICY_NAMES),
     storePolicy: storePolicy(),
     offload: flag(),
     workload: oneOf(['multiturn', 'trace']),

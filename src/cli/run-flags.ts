@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 
 /**
@@ -21,7 +22,7 @@ export function createRunCommand(): Command {
     .option('--cpu-blocks <n>', `CPU tier size in offloaded blocks (default ${RUN_DEFAULTS.cpuBlocks})`)
     .option('--cpu-bytes <size>', 'CPU tier size in bytes over all ranks, e.g. 512MiB, 2GiB, 1.5GB (instead of --cpu-blocks)')
     .option('--offload-factor <n>', `GPU blocks per offloaded block (default ${RUN_DEFAULTS.offloadFactor})`)
-    .option('--eviction <policy>', `CPU tier eviction: lru | arc (default ${RUN_DEFAULTS.eviction})`)
+    .option('--eviction <policy>', `CPU tier eviction: ${EVICTION_POLICY_NAMES.join(' | ')} (default ${RUN_DEFAULTS.eviction})`)
     .option('--store-policy <policy>', `on-compute | on-evict | reuse:K (default ${RUN_DEFAULTS.storePolicy})`)
     .option('--no-offload', 'run without the CPU tier')
     .option('--workload <kind>', 'multiturn | trace (default multiturn; trace when --trace is given)')

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import { isModelPresetName, MODEL_PRESET_NAMES, MODEL_PRESETS } from '../model/presets.js';
 import { modelShapeSchema, type ModelShape } from '../model/shape.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from './engine-types.js';
 
 const positiveInt = z.number().int().min(1);
@@ -24,7 +25,7 @@ export const engineConfigSchema = z
     cpuBlocks: z.number().int().min(0).optional(),
     cpuBytes: z.number().int().min(0).optional(),
     offloadFactor: positiveInt.max(64).default(1),
-    eviction: z.enum(['lru', 'arc']).default('lru'),
+    eviction: z.enum(EVICTION_POLICY_NAMES).default('lru'),
     storePolicy: storePolicySchema.default('on-compute'),
     maxNumBatchedTokens: positiveInt.default(2048),
     maxNumSeqs: positiveInt.default(256),
