@@ -68,7 +68,7 @@ const transferBench: BenchSpec<TransferBenchRow> = {
 
 const schedulerBench: BenchSpec<SchedulerBenchRow> = {
   notes: () => [
-    'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, LRU) runs inside both calls.',
+    'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, --eviction lru by default) runs inside both calls.',
     'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
     'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
   ],
@@ -87,6 +87,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const repeats = options.int('repeats', 3);
     const offload = options.flag('offload', true);
     const promptTokens = options.int('promptTokens', 128);
+    const eviction = options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru');
     options.finish();
     return runSchedulerBench({
       runningRequests,
@@ -101,7 +102,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
               blockSize: config.blockSize,
               offloadFactor: 1,
               cpuBlocks: config.numGpuBlocks * 4,
-              eviction: 'lru',
+              eviction,
               storePolicy: 'on-compute',
             }).connector
         : undefined,
