@@ -9,6 +9,7 @@ import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
+import { PositionSums } from '../sim/position-sums.js';
 import { SimulatedRunner } from '../sim/simulated-runner.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { tracePromptTokens } from '../workload/trace-tokens.js';
@@ -95,6 +96,8 @@ const MODEL: ModelShape = MODEL_PRESETS.tiny;
 export interface ReplaySlice {
   readonly requests: readonly ReplayRequest[];
   readonly expected: ReadonlyMap<string, readonly number[]>;
+  /** KV position sums shared by every replay of the slice (the same tokens give the same sums). */
+  readonly positionSums: PositionSums;
 }
 
 /** The slice's requests (arriving at step floor(ms / traceMsPerStep)) and their reference outputs. */
@@ -108,17 +111,18 @@ export function replaySliceOf(trace: Trace, traceMsPerStep = 1000): ReplaySlice 
     seed: record.line,
   }));
   const expected = new Map(requests.map((r) => [r.id, referenceGenerate(MODEL, { promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed }).outputTokens]));
-  return { requests, expected };
+  return { requests, expected, positionSums: new PositionSums(MODEL, 1 << 22) };
 }
 
 export async function comparePolicies(options: ComparePoliciesOptions): Promise<PolicyComparison> {
   const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
-  const { requests, expected } = replaySliceOf(trace, options.traceMsPerStep ?? 1000);
+  const slice = replaySliceOf(trace, options.traceMsPerStep ?? 1000);
+  const { requests, expected } = slice;
 
   const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
   const results: PolicyResult[] = [];
   for (const configuration of runs) {
-    const result = replay(options, requests, expected, configuration);
+    const result = replay(options, requests, expected, configuration, slice.positionSums);
     options.onResult?.(result);
     results.push(result);
   }
@@ -138,6 +142,7 @@ export function replay(
   requests: readonly ReplayRequest[],
   expected: ReadonlyMap<string, readonly number[]>,
   configuration: PolicyConfiguration | null,
+  positionSums?: PositionSums,
 ): PolicyResult {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   if (Math.ceil(longest / options.blockSize) > options.gpuBlocks) {
@@ -177,6 +182,7 @@ export function replay(
     offloadFactor: options.offloadFactor,
     loadLatencySteps: latency,
     storeLatencySteps: latency,
+    positionSums,
   });
   let clock = 0;
   const scheduler = new Scheduler(config, { connector, now: () => clock });

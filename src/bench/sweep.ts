@@ -190,6 +190,7 @@ function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner
       slice.requests,
       slice.expected,
       policy,
+      slice.positionSums,
     );
     return {
       cpuHitTokens: result.cpuHitTokens,
