@@ -89,7 +89,7 @@ function positiveIntFlag(flag: string, text: string | undefined, fallback: numbe
   if (text === undefined) return fallback;
   const value = Number(text);
   if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < 1) {
-    throw new UsageError(`${flag}: invalid value ${JSON.stringify(text)}: expected an integer >= 1`);
+    throw new UsageError(`${flag}: invalid value ${JSON.stringify(text)}: expected a positive integer`);
   }
   return value;
 }
