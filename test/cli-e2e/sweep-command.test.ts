@@ -25,6 +25,16 @@ describe('kvtier sweep', () => {
     expect(result.stderr).toContain('[4/4]');
   });
 
+  it('runs the full engine per point with --engine and adds TTFT', async () => {
+    const result = await kvtier(['sweep', ...SMALL, '--cpu-blocks', '256', '--policies', 'lru', '--engine', '--speedup', '1000']);
+    expect(result.code).toBe(0);
+    const [header, row] = result.stdout.split('\n').filter((line) => /^(policy|lru) /.test(line));
+    expect(header).toMatch(/TTFT p50 ms\s+TTFT p99 ms$/);
+    expect(row).toMatch(/^lru\s+256\s.*24\/24\s+\d+\.\d\s+\d+\.\d$/);
+    // At least the six returning conversations load their 32-token previous prompt from the tier.
+    expect(Number(row.split(/\s+/)[2])).toBeGreaterThanOrEqual(6 * 32);
+  });
+
   it.each([
     [['--cpu-blocks', '1000,lots'], '--cpu-blocks: invalid value "lots": expected a positive integer'],
     [['--cpu-blocks', '1000,,2000'], '--cpu-blocks: invalid value "1000,,2000": expected a comma-separated list with no empty items'],
