@@ -67,6 +67,7 @@ export const runInputSchema = z
     stepDeadlineMs: positiveInt(),
     compare: flag(),
     json: nonEmptyString('an output file path'),
+    html: nonEmptyString('an output file path'),
     maxNumSeqs: positiveInt(),
     maxBatchedTokens: positiveInt(),
     maxModelLen: positiveInt(),
@@ -122,6 +123,8 @@ export interface RunConfig {
   readonly compare: boolean;
   /** Where to write the JSON report, if anywhere. */
   readonly json: string | null;
+  /** Where to write the HTML report, if anywhere. */
+  readonly html: string | null;
   /** Engine limits; null leaves the engine's default. */
   readonly maxNumSeqs: number | null;
   readonly maxBatchedTokens: number | null;
@@ -135,7 +138,7 @@ export type ResolvedRunConfig = RunConfig & { readonly backend: BackendName; rea
 const TRACE_ONLY_KEYS = ['maxRequests', 'timeWindow', 'tokenScale', 'speedup', 'arrivals'] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
-const PATH_KEYS = ['trace', 'json'] as const;
+const PATH_KEYS = ['trace', 'json', 'html'] as const;
 
 /**
  * Parses `kvtier run`'s arguments (without the program and command names).
@@ -184,6 +187,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     stepDeadlineMs: given.stepDeadlineMs ?? null,
     compare: given.compare ?? false,
     json: given.json ?? null,
+    html: given.html ?? null,
     maxNumSeqs: given.maxNumSeqs ?? null,
     maxBatchedTokens: given.maxBatchedTokens ?? null,
     maxModelLen: given.maxModelLen ?? null,

@@ -42,6 +42,7 @@ export function createRunCommand(): Command {
     .option('--step-deadline-ms <ms>', 'a rank that misses a step by this long is declared dead')
     .option('--compare', 'run the workload with offloading off, then on, and report them side by side')
     .option('--json <file>', 'also write the report as JSON')
+    .option('--html <file>', 'also write an HTML report: TTFT distribution, hit shares and transfer rates over time')
     .option('--max-num-seqs <n>', 'scheduler: most requests running at once')
     .option('--max-batched-tokens <n>', 'scheduler: most tokens per step')
     .option('--max-model-len <n>', 'longest prompt plus output the engine accepts')

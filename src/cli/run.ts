@@ -1,4 +1,6 @@
+import { writeFile } from 'node:fs/promises';
 import { cudaDeviceCount } from '../device/native.js';
+import { runReportHtml } from '../report/html/run-report.js';
 import { Engine } from '../runtime/engine.js';
 import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
@@ -9,10 +11,14 @@ import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
+import { RunTimeline, type TimelineInterval } from './run-timeline.js';
 import { driveWorkload } from '../workload/drive.js';
 
 interface RunOutcome {
   readonly report: RunReport;
+  /** What the HTML report draws. */
+  readonly ttftMs: readonly number[];
+  readonly timeline: readonly TimelineInterval[];
   /** Why the run failed, or null. */
   readonly failure: string | null;
 }
@@ -27,17 +33,26 @@ export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
+  if (resolved.html !== null) await checkOutputFile('--html', resolved.html);
   if (resolved.compare) {
     const off = await runOnce(resolved, false);
     const on = await runOnce(resolved, true);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
+    await writeHtml(resolved.html, [['offload off', off], ['offload on', on]]);
     return reportFailures([off, on]);
   }
   const outcome = await runOnce(resolved, resolved.offload);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
+  await writeHtml(resolved.html, [[resolved.offload ? 'offload on' : 'offload off', outcome]]);
   return reportFailures([outcome]);
+}
+
+async function writeHtml(file: string | null, runs: readonly (readonly [string, RunOutcome])[]): Promise<void> {
+  if (file === null) return;
+  const html = await runReportHtml(runs.map(([label, o]) => ({ label, report: o.report, ttftMs: o.ttftMs, timeline: o.timeline })));
+  await writeFile(file, html);
 }
 
 function reportFailures(outcomes: readonly RunOutcome[]): number {
@@ -56,12 +71,14 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<Run
   let failure: string | null = null;
   let integrity: IntegrityChecker | null = null;
   let progress: ProgressLine | null = null;
+  const timeline = new RunTimeline(() => snapshotFromMetrics(engine.metrics(), workload.plannedRequests));
   let wallSeconds = 0;
   try {
     integrity = new IntegrityChecker(engine.config.model);
     const checker = integrity;
     progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
     progress.start();
+    timeline.start();
     const drive = await driveWorkload(engine, workload, (f) => {
       finished.push(f);
       checker.add(f);
@@ -70,6 +87,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<Run
     wallSeconds = drive.wallSeconds;
   } finally {
     progress?.stop();
+    timeline.stop();
     await engine.shutdown();
   }
   const summary = await integrity.finish();
@@ -90,5 +108,6 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean): Promise<Run
   if (failure === null && (metrics.leaks.gpuBlocks > 0 || metrics.leaks.cpuBlocks > 0)) {
     failure = `blocks leaked after the run: ${metrics.leaks.gpuBlocks} GPU, ${metrics.leaks.cpuBlocks} CPU`;
   }
-  return { report, failure };
+  const ttftMs = finished.flatMap((f) => (f.firstTokenMs === null ? [] : [f.firstTokenMs - f.arrivalMs]));
+  return { report, failure, ttftMs, timeline: timeline.intervals() };
 }

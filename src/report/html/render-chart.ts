@@ -14,7 +14,7 @@ const CONFIG = {
   font: FONT,
   view: { stroke: null },
   axis: { labelFontSize: 11, titleFontSize: 12 },
-  legend: { labelFontSize: 11, titleFontSize: 12 },
+  legend: { labelFontSize: 11, titleFontSize: 12, labelLimit: 0 },
   title: { fontSize: 14, anchor: 'start' },
 } as const;
 
