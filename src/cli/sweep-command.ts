@@ -5,7 +5,7 @@ import { KvtierError } from '../core/errors.js';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
 import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
-import { sweepReportHtml } from '../report/html/sweep-report.js';
+import { sweepHitsSvg, sweepReportHtml } from '../report/html/sweep-report.js';
 import { parseByteSize } from './byte-size.js';
 import { parseCommandArgs } from './command-parse.js';
 import { checkOutputFile, writeJsonFile } from './output-file.js';
@@ -50,6 +50,7 @@ export function createSweepCommand(): Command {
     .option('--tp <n>', `with --engine: tensor-parallel ranks (default ${SWEEP_DEFAULTS.tp})`)
     .option('--json <file>', 'also write the sweep as JSON')
     .option('--html <file>', 'also write a self-contained HTML report with charts')
+    .option('--svg <file>', 'also write the hits-against-capacity chart alone as an SVG image')
     .allowExcessArguments(false);
 }
 
@@ -65,6 +66,7 @@ export interface SweepCommandOptions {
   readonly engine: { readonly backend: 'host'; readonly tp: number; readonly speedup: number } | null;
   readonly json: string | null;
   readonly html: string | null;
+  readonly svg: string | null;
 }
 
 interface RawSweepFlags {
@@ -83,6 +85,7 @@ interface RawSweepFlags {
   tp?: string;
   json?: string;
   html?: string;
+  svg?: string;
 }
 
 function positiveIntFlag(flag: string, text: string | undefined, fallback: number): number {
@@ -175,6 +178,7 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
     engine: engine ? { backend: 'host', tp: positiveIntFlag('--tp', flags.tp, SWEEP_DEFAULTS.tp), speedup } : null,
     json: flags.json ?? null,
     html: flags.html ?? null,
+    svg: flags.svg ?? null,
   };
 }
 
@@ -232,6 +236,7 @@ export async function sweepCommand(
 ): Promise<number> {
   if (options.json !== null) await checkOutputFile('--json', options.json);
   if (options.html !== null) await checkOutputFile('--html', options.html);
+  if (options.svg !== null) await checkOutputFile('--svg', options.svg);
   const result = await runSweep({
     traceFile: options.trace,
     maxRequests: options.maxRequests,
@@ -247,6 +252,7 @@ export async function sweepCommand(
   out.write(`${formatSweepTable(result)}\n`);
   if (options.json !== null) await writeJsonFile(options.json, result);
   if (options.html !== null) await writeFile(options.html, await sweepReportHtml(result));
+  if (options.svg !== null) await writeFile(options.svg, `${await sweepHitsSvg(result)}\n`);
   const unverified = result.points.filter((p) => p.verified !== p.requests);
   if (unverified.length > 0) {
     throw new SweepVerificationError(

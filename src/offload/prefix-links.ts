@@ -45,9 +45,11 @@ export class PrefixLinks {
 
   /** A block entered the tier: link it under its held parent, if known. */
   added(key: BlockHash): void {
+    if (this.parentOf.size === 0) return;
     const parent = this.parentOf.get(key);
     if (parent !== undefined && parent !== key && this.isHeld(parent)) this.link(parent, key);
     // A parent stored again adopts the children that outlived it.
+    if (this.orphans.size === 0) return;
     for (const orphan of this.orphans.keys()) {
       if (this.parentOf.get(orphan) === key) this.link(key, orphan);
     }
@@ -55,6 +57,7 @@ export class PrefixLinks {
 
   /** A block left the tier: its held children become orphans. */
   removed(key: BlockHash): void {
+    if (this.linkedParent.size === 0 && this.childrenOf.size === 0 && this.orphans.size === 0) return;
     this.orphans.delete(key);
     this.unlink(key);
     const children = this.childrenOf.get(key);

@@ -13,7 +13,8 @@ describe('kvtier sweep', () => {
     const dir = scratchDir();
     const json = join(dir, 'sweep.json');
     const html = join(dir, 'sweep.html');
-    const result = await kvtier(['sweep', ...SMALL, '--cpu-blocks', '256,8', '--policies', 'lru,s3fifo/on-evict', '--json', json, '--html', html]);
+    const svg = join(dir, 'sweep.svg');
+    const result = await kvtier(['sweep', ...SMALL, '--cpu-blocks', '256,8', '--policies', 'lru,s3fifo/on-evict', '--json', json, '--html', html, '--svg', svg]);
     expect(result.code).toBe(0);
     const rows = result.stdout.split('\n').filter((line) => /^(lru|s3fifo\/on-evict) /.test(line));
     expect(rows.map((row) => row.split(/\s+/).slice(0, 2).join(' '))).toEqual(['lru 8', 's3fifo/on-evict 8', 'lru 256', 's3fifo/on-evict 256']);
@@ -22,6 +23,7 @@ describe('kvtier sweep', () => {
     expect(sweep.cpuBlocks).toEqual([8, 256]);
     expect(sweep.points.map((p) => p.cpuHitTokens)).toEqual(rows.map((row) => Number(row.split(/\s+/)[2].replace(/,/g, ''))));
     expect(readFileSync(html, 'utf8')).toMatch(/^<!DOCTYPE html>[\s\S]*<svg[\s\S]*<\/html>\n$/);
+    expect(readFileSync(svg, 'utf8')).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"[\s\S]*<\/svg>\n$/);
     expect(result.stderr).toContain('[4/4]');
   });
 
