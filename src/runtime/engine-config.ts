@@ -25,7 +25,7 @@ export const engineConfigSchema = z
     cpuBlocks: z.number().int().min(0).optional(),
     cpuBytes: z.number().int().min(0).optional(),
     offloadFactor: positiveInt.max(64).default(1),
-    eviction: z.enum(EVICTION_POLICY_NAMES).default('lru'),
+    eviction: z.enum(EVICTION_POLICY_NAMES).default('s3fifo'),
     storePolicy: storePolicySchema.default('on-compute'),
     maxNumBatchedTokens: positiveInt.default(2048),
     maxNumSeqs: positiveInt.default(256),

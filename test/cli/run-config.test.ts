@@ -46,7 +46,7 @@ describe('kvtier run defaults', () => {
       cpuBlocks: RUN_DEFAULTS.cpuBlocks,
       cpuBytes: null,
       offload: true,
-      eviction: 'lru',
+      eviction: 's3fifo',
       storePolicy: 'on-compute',
       compare: false,
       json: null,
