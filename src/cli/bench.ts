@@ -88,6 +88,8 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const offload = options.flag('offload', true);
     const promptTokens = options.int('promptTokens', 128);
     const eviction = options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru');
+    // 0 (default): 4 x the GPU pool, which the bench never fills; a smaller tier makes stores evict.
+    const cpuBlocks = options.int('cpuBlocks', 0, 0);
     options.finish();
     return runSchedulerBench({
       runningRequests,
@@ -101,7 +103,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
               tp: 1,
               blockSize: config.blockSize,
               offloadFactor: 1,
-              cpuBlocks: config.numGpuBlocks * 4,
+              cpuBlocks: cpuBlocks === 0 ? config.numGpuBlocks * 4 : cpuBlocks,
               eviction,
               storePolicy: 'on-compute',
             }).connector

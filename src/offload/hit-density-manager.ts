@@ -1,7 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { SeededRandom } from '../workload/prng.js';
 import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
-import { PrefixLinks } from './prefix-links.js';
+import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
 
 /**
  * Least hit density (after Beckmann et al., "LHD: Improving Cache Hit Rate by
@@ -144,9 +144,10 @@ export class HitDensityEvictionPolicy implements EvictionPolicy {
   chooseVictims(count: number, evictable: (key: BlockHash) => boolean): BlockHash[] | null {
     const victims: BlockHash[] = [];
     if (count <= 0) return victims;
-    const chosen = new Set<BlockHash>();
+    // Most calls want one victim: a Set for the chosen ones only when they may be many.
+    const chosen: ChosenKeys = count > 8 ? new Set<BlockHash>() : new ArraySet(victims);
     const free = (key: BlockHash) => !chosen.has(key) && evictable(key);
-    for (const orphan of this.links.orphanKeys()) {
+    if (this.links.hasOrphans) for (const orphan of this.links.orphanKeys()) {
       if (victims.length === count) return victims;
       if (free(orphan)) {
         victims.push(orphan);

@@ -14,6 +14,24 @@ import type { BlockHash } from '../core/block-hash.js';
  * first missing block), so policies evict leaves first and treat a block
  * whose parent left as the first to go.
  */
+/** The victims a policy chose so far, as a membership test. */
+export interface ChosenKeys {
+  has(key: BlockHash): boolean;
+  add(key: BlockHash): unknown;
+}
+
+/** Membership in a short array (the victims chosen so far), without building a Set. */
+export class ArraySet implements ChosenKeys {
+  constructor(private readonly items: readonly BlockHash[]) {}
+
+  has(key: BlockHash): boolean {
+    return this.items.includes(key);
+  }
+
+  /** The array is the victims list itself: adding is the caller's push. */
+  add(_key: BlockHash): void {}
+}
+
 export class PrefixLinks {
   /** Parent of each recently seen key, oldest first (bounded). */
   private readonly parentOf = new Map<BlockHash, BlockHash>();
@@ -77,6 +95,11 @@ export class PrefixLinks {
   /** Held children of `key` (none when it is a leaf). */
   childrenOfKey(key: BlockHash): ReadonlySet<BlockHash> | undefined {
     return this.childrenOf.get(key);
+  }
+
+  /** Whether any held block lost its parent. */
+  get hasOrphans(): boolean {
+    return this.orphans.size > 0;
   }
 
   /** Held blocks whose parent left, oldest first. */

@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
-import { PrefixLinks } from './prefix-links.js';
+import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
 
 /**
  * S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
@@ -26,6 +26,13 @@ import { PrefixLinks } from './prefix-links.js';
 const SMALL_SHARE = 0.1;
 /** Ghost keys remembered, in tier capacities. */
 const GHOST_CAPACITIES = 4;
+/**
+ * Blocks the small FIFO's scan passes over that cannot go now (being stored,
+ * pinned) before eviction turns to the main FIFO. The newest blocks are still
+ * being stored; when they are all the small FIFO holds, rescanning them for
+ * every store would cost a pass over the queue each time.
+ */
+const SMALL_SCAN_LIMIT = 64;
 /** Largest reuse count (second chances in the main FIFO). */
 const MAX_FREQ = 3;
 
@@ -77,14 +84,15 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
 
   chooseVictims(count: number, evictable: (key: BlockHash) => boolean): BlockHash[] | null {
     const victims: BlockHash[] = [];
-    const chosen = new Set<BlockHash>();
+    // Most calls want one victim: a Set for the chosen ones only when they may be many.
+    const chosen: ChosenKeys = count > 8 ? new Set<BlockHash>() : new ArraySet(victims);
     const free = (key: BlockHash) => !chosen.has(key) && evictable(key);
     const take = (key: BlockHash) => {
       const leaf = this.links.deepestUnder(key, free, this.small.size + this.main.size);
       victims.push(leaf);
       chosen.add(leaf);
     };
-    for (const orphan of this.links.orphanKeys()) {
+    if (this.links.hasOrphans) for (const orphan of this.links.orphanKeys()) {
       if (victims.length === count) break;
       if (free(orphan)) take(orphan);
     }
@@ -92,16 +100,19 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
     let smallLeft = this.small.size;
     const smallKeys = this.small.keys();
     const mainKeys = this.main.entries();
+    let smallSkipped = 0;
     while (victims.length < count) {
       let picked = false;
-      if (smallLeft > this.smallTarget) {
+      if (smallLeft > this.smallTarget && smallSkipped <= SMALL_SCAN_LIMIT) {
         for (let next = smallKeys.next(); next.done !== true; next = smallKeys.next()) {
-          if (free(next.value)) {
-            take(next.value);
-            smallLeft--;
-            picked = true;
-            break;
+          if (!free(next.value)) {
+            if (++smallSkipped > SMALL_SCAN_LIMIT) break;
+            continue;
           }
+          take(next.value);
+          smallLeft--;
+          picked = true;
+          break;
         }
       }
       if (!picked) {
@@ -162,18 +173,23 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
    */
   private fallback(
     victims: BlockHash[],
-    chosen: Set<BlockHash>,
+    chosen: ChosenKeys,
     passedOver: readonly BlockHash[],
     count: number,
     free: (key: BlockHash) => boolean,
   ): BlockHash[] | null {
+    const consider = (key: BlockHash): boolean => {
+      if (free(key)) {
+        victims.push(key);
+        chosen.add(key);
+      }
+      return victims.length === count;
+    };
     // Also blocks the queues chose whose leaf went instead (their queue moved past them).
-    for (const key of [...passedOver, ...this.small.keys(), ...this.main.keys()]) {
-      if (victims.length === count) break;
-      if (!free(key)) continue;
-      victims.push(key);
-      chosen.add(key);
-    }
+    let done = victims.length === count;
+    for (let i = 0; i < passedOver.length && !done; i++) done = consider(passedOver[i]);
+    if (!done) for (const key of this.small.keys()) if ((done = consider(key))) break;
+    if (!done) for (const key of this.main.keys()) if ((done = consider(key))) break;
     if (victims.length < count) return null;
     this.passedOver = passedOver.filter((key) => !chosen.has(key));
     return victims;
