@@ -26,13 +26,6 @@ import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
 const SMALL_SHARE = 0.1;
 /** Ghost keys remembered, in tier capacities. */
 const GHOST_CAPACITIES = 4;
-/**
- * Blocks the small FIFO's scan passes over that cannot go now (being stored,
- * pinned) before eviction turns to the main FIFO. The newest blocks are still
- * being stored; when they are all the small FIFO holds, rescanning them for
- * every store would cost a pass over the queue each time.
- */
-const SMALL_SCAN_LIMIT = 64;
 /** Largest reuse count (second chances in the main FIFO). */
 const MAX_FREQ = 3;
 
@@ -100,15 +93,11 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
     let smallLeft = this.small.size;
     const smallKeys = this.small.keys();
     const mainKeys = this.main.entries();
-    let smallSkipped = 0;
     while (victims.length < count) {
       let picked = false;
-      if (smallLeft > this.smallTarget && smallSkipped <= SMALL_SCAN_LIMIT) {
+      if (smallLeft > this.smallTarget) {
         for (let next = smallKeys.next(); next.done !== true; next = smallKeys.next()) {
-          if (!free(next.value)) {
-            if (++smallSkipped > SMALL_SCAN_LIMIT) break;
-            continue;
-          }
+          if (!free(next.value)) continue;
           take(next.value);
           smallLeft--;
           picked = true;
