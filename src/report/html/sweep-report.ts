@@ -28,7 +28,7 @@ export function hitsChartSpec(result: SweepResult): ChartSpec {
     data: { values },
     mark: { type: 'line', point: true },
     encoding: {
-      x: { field: 'cpuBlocks', type: 'quantitative', title: 'CPU tier capacity (offloaded blocks)', scale: { type: 'log', base: 2 }, axis: { values: [...result.cpuBlocks] } },
+      x: { field: 'cpuBlocks', type: 'quantitative', title: 'CPU tier capacity (offloaded blocks)', scale: { type: 'log', base: 2, domain: [Math.min(...result.cpuBlocks), Math.max(...result.cpuBlocks)], nice: false }, axis: { values: [...result.cpuBlocks] } },
       y: { field: 'hitTokens', type: 'quantitative', title: 'CPU-tier hit tokens' },
       color: { field: 'series', type: 'nominal', title: 'policy', scale: { domain: series } },
       strokeDash: {
