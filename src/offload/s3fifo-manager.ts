@@ -80,10 +80,13 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
     // Most calls want one victim: a Set for the chosen ones only when they may be many.
     const chosen: ChosenKeys = count > 8 ? new Set<BlockHash>() : new ArraySet(victims);
     const free = (key: BlockHash) => !chosen.has(key) && evictable(key);
+    /** Queue blocks whose leaf went instead: the queues moved past them, still evictable. */
+    const leafInstead: BlockHash[] = [];
     const take = (key: BlockHash) => {
       const leaf = this.links.deepestUnder(key, free, this.small.size + this.main.size);
       victims.push(leaf);
       chosen.add(leaf);
+      if (leaf !== key) leafInstead.push(key);
     };
     if (this.links.hasOrphans) for (const orphan of this.links.orphanKeys()) {
       if (victims.length === count) break;
@@ -117,7 +120,8 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
           break;
         }
       }
-      if (!picked) return this.fallback(victims, chosen, passedOver, count, free);
+      // The main FIFO is exhausted here: what is left are the blocks passed over or moved past, and the small FIFO's rest.
+      if (!picked) return this.fallback(victims, chosen, [...passedOver, ...leafInstead], smallKeys, count, free, passedOver);
     }
     this.passedOver = passedOver;
     return victims;
@@ -157,15 +161,19 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
   }
 
   /**
-   * The queues ran out of plain victims: blocks passed over for a second
-   * chance, small-FIFO blocks kept for its target, then any evictable block.
+   * The queues ran out of plain victims: `skipped` (blocks passed over for a
+   * second chance, or whose leaf went instead), then the small-FIFO blocks not
+   * visited yet (kept for its target). Every other held block was visited and
+   * is not evictable, or was chosen.
    */
   private fallback(
     victims: BlockHash[],
     chosen: ChosenKeys,
-    passedOver: readonly BlockHash[],
+    skipped: readonly BlockHash[],
+    smallRest: Iterator<BlockHash>,
     count: number,
     free: (key: BlockHash) => boolean,
+    passedOver: readonly BlockHash[],
   ): BlockHash[] | null {
     const consider = (key: BlockHash): boolean => {
       if (free(key)) {
@@ -174,11 +182,9 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
       }
       return victims.length === count;
     };
-    // Also blocks the queues chose whose leaf went instead (their queue moved past them).
     let done = victims.length === count;
-    for (let i = 0; i < passedOver.length && !done; i++) done = consider(passedOver[i]);
-    if (!done) for (const key of this.small.keys()) if ((done = consider(key))) break;
-    if (!done) for (const key of this.main.keys()) if ((done = consider(key))) break;
+    for (let i = 0; i < skipped.length && !done; i++) done = consider(skipped[i]);
+    for (let next = smallRest.next(); !done && next.done !== true; next = smallRest.next()) done = consider(next.value);
     if (victims.length < count) return null;
     this.passedOver = passedOver.filter((key) => !chosen.has(key));
     return victims;
