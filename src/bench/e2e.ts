@@ -156,7 +156,7 @@ function engineConfig(o: E2eBenchOptions, offload: boolean): EngineConfigInput {
 }
 
 /** One pass over the trace slice; the report of `kvtier run` for it. */
-async function replay(options: E2eBenchOptions, trace: Trace, offload: boolean): Promise<RunReport> {
+export async function replay(options: E2eBenchOptions, trace: Trace, offload: boolean): Promise<RunReport> {
   const engine = await Engine.create(engineConfig(options, offload));
   const finished: FinishedRequest[] = [];
   const integrity = options.verify === false ? null : new IntegrityChecker(engine.config.model);
@@ -196,7 +196,7 @@ async function replay(options: E2eBenchOptions, trace: Trace, offload: boolean):
 }
 
 /** Why a run's figures cannot be trusted, or null. */
-function runFailure(report: RunReport): string | null {
+export function runFailure(report: RunReport): string | null {
   if (report.requests.failed > 0) return `${report.requests.failed} requests failed (${report.errors.join('; ')})`;
   if (report.integrity.mismatches > 0) {
     return `${report.integrity.mismatches} of ${report.integrity.checked} requests differ from the reference model`;

@@ -1,5 +1,3 @@
-import { pathToFileURL } from 'node:url';
-import { Command, Option } from 'commander';
 import { ConfigError } from '../core/errors.js';
 import { MODEL_PRESETS } from '../model/presets.js';
 import { referenceGenerate } from '../model/reference.js';
@@ -11,8 +9,9 @@ import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
+import { PositionSums } from '../sim/position-sums.js';
 import { SimulatedRunner } from '../sim/simulated-runner.js';
-import { loadTrace } from '../workload/trace.js';
+import { loadTrace, type Trace } from '../workload/trace.js';
 import { tracePromptTokens } from '../workload/trace-tokens.js';
 
 /**
@@ -83,7 +82,7 @@ export interface PolicyComparison {
   readonly results: readonly PolicyResult[];
 }
 
-interface ReplayRequest {
+export interface ReplayRequest {
   readonly id: string;
   readonly arrivalStep: number;
   readonly prompt: Int32Array;
@@ -93,10 +92,17 @@ interface ReplayRequest {
 
 const MODEL: ModelShape = MODEL_PRESETS.tiny;
 
-export async function comparePolicies(options: ComparePoliciesOptions): Promise<PolicyComparison> {
-  const traceMsPerStep = options.traceMsPerStep ?? 1000;
+/** A loaded trace slice as replay requests, with the reference model's output for each. */
+export interface ReplaySlice {
+  readonly requests: readonly ReplayRequest[];
+  readonly expected: ReadonlyMap<string, readonly number[]>;
+  /** KV position sums shared by every replay of the slice (the same tokens give the same sums). */
+  readonly positionSums: PositionSums;
+}
+
+/** The slice's requests (arriving at step floor(ms / traceMsPerStep)) and their reference outputs. */
+export function replaySliceOf(trace: Trace, traceMsPerStep = 1000): ReplaySlice {
   if (!(traceMsPerStep > 0)) throw new ConfigError(`traceMsPerStep must be > 0, got ${traceMsPerStep}`);
-  const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
   const requests: ReplayRequest[] = trace.records.map((record) => ({
     id: `L${record.line}`,
     arrivalStep: Math.floor((record.timestampMs - trace.originMs) / traceMsPerStep),
@@ -105,11 +111,18 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
     seed: record.line,
   }));
   const expected = new Map(requests.map((r) => [r.id, referenceGenerate(MODEL, { promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed }).outputTokens]));
+  return { requests, expected, positionSums: new PositionSums(MODEL, 1 << 22) };
+}
+
+export async function comparePolicies(options: ComparePoliciesOptions): Promise<PolicyComparison> {
+  const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
+  const slice = replaySliceOf(trace, options.traceMsPerStep ?? 1000);
+  const { requests, expected } = slice;
 
   const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
   const results: PolicyResult[] = [];
   for (const configuration of runs) {
-    const result = replay(options, requests, expected, configuration);
+    const result = replay(options, requests, expected, configuration, slice.positionSums);
     options.onResult?.(result);
     results.push(result);
   }
@@ -117,12 +130,19 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
   return { options: rest, results };
 }
 
+/** The replay settings one run needs (ComparePoliciesOptions without the slice and configurations). */
+export type ReplayOptions = Pick<
+  ComparePoliciesOptions,
+  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps'
+>;
+
 /** Replays the requests through one configuration (null: no CPU tier). */
-function replay(
-  options: ComparePoliciesOptions,
+export function replay(
+  options: ReplayOptions,
   requests: readonly ReplayRequest[],
   expected: ReadonlyMap<string, readonly number[]>,
   configuration: PolicyConfiguration | null,
+  positionSums?: PositionSums,
 ): PolicyResult {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   if (Math.ceil(longest / options.blockSize) > options.gpuBlocks) {
@@ -162,6 +182,7 @@ function replay(
     offloadFactor: options.offloadFactor,
     loadLatencySteps: latency,
     storeLatencySteps: latency,
+    positionSums,
   });
   let clock = 0;
   const scheduler = new Scheduler(config, { connector, now: () => clock });
@@ -238,72 +259,4 @@ export function formatPolicyTable(comparison: PolicyComparison): string {
     `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
   const rule = `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
   return [line(COLUMNS.map(([title]) => title)), rule, ...rows.map(line)].join('\n');
-}
-
-// ---------------------------------------------------------------- command line
-
-function parseConfiguration(text: string): PolicyConfiguration {
-  const [eviction, storePolicy] = text.split('/');
-  if ((eviction !== 'lru' && eviction !== 'arc') || storePolicy === undefined) {
-    throw new ConfigError(`--config ${JSON.stringify(text)}: expected EVICTION/STORE_POLICY, e.g. lru/on-compute or arc/reuse:2`);
-  }
-  return { eviction, storePolicy };
-}
-
-function positiveInt(flag: string) {
-  return (text: string): number => {
-    const n = Number(text);
-    if (!Number.isSafeInteger(n) || n < 1) throw new ConfigError(`${flag} must be an integer >= 1, got ${JSON.stringify(text)}`);
-    return n;
-  };
-}
-
-/** `node dist/src/bench/policies.js --trace FILE [options]`: prints the comparison table (or JSON). */
-export async function main(argv: readonly string[]): Promise<void> {
-  const program = new Command('policies')
-    .description('compare CPU-tier store and eviction policies on a Mooncake trace slice')
-    .requiredOption('--trace <file>', 'Mooncake trace (.jsonl)')
-    .addOption(new Option('--max-requests <n>', 'requests from the start of the trace').argParser(positiveInt('--max-requests')).default(400))
-    .addOption(new Option('--token-scale <n>', 'divide trace lengths by n').argParser(positiveInt('--token-scale')).default(32))
-    .addOption(new Option('--gpu-blocks <n>', 'GPU KV blocks').argParser(positiveInt('--gpu-blocks')).default(1024))
-    .addOption(new Option('--cpu-blocks <n>', 'CPU tier offloaded blocks').argParser(positiveInt('--cpu-blocks')).default(4096))
-    .addOption(new Option('--block-size <n>', 'tokens per GPU block').argParser(positiveInt('--block-size')).default(16))
-    .addOption(new Option('--offload-factor <n>', 'GPU blocks per offloaded block').argParser(positiveInt('--offload-factor')).default(1))
-    .addOption(new Option('--ms-per-step <n>', 'trace milliseconds per engine step').argParser(positiveInt('--ms-per-step')).default(1000))
-    .option('--config <eviction/policy...>', 'configurations, e.g. lru/on-compute arc/on-compute lru/reuse:2 lru/on-evict')
-    .option('--json', 'print the comparison as JSON');
-  program.parse(argv as string[], { from: 'user' });
-  const opts = program.opts<{
-    trace: string;
-    maxRequests: number;
-    tokenScale: number;
-    gpuBlocks: number;
-    cpuBlocks: number;
-    blockSize: number;
-    offloadFactor: number;
-    msPerStep: number;
-    config?: string[];
-    json?: boolean;
-  }>();
-  const configurations = (opts.config ?? ['lru/on-compute', 'arc/on-compute', 'lru/reuse:2', 'lru/on-evict']).map(parseConfiguration);
-  const comparison = await comparePolicies({
-    traceFile: opts.trace,
-    maxRequests: opts.maxRequests,
-    tokenScale: opts.tokenScale,
-    gpuBlocks: opts.gpuBlocks,
-    cpuBlocks: opts.cpuBlocks,
-    blockSize: opts.blockSize,
-    offloadFactor: opts.offloadFactor,
-    traceMsPerStep: opts.msPerStep,
-    configurations,
-    onResult: (r) => process.stderr.write(`done: ${r.label} (${r.steps} steps)\n`),
-  });
-  process.stdout.write(opts.json ? `${JSON.stringify(comparison, null, 2)}\n` : `${formatPolicyTable(comparison)}\n`);
-}
-
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main(process.argv.slice(2)).catch((err: unknown) => {
-    process.stderr.write(`policies: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  });
 }

@@ -10,6 +10,7 @@ import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../offload/create-connector.js';
 import { totalmem } from 'node:os';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import { MAX_CPU_BLOCKS, MAX_GPU_BLOCKS } from '../runtime/engine-limits.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
@@ -91,7 +92,7 @@ const transferBench: BenchSpec<TransferBenchRow> = {
 
 const schedulerBench: BenchSpec<SchedulerBenchRow> = {
   notes: () => [
-    'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, LRU) runs inside both calls.',
+    'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, --eviction lru by default) runs inside both calls.',
     'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
     'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
     'metrics on (--with-metrics): the engine monitor observes the scheduler and every step as Engine.step() does, and a Prometheus registry over it is scraped every --scrape-every steps with metrics (its CPU time counts). On one scheduler the timed steps alternate blocks of 2 x blockSize steps without and with the metrics (--steps of each), so a busy machine slows both alike; metricsOverhead = usPerStep(on) / usPerStep(off) - 1, and the row is the median run by it. monitoringUs: wall microseconds per step inside the monitoring calls themselves (hooks and scrapes); monitoringShare = monitoringUs / usPerStep(off).',
@@ -117,6 +118,9 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const promptTokens = options.int('promptTokens', 128);
     const withMetrics = options.flag('withMetrics', false);
     const scrapeEverySteps = options.int('scrapeEvery', 1000);
+    const eviction = options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru');
+    // 0 (default): 4 x the GPU pool, which the bench never fills; a smaller tier makes stores evict.
+    const cpuBlocks = options.int('cpuBlocks', 0, 0);
     options.finish();
     let cpuTier: OffloadingManager | null = null;
     return runSchedulerBench({
@@ -134,8 +138,8 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
               tp: 1,
               blockSize: config.blockSize,
               offloadFactor: 1,
-              cpuBlocks: config.numGpuBlocks * 4,
-              eviction: 'lru',
+              cpuBlocks: cpuBlocks === 0 ? config.numGpuBlocks * 4 : cpuBlocks,
+              eviction,
               storePolicy: 'on-compute',
             });
             cpuTier = setup.manager;
@@ -257,7 +261,7 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
       gpuBlocks: options.int('gpuBlocks', 512, 1, MAX_GPU_BLOCKS),
       cpuBlocks: options.int('cpuBlocks', 4096, 1, MAX_CPU_BLOCKS),
       offloadFactor: options.int('offloadFactor', 1),
-      eviction: options.oneOf<EvictionPolicyName>('eviction', ['lru', 'arc'], 'lru'),
+      eviction: options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru'),
       verify: options.flag('verify', true),
     };
     options.finish();

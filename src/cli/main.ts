@@ -10,8 +10,9 @@ import { packageRoot } from '../core/package-root.js';
 import { runCommand } from './run.js';
 import { runConfigFromCommand } from './run-config.js';
 import { createRunCommand } from './run-flags.js';
+import { createSweepCommand, sweepCommand, sweepOptionsFromCommand } from './sweep-command.js';
 
-/** The `kvtier` command line: run, analyze, bench. */
+/** The `kvtier` command line: run, analyze, sweep, bench. */
 
 /** Commander prints help itself; errors are printed once, by cliExitFor's caller. */
 function quietErrors(command: Command): Command {
@@ -38,6 +39,11 @@ async function main(argv: readonly string[]): Promise<number> {
   program.addCommand(
     quietErrors(createAnalyzeCommand()).action(async (_options: unknown, command: Command) => {
       exitCode = await analyzeCommand(analyzeOptionsFromCommand(command));
+    }),
+  );
+  program.addCommand(
+    quietErrors(createSweepCommand()).action(async (_options: unknown, command: Command) => {
+      exitCode = await sweepCommand(sweepOptionsFromCommand(command));
     }),
   );
   program.addCommand(

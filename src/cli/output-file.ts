@@ -32,8 +32,13 @@ export async function checkOutputFile(flag: string, file: string): Promise<void>
 
 /** Writes `value` as indented JSON with a final newline; a failure is one OutputWriteError line naming `flag` and the file. */
 export async function writeJsonFile(file: string, value: unknown, flag = '--json'): Promise<void> {
+  await writeTextFile(file, `${JSON.stringify(value, null, 2)}\n`, flag);
+}
+
+/** Writes `text` to `file`; a failure is one OutputWriteError line naming `flag` and the file. */
+export async function writeTextFile(file: string, text: string, flag: string): Promise<void> {
   try {
-    await writeFile(file, `${JSON.stringify(value, null, 2)}\n`);
+    await writeFile(file, text);
   } catch (err) {
     const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw new OutputWriteError(`${flag} ${file}: cannot write the report: ${why}`, { cause: err });

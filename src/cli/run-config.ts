@@ -7,6 +7,7 @@ import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
 import { bytesPerGpuBlock } from '../model/shape.js';
 import { MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from '../runtime/engine-limits.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from '../runtime/engine-types.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { parseCommandArgs } from './command-parse.js';
 import {
@@ -69,7 +70,7 @@ export const runInputSchema = z
     cpuBlocks: positiveInt(ENGINE_LIMITS.cpuBlocks),
     cpuBytes: byteSize(),
     offloadFactor: positiveInt(ENGINE_LIMITS.offloadFactor),
-    eviction: oneOf(['lru', 'arc']),
+    eviction: oneOf(EVICTION_POLICY_NAMES),
     storePolicy: storePolicy(),
     offload: flag(),
     workload: oneOf(['multiturn', 'trace']),
@@ -90,6 +91,7 @@ export const runInputSchema = z
     startDeadlineMs: positiveInt(ENGINE_LIMITS.deadlineMs),
     compare: flag(),
     json: nonEmptyString('an output file path'),
+    html: nonEmptyString('an output file path'),
     maxNumSeqs: positiveInt(),
     maxBatchedTokens: positiveInt(),
     maxModelLen: positiveInt(),
@@ -149,6 +151,8 @@ export interface RunConfig {
   readonly compare: boolean;
   /** Where to write the JSON report, if anywhere. */
   readonly json: string | null;
+  /** Where to write the HTML report, if anywhere. */
+  readonly html: string | null;
   /** Engine limits; null leaves the engine's default. */
   readonly maxNumSeqs: number | null;
   readonly maxBatchedTokens: number | null;
@@ -189,7 +193,7 @@ const NUMBER_KEYS = [
 ] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
-const PATH_KEYS = ['trace', 'json'] as const;
+const PATH_KEYS = ['trace', 'json', 'html'] as const;
 
 /**
  * Parses `kvtier run`'s arguments (without the program and command names).
@@ -206,10 +210,9 @@ export function runConfigFromCommand(command: Command): RunConfig {
   const configFile = command.opts().config as string | undefined;
   const input = configFile === undefined ? flags : mergeInputs(readConfigFile(configFile, PATH_KEYS), flags);
   const config = buildRunConfig(input);
-  if (config.json !== null) {
-    const inputs = [...(configFile === undefined ? [] : [configFile]), ...(config.workload.kind === 'trace' ? [config.workload.file] : [])];
-    checkNotAnInput(input, 'json', config.json, inputs);
-  }
+  const inputs = [...(configFile === undefined ? [] : [configFile]), ...(config.workload.kind === 'trace' ? [config.workload.file] : [])];
+  if (config.json !== null) checkNotAnInput(input, 'json', config.json, inputs);
+  if (config.html !== null) checkNotAnInput(input, 'html', config.html, inputs);
   return config;
 }
 
@@ -246,6 +249,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     startDeadlineMs: given.startDeadlineMs ?? null,
     compare: given.compare ?? false,
     json: given.json ?? null,
+    html: given.html ?? null,
     maxNumSeqs: given.maxNumSeqs ?? null,
     maxBatchedTokens: given.maxBatchedTokens ?? null,
     maxModelLen: given.maxModelLen ?? null,

@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
 
@@ -23,7 +24,7 @@ export function createRunCommand(): Command {
     .option('--cpu-blocks <n>', `CPU tier size in offloaded blocks (default ${RUN_DEFAULTS.cpuBlocks})`)
     .option('--cpu-bytes <size>', 'CPU tier size in bytes over all ranks, e.g. 512MiB, 2GiB, 1.5GB (instead of --cpu-blocks)')
     .option('--offload-factor <n>', `GPU blocks per offloaded block (default ${RUN_DEFAULTS.offloadFactor})`)
-    .option('--eviction <policy>', `CPU tier eviction: lru | arc (default ${RUN_DEFAULTS.eviction})`)
+    .option('--eviction <policy>', `CPU tier eviction: ${EVICTION_POLICY_NAMES.join(' | ')} (default ${RUN_DEFAULTS.eviction})`)
     .option('--store-policy <policy>', `on-compute | on-evict | reuse:K (default ${RUN_DEFAULTS.storePolicy})`)
     .option('--no-offload', 'run without the CPU tier')
     .option('--workload <kind>', 'multiturn | trace (default multiturn; trace when --trace is given)')
@@ -45,6 +46,7 @@ export function createRunCommand(): Command {
     .option('--start-deadline-ms <ms>', `a rank that takes longer to open its device, at start or after a restart, is declared dead (default ${DEFAULT_START_DEADLINE_MS})`)
     .option('--compare', 'run the workload with offloading off, then on, and report them side by side')
     .option('--json <file>', 'also write the report as JSON')
+    .option('--html <file>', 'also write an HTML report: TTFT distribution, hit shares and transfer rates over time')
     .option('--max-num-seqs <n>', 'scheduler: most requests running at once')
     .option('--max-batched-tokens <n>', 'scheduler: most tokens per step')
     .option('--max-model-len <n>', 'longest prompt plus output the engine accepts')

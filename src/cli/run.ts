@@ -1,4 +1,5 @@
 import { cudaDeviceCount } from '../device/native.js';
+import { runReportHtml } from '../report/html/run-report.js';
 import { Engine } from '../runtime/engine.js';
 import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
@@ -7,12 +8,13 @@ import { EXIT_OK, EXIT_REQUESTS_FAILED, EXIT_RUN_FAILED } from './exit-codes.js'
 import { IntegrityChecker } from './integrity.js';
 import { RunInterrupts, withInterrupts } from './interrupt.js';
 import { checkHostMemory } from './memory-check.js';
-import { checkOutputFile, writeJsonFile } from './output-file.js';
+import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, formatComparison, formatRunReport, type RunReport } from './report.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
 import { RunMonitor } from './run-monitor.js';
+import { RunTimeline, type TimelineInterval } from './run-timeline.js';
 import { StartupProgress } from './startup-progress.js';
 import { driveWorkload } from '../workload/drive.js';
 
@@ -20,6 +22,9 @@ interface RunOutcome {
   readonly report: RunReport;
   /** Why the run failed, or null. */
   readonly failure: string | null;
+  /** What the HTML report draws. */
+  readonly ttftMs: readonly number[];
+  readonly timeline: readonly TimelineInterval[];
 }
 
 /**
@@ -33,6 +38,7 @@ export async function runCommand(config: RunConfig): Promise<number> {
   const resolved = resolveRunConfig(config, cudaDeviceCount());
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
+  if (resolved.html !== null) await checkOutputFile('--html', resolved.html);
   const monitor = await RunMonitor.start(resolved.monitoring);
   try {
     const code = await withInterrupts((interrupts) => runAndReport(resolved, interrupts, monitor));
@@ -49,12 +55,20 @@ async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrup
     const on = await runOnce(resolved, true, interrupts, monitor);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
+    await writeHtml(resolved.html, [['offload off', off], ['offload on', on]]);
     return reportFailures([off, on]);
   }
   const outcome = await runOnce(resolved, resolved.offload, interrupts, monitor);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
+  await writeHtml(resolved.html, [[resolved.offload ? 'offload on' : 'offload off', outcome]]);
   return reportFailures([outcome]);
+}
+
+async function writeHtml(file: string | null, runs: readonly (readonly [string, RunOutcome])[]): Promise<void> {
+  if (file === null) return;
+  const html = await runReportHtml(runs.map(([label, o]) => ({ label, report: o.report, ttftMs: o.ttftMs, timeline: o.timeline })));
+  await writeTextFile(file, html, '--html');
 }
 
 /**
@@ -96,12 +110,14 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   let failure: string | null = null;
   let integrity: IntegrityChecker | null = null;
   let progress: ProgressLine | null = null;
+  const timeline = new RunTimeline(() => snapshotFromMetrics(engine.metrics(), workload.plannedRequests));
   let wallSeconds = 0;
   try {
     integrity = new IntegrityChecker(engine.config.model);
     const checker = integrity;
     progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
     progress.start();
+    timeline.start();
     const drive = await driveWorkload(engine, workload, (f) => {
       finished.push(f);
       checker.add(f);
@@ -110,6 +126,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
     wallSeconds = drive.wallSeconds;
   } finally {
     progress?.stop();
+    timeline.stop();
     await engine.shutdown();
     forgetEngine();
   }
@@ -131,5 +148,6 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   if (failure === null && (metrics.leaks.gpuBlocks > 0 || metrics.leaks.cpuBlocks > 0)) {
     failure = `blocks leaked after the run: ${metrics.leaks.gpuBlocks} GPU, ${metrics.leaks.cpuBlocks} CPU`;
   }
-  return { report, failure };
+  const ttftMs = finished.flatMap((f) => (f.firstTokenMs === null ? [] : [f.firstTokenMs - f.arrivalMs]));
+  return { report, failure, ttftMs, timeline: timeline.intervals() };
 }

@@ -1,9 +1,12 @@
 import { ConfigError } from '../core/errors.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { ArcOffloadingManager } from './arc-manager.js';
+import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
+import { HitDensityOffloadingManager } from './hit-density-manager.js';
 import { LruOffloadingManager } from './lru-manager.js';
 import type { OffloadingManager } from './manager.js';
 import { ReuseFilterManager } from './reuse-filter-manager.js';
+import { S3FifoOffloadingManager } from './s3fifo-manager.js';
 
 export interface OffloadingManagerConfig {
   readonly eviction: EvictionPolicyName;
@@ -38,7 +41,9 @@ export function createOffloadingManager(config: OffloadingManagerConfig): Offloa
   let manager: OffloadingManager;
   if (eviction === 'lru') manager = new LruOffloadingManager(options);
   else if (eviction === 'arc') manager = new ArcOffloadingManager(options);
-  else throw new ConfigError(`eviction must be 'lru' or 'arc', got ${JSON.stringify(eviction)}`);
+  else if (eviction === 'lhd') manager = new HitDensityOffloadingManager(options);
+  else if (eviction === 's3fifo') manager = new S3FifoOffloadingManager(options);
+  else throw new ConfigError(`eviction must be one of ${EVICTION_POLICY_NAMES.join(', ')}, got ${JSON.stringify(eviction)}`);
 
   if (reuseThreshold === undefined) {
     if (reuseTrackerSize !== undefined) {

@@ -140,6 +140,12 @@ export interface EvictionPolicy {
   /** `key` was touched; `ready` is null when the tier holds no block for it. */
   touched(key: BlockHash, ready: boolean | null): void;
   /**
+   * Optional: the keys of one `touch`, in input order, before their `touched`
+   * calls. The connector touches a prompt's keys first block first, so a
+   * policy may read each key's parent from it (prefix-aware policies).
+   */
+  touchedChain?(keys: readonly BlockHash[]): void;
+  /**
    * The `count` blocks to evict next, in eviction order, among the keys
    * `evictable` accepts, or null when there are fewer. Must change nothing:
    * `evicted` applies the choice.
@@ -225,6 +231,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   touch(keys: readonly BlockHash[]): void {
+    this.policy.touchedChain?.(keys);
     // Newest last: walking backwards leaves the first key the most recent.
     for (let i = keys.length - 1; i >= 0; i--) {
       const block = this.blocks.get(keys[i]);

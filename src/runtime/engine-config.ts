@@ -5,6 +5,7 @@ import type { CopyMethod } from '../device/types.js';
 import { modelShapeSchema, type ModelShape } from '../model/shape.js';
 import { cpuTierGeometry } from '../offload/geometry.js';
 import { DEFAULT_START_DEADLINE_MS, MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from './engine-limits.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from './engine-types.js';
 
 const positiveInt = z.number().int().min(1);
@@ -27,7 +28,7 @@ export const engineConfigSchema = z
     cpuBlocks: z.number().int().min(0).max(MAX_CPU_BLOCKS).optional(),
     cpuBytes: z.number().int().min(0).optional(),
     offloadFactor: positiveInt.max(64).default(1),
-    eviction: z.enum(['lru', 'arc']).default('lru'),
+    eviction: z.enum(EVICTION_POLICY_NAMES).default('s3fifo'),
     storePolicy: storePolicySchema.default('on-compute'),
     maxNumBatchedTokens: positiveInt.default(2048),
     maxNumSeqs: positiveInt.default(256),

@@ -16,6 +16,11 @@ export class PositionSums {
     this.maxEntries = maxEntries;
   }
 
+  /** The model these sums are for (a runner checks it matches its own). */
+  get modelShape(): ModelShape {
+    return this.shape;
+  }
+
   of(chainState: number): number {
     let sum = this.cache.get(chainState);
     if (sum === undefined) {

@@ -34,6 +34,11 @@ export interface SimulatedRunnerOptions {
   /** Steps from a store's submission to its completion (0: the same step). Default 1. */
   readonly storeLatencySteps?: number;
   readonly loadFaults?: LoadFaultInjector | null;
+  /**
+   * Position sums to reuse (they depend only on the model and the tokens), so
+   * replays of the same requests share them; a fresh cache by default.
+   */
+  readonly positionSums?: PositionSums;
 }
 
 interface InFlightJob {
@@ -55,6 +60,10 @@ export class SimulatedRunner {
   private readonly bytesPerBlock: number;
   private readonly sums: PositionSums;
   private readonly gpu: Uint32Array;
+  /** Per GPU slot: the state whose position sum slotSum holds (valid where slotSumValid is 1). */
+  private readonly slotState: Uint32Array;
+  private readonly slotSum: Uint32Array;
+  private readonly slotSumValid: Uint8Array;
   private readonly tables = new Map<string, number[]>();
   private inFlight: InFlightJob[] = [];
   private deferredStores: TransferJobSpec[] = [];
@@ -71,8 +80,14 @@ export class SimulatedRunner {
     this.storeLatency = options.storeLatencySteps ?? 1;
     this.loadFaults = options.loadFaults ?? null;
     this.bytesPerBlock = bytesPerGpuBlock(options.shape, 1, options.blockSize);
-    this.sums = new PositionSums(options.shape);
+    if (options.positionSums !== undefined && options.positionSums.modelShape !== options.shape) {
+      throw new RangeError('positionSums were computed for another model shape');
+    }
+    this.sums = options.positionSums ?? new PositionSums(options.shape);
     this.gpu = new Uint32Array(options.numGpuBlocks * options.blockSize);
+    this.slotState = new Uint32Array(this.gpu.length);
+    this.slotSum = new Uint32Array(this.gpu.length);
+    this.slotSumValid = new Uint8Array(this.gpu.length);
     this.fillGarbage();
   }
 
@@ -218,8 +233,19 @@ export class SimulatedRunner {
       const n = r.startPosition + r.tokens.length;
       let digest = 0;
       for (let p = 0; p < n; p++) {
-        const s = this.gpu[table[(p / bs) | 0] * bs + (p % bs)];
-        digest = (digest + Math.imul(p + 1, this.sums.of(s))) >>> 0;
+        const slot = table[(p / bs) | 0] * bs + (p % bs);
+        const s = this.gpu[slot];
+        // Each slot remembers the sum of the state it held when last read: a rewritten slot misses.
+        let sum: number;
+        if (this.slotSumValid[slot] === 1 && this.slotState[slot] === s) {
+          sum = this.slotSum[slot];
+        } else {
+          sum = this.sums.of(s);
+          this.slotState[slot] = s;
+          this.slotSum[slot] = sum;
+          this.slotSumValid[slot] = 1;
+        }
+        digest = (digest + Math.imul(p + 1, sum)) >>> 0;
       }
       out.sampledTokens.set(r.reqId, sampleToken(digest, r.seed, n, this.shape.vocabSize));
     }

@@ -10,6 +10,7 @@ import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../../src/offload/manager.js';
 import { StoreOnComputePolicy } from '../../../src/offload/policies/on-compute.js';
 import { offloadGeometry } from '../../../src/offload/policies/store-policy.js';
+import type { EvictionPolicyName } from '../../../src/runtime/engine-types.js';
 import type { SchedulerConfigInput } from '../../../src/scheduler/config.js';
 import type { SchedulerConnector, StepView } from '../../../src/scheduler/connector.js';
 import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../../src/scheduler/outputs.js';
@@ -153,7 +154,7 @@ export interface OffloadHarnessOptions {
   readonly scheduler?: Partial<SchedulerConfigInput>;
   readonly offloadFactor?: number;
   readonly cpuBlocks?: number;
-  readonly eviction?: 'lru' | 'arc';
+  readonly eviction?: EvictionPolicyName;
   readonly storePolicy?: string;
   readonly loadLatencySteps?: number;
   readonly storeLatencySteps?: number;

@@ -31,6 +31,9 @@ const CONFIGURATIONS = [
   { storePolicy: 'on-compute', eviction: 'arc', offloadFactor: 2 },
   { storePolicy: 'reuse:2', eviction: 'lru', offloadFactor: 1 },
   { storePolicy: 'on-evict', eviction: 'lru', offloadFactor: 1 },
+  { storePolicy: 'on-compute', eviction: 's3fifo', offloadFactor: 2 },
+  { storePolicy: 'on-compute', eviction: 'lhd', offloadFactor: 1 },
+  { storePolicy: 'on-evict', eviction: 's3fifo', offloadFactor: 1 },
   { storePolicy: 'on-evict', eviction: 'arc', offloadFactor: 2 },
 ] as const;
 

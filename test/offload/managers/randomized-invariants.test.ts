@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
 import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
+import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats } from '../../../src/offload/manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
+import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
 import { Rng } from '../../support/random.js';
 import { keys } from './helpers.js';
 
@@ -88,6 +90,38 @@ function reuseFilterSubject(): Subject {
       for (const key of seen) sightings.set(key, (sightings.get(key) ?? 0) + 1);
     },
     checkPolicy: (held) => checkArc(backing, held),
+  };
+}
+
+function hitDensitySubject(): Subject {
+  const manager = new HitDensityOffloadingManager({ capacityBlocks: CAPACITY, enableEvents: true });
+  return {
+    manager,
+    probe: manager,
+    admits: () => true,
+    noteLookup: () => {},
+    checkPolicy: (held) => {
+      const state = manager.hitDensityState();
+      sameKeys(state.keys, held);
+      for (const orphan of state.orphans) expect(held.has(orphan)).toBe(true);
+      for (const density of state.densities) expect(density).toBeGreaterThanOrEqual(0);
+    },
+  };
+}
+
+function s3FifoSubject(): Subject {
+  const manager = new S3FifoOffloadingManager({ capacityBlocks: CAPACITY, enableEvents: true });
+  return {
+    manager,
+    probe: manager,
+    admits: () => true,
+    noteLookup: () => {},
+    checkPolicy: (held) => {
+      const state = manager.s3FifoState();
+      sameKeys([...state.small, ...state.main], held);
+      expect(state.ghosts.length).toBeLessThanOrEqual(4 * CAPACITY);
+      for (const ghost of state.ghosts) expect(held.has(ghost)).toBe(false);
+    },
   };
 }
 
@@ -251,6 +285,8 @@ const SUBJECTS: readonly { name: string; create: () => Subject; declines: boolea
   { name: 'LRU manager', create: lruSubject, declines: false },
   { name: 'ARC manager', create: arcSubject, declines: false },
   { name: 'reuse filter over ARC', create: reuseFilterSubject, declines: true },
+  { name: 'hit-density (LHD) manager', create: hitDensitySubject, declines: false },
+  { name: 'S3-FIFO manager', create: s3FifoSubject, declines: false },
 ];
 
 describe.each(SUBJECTS)('$name under random call sequences', ({ create, declines }) => {

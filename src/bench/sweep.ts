@@ -1,0 +1,244 @@
+import { analyzeLoadedTrace } from '../cli/analyze.js';
+import { ConfigError, EngineError } from '../core/errors.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
+import { parseStorePolicyName } from '../offload/policies/store-policy-name.js';
+import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-types.js';
+import { loadTrace, type Trace } from '../workload/trace.js';
+import { replay as replayOnEngine, runFailure } from './e2e.js';
+import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
+
+/**
+ * A capacity x policy sweep: one trace slice replayed at every CPU-tier
+ * capacity with every policy, each point set against Belady's optimum at
+ * that capacity (`kvtier analyze`), plus the slice's reuse-distance profile.
+ *
+ * The default mode replays through the Scheduler, the OffloadingConnector and
+ * the SimulatedRunner (as the policy comparison does): fast, exact in hits
+ * and prefill tokens, no timing. The engine mode runs the full Engine (ranks,
+ * native transfers) per point and adds TTFT. Every point checks each
+ * finished request against the reference model.
+ */
+
+/** A policy of the sweep: an eviction policy and a store policy. */
+export interface SweepPolicy extends PolicyConfiguration {
+  /** How the command line named it: 'lru', 'reuse:2', 's3fifo/on-evict'... */
+  readonly label: string;
+}
+
+export interface SweepOptions {
+  readonly traceFile: string;
+  readonly maxRequests: number;
+  readonly tokenScale: number;
+  readonly gpuBlocks: number;
+  /** CPU tier capacities, in offloaded blocks. */
+  readonly cpuBlocks: readonly number[];
+  readonly policies: readonly SweepPolicy[];
+  readonly blockSize: number;
+  readonly offloadFactor: number;
+  /** Run the full engine per point (TTFT) instead of the simulated replay. */
+  readonly engine?: { readonly backend: 'host' | 'cuda'; readonly tp: number; readonly speedup: number } | null;
+  /** Called after each point (e.g. a progress line). */
+  readonly onPoint?: (point: SweepPoint, done: number, total: number) => void;
+}
+
+export interface SweepPoint {
+  readonly policy: string;
+  readonly eviction: EvictionPolicyName;
+  readonly storePolicy: string;
+  readonly cpuBlocks: number;
+  readonly cpuHitTokens: number;
+  readonly gpuPrefixHitTokens: number;
+  readonly prefillTokensComputed: number;
+  /** Belady's CPU-tier hit tokens at this capacity (no GPU tier in front). */
+  readonly optimalCpuHitTokens: number;
+  /** cpuHitTokens / optimalCpuHitTokens (0 when the optimum is 0). */
+  readonly shareOfOptimal: number;
+  readonly requests: number;
+  /** Finished requests whose tokens equal the reference model's. */
+  readonly verified: number;
+  readonly preemptions: number;
+  /** Engine mode only. */
+  readonly ttftP50Ms: number | null;
+  readonly ttftP99Ms: number | null;
+  readonly wallSeconds: number | null;
+}
+
+export interface SweepResult {
+  readonly mode: 'simulated' | 'engine';
+  readonly trace: { readonly file: string; readonly requests: number; readonly tokenScale: number; readonly promptTokens: number };
+  readonly gpuBlocks: number;
+  readonly blockSize: number;
+  readonly offloadFactor: number;
+  readonly cpuBlocks: readonly number[];
+  readonly policies: readonly string[];
+  /** The same slice without a CPU tier. */
+  readonly baseline: { readonly gpuPrefixHitTokens: number; readonly prefillTokensComputed: number; readonly ttftP50Ms: number | null };
+  /** Belady's optimum per capacity, and the infinite cache's prefix hits. */
+  readonly optimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
+  readonly infiniteCacheHitTokens: number;
+  /** Reuse distances of offloaded blocks: [from, to) in powers of two. */
+  readonly reuseHistogram: readonly { readonly from: number; readonly to: number; readonly count: number }[];
+  readonly points: readonly SweepPoint[];
+  readonly elapsedSeconds: number;
+}
+
+const POLICY_PATTERN = /^([a-z0-9]+)(?:\/(.+))?$/;
+
+/**
+ * Parses one policy name: an eviction policy ('lru', 'arc', 'lhd', 's3fifo';
+ * stores on compute), 'reuse:K' (LRU storing blocks looked up K times), or
+ * 'EVICTION/STORE' ('s3fifo/on-evict', 'arc/reuse:2').
+ */
+export function parseSweepPolicy(text: string): SweepPolicy {
+  const trimmed = text.trim();
+  if (/^reuse:/.test(trimmed)) {
+    parseStorePolicyName(trimmed);
+    return { label: trimmed, eviction: 'lru', storePolicy: trimmed };
+  }
+  const match = POLICY_PATTERN.exec(trimmed);
+  const eviction = match?.[1];
+  if (match === null || eviction === undefined || !(EVICTION_POLICY_NAMES as readonly string[]).includes(eviction)) {
+    throw new ConfigError(
+      `policy ${JSON.stringify(text)}: expected ${EVICTION_POLICY_NAMES.join(', ')}, reuse:K, or EVICTION/STORE (e.g. s3fifo/on-evict)`,
+    );
+  }
+  const storePolicy = match[2] ?? 'on-compute';
+  parseStorePolicyName(storePolicy);
+  return { label: trimmed, eviction: eviction as EvictionPolicyName, storePolicy };
+}
+
+export async function runSweep(options: SweepOptions): Promise<SweepResult> {
+  const started = performance.now();
+  if (options.cpuBlocks.length === 0) throw new ConfigError('sweep: no CPU capacities given');
+  if (options.policies.length === 0) throw new ConfigError('sweep: no policies given');
+  const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
+  if (trace.records.length === 0) throw new ConfigError(`sweep: ${options.traceFile} holds no requests`);
+  const geometry = { blockSize: options.blockSize, offloadFactor: options.offloadFactor };
+  const largest = Math.max(...options.cpuBlocks);
+  const profile = analyzeLoadedTrace(trace, { cpuBlocks: largest, ...geometry });
+  const optimum = options.cpuBlocks.map((cpuBlocks) => ({
+    cpuBlocks,
+    hitTokens: cpuBlocks === largest ? profile.optimal.hitTokens : analyzeLoadedTrace(trace, { cpuBlocks, ...geometry }).optimal.hitTokens,
+  }));
+
+  const run = options.engine == null ? simulatedRunner(options, replaySliceOf(trace)) : engineRunner(options, trace);
+  const baseline = await run(null, 0);
+  const points: SweepPoint[] = [];
+  const total = options.cpuBlocks.length * options.policies.length;
+  for (const { cpuBlocks, hitTokens } of optimum) {
+    for (const policy of options.policies) {
+      const outcome = await run(policy, cpuBlocks);
+      const point: SweepPoint = {
+        policy: policy.label,
+        eviction: policy.eviction,
+        storePolicy: policy.storePolicy,
+        cpuBlocks,
+        ...outcome,
+        optimalCpuHitTokens: hitTokens,
+        shareOfOptimal: hitTokens === 0 ? 0 : outcome.cpuHitTokens / hitTokens,
+      };
+      points.push(point);
+      options.onPoint?.(point, points.length, total);
+    }
+  }
+  return {
+    mode: options.engine == null ? 'simulated' : 'engine',
+    trace: {
+      file: trace.file,
+      requests: trace.records.length,
+      tokenScale: trace.tokenScale,
+      promptTokens: profile.trace.promptTokens,
+    },
+    gpuBlocks: options.gpuBlocks,
+    blockSize: options.blockSize,
+    offloadFactor: options.offloadFactor,
+    cpuBlocks: [...options.cpuBlocks],
+    policies: options.policies.map((p) => p.label),
+    baseline: {
+      gpuPrefixHitTokens: baseline.gpuPrefixHitTokens,
+      prefillTokensComputed: baseline.prefillTokensComputed,
+      ttftP50Ms: baseline.ttftP50Ms,
+    },
+    optimum,
+    infiniteCacheHitTokens: profile.blocks.infiniteCacheHitTokens,
+    reuseHistogram: profile.reuseDistance.histogram,
+    points,
+    elapsedSeconds: (performance.now() - started) / 1000,
+  };
+}
+
+type PointOutcome = Pick<
+  SweepPoint,
+  | 'cpuHitTokens'
+  | 'gpuPrefixHitTokens'
+  | 'prefillTokensComputed'
+  | 'requests'
+  | 'verified'
+  | 'preemptions'
+  | 'ttftP50Ms'
+  | 'ttftP99Ms'
+  | 'wallSeconds'
+>;
+
+/** Runs one point: a policy at a capacity, or (policy null) the slice without a CPU tier. */
+type PointRunner = (policy: SweepPolicy | null, cpuBlocks: number) => Promise<PointOutcome>;
+
+function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner {
+  return async (policy, cpuBlocks) => {
+    const result: PolicyResult = replaySimulated(
+      { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor },
+      slice.requests,
+      slice.expected,
+      policy,
+      slice.positionSums,
+    );
+    return {
+      cpuHitTokens: result.cpuHitTokens,
+      gpuPrefixHitTokens: result.gpuPrefixHitTokens,
+      prefillTokensComputed: result.prefillTokensComputed,
+      requests: result.requests,
+      verified: result.verifiedRequests,
+      preemptions: result.preemptions,
+      ttftP50Ms: null,
+      ttftP99Ms: null,
+      wallSeconds: null,
+    };
+  };
+}
+
+function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
+  const engine = options.engine as NonNullable<SweepOptions['engine']>;
+  return async (policy, cpuBlocks) => {
+    const report = await replayOnEngine(
+      {
+        backend: engine.backend,
+        traceFile: options.traceFile,
+        maxRequests: options.maxRequests,
+        tokenScale: options.tokenScale,
+        speedup: engine.speedup,
+        tp: engine.tp,
+        blockSize: options.blockSize,
+        gpuBlocks: options.gpuBlocks,
+        cpuBlocks: Math.max(1, cpuBlocks),
+        offloadFactor: options.offloadFactor,
+        eviction: policy?.eviction,
+        storePolicy: policy?.storePolicy as StorePolicyName | undefined,
+      },
+      trace,
+      policy !== null,
+    );
+    const failure = runFailure(report);
+    if (failure !== null) throw new EngineError(`sweep: ${policy?.label ?? 'GPU only'} at ${cpuBlocks} CPU blocks failed: ${failure}`);
+    return {
+      cpuHitTokens: report.hits.cpuTierTokens,
+      gpuPrefixHitTokens: report.hits.gpuPrefixTokens,
+      prefillTokensComputed: report.tokens.prefillComputed,
+      requests: report.requests.total,
+      verified: report.integrity.checked - report.integrity.mismatches,
+      preemptions: report.preemptions,
+      ttftP50Ms: report.latency.ttftMs.p50,
+      ttftP99Ms: report.latency.ttftMs.p99,
+      wallSeconds: report.wallSeconds,
+    };
+  };
+}

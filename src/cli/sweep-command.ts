@@ -1,0 +1,263 @@
+import { writeFile } from 'node:fs/promises';
+import { Command } from 'commander';
+import { runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
+import { KvtierError } from '../core/errors.js';
+import { MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
+import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
+import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
+import { sweepHitsSvg, sweepReportHtml } from '../report/html/sweep-report.js';
+import { parseByteSize } from './byte-size.js';
+import { parseCommandArgs } from './command-parse.js';
+import { checkOutputFile, writeJsonFile } from './output-file.js';
+import { UsageError } from './usage-error.js';
+
+/**
+ * `kvtier sweep`: one trace slice over a grid of CPU-tier capacities and
+ * policies, each point against Belady's optimum at its capacity; a table,
+ * and optionally JSON and a self-contained HTML report.
+ */
+
+export const SWEEP_DEFAULTS = {
+  cpuBlocks: [2000, 4000, 8000, 16000],
+  policies: ['lru', 'arc', 'lhd', 's3fifo'],
+  maxRequests: 1000,
+  tokenScale: 16,
+  gpuBlocks: 1024,
+  blockSize: 16,
+  offloadFactor: 1,
+  speedup: 20,
+  tp: 2,
+} as const;
+
+export function createSweepCommand(): Command {
+  return new Command('sweep')
+    .description(
+      'replay one trace slice over a grid of CPU-tier capacities and policies; per point CPU-tier and GPU-prefix hit tokens, ' +
+        'prefill tokens computed and Belady\'s optimum at that capacity (simulated ranks unless --engine)',
+    )
+    .requiredOption('--trace <file>', 'Mooncake trace (JSONL)')
+    .option('--cpu-blocks <list>', `CPU tier capacities in offloaded blocks (default ${SWEEP_DEFAULTS.cpuBlocks.join(',')})`)
+    .option('--cpu-bytes <list>', 'CPU tier capacities in bytes over all ranks (e.g. 64MiB,256MiB), converted with --model\'s KV size')
+    .option('--model <name>', `model preset for --cpu-bytes: ${MODEL_PRESET_NAMES.join(' | ')} (default tiny)`)
+    .option('--policies <list>', `policies: ${EVICTION_POLICY_NAMES.join(', ')}, reuse:K, or EVICTION/STORE e.g. s3fifo/on-evict (default ${SWEEP_DEFAULTS.policies.join(',')})`)
+    .option('--max-requests <n>', `requests from the start of the trace (default ${SWEEP_DEFAULTS.maxRequests})`)
+    .option('--token-scale <n>', `divide lengths and the 512-token trace block by N (default ${SWEEP_DEFAULTS.tokenScale})`)
+    .option('--gpu-blocks <n>', `GPU KV blocks (default ${SWEEP_DEFAULTS.gpuBlocks})`)
+    .option('--block-size <tokens>', `tokens per GPU block (default ${SWEEP_DEFAULTS.blockSize})`)
+    .option('--offload-factor <n>', `GPU blocks per offloaded block (default ${SWEEP_DEFAULTS.offloadFactor})`)
+    .option('--engine', 'run the full engine per point (host backend; adds TTFT) instead of the simulated replay')
+    .option('--speedup <x>', `with --engine: arrivals this many times faster than the trace (default ${SWEEP_DEFAULTS.speedup})`)
+    .option('--tp <n>', `with --engine: tensor-parallel ranks (default ${SWEEP_DEFAULTS.tp})`)
+    .option('--json <file>', 'also write the sweep as JSON')
+    .option('--html <file>', 'also write a self-contained HTML report with charts')
+    .option('--svg <file>', 'also write the hits-against-capacity chart alone as an SVG image')
+    .allowExcessArguments(false);
+}
+
+export interface SweepCommandOptions {
+  readonly trace: string;
+  readonly cpuBlocks: readonly number[];
+  readonly policies: readonly SweepPolicy[];
+  readonly maxRequests: number;
+  readonly tokenScale: number;
+  readonly gpuBlocks: number;
+  readonly blockSize: number;
+  readonly offloadFactor: number;
+  readonly engine: { readonly backend: 'host'; readonly tp: number; readonly speedup: number } | null;
+  readonly json: string | null;
+  readonly html: string | null;
+  readonly svg: string | null;
+}
+
+interface RawSweepFlags {
+  trace?: string;
+  cpuBlocks?: string;
+  cpuBytes?: string;
+  model?: string;
+  policies?: string;
+  maxRequests?: string;
+  tokenScale?: string;
+  gpuBlocks?: string;
+  blockSize?: string;
+  offloadFactor?: string;
+  engine?: boolean;
+  speedup?: string;
+  tp?: string;
+  json?: string;
+  html?: string;
+  svg?: string;
+}
+
+function positiveIntFlag(flag: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < 1) {
+    throw new UsageError(`${flag}: invalid value ${JSON.stringify(text)}: expected a positive integer`);
+  }
+  return value;
+}
+
+function listOf(flag: string, text: string): string[] {
+  const items = text.split(',').map((item) => item.trim());
+  if (items.some((item) => item === '')) throw new UsageError(`${flag}: invalid value ${JSON.stringify(text)}: expected a comma-separated list with no empty items`);
+  return items;
+}
+
+function capacities(flags: RawSweepFlags, blockSize: number, offloadFactor: number): number[] {
+  if (flags.cpuBlocks !== undefined && flags.cpuBytes !== undefined) {
+    throw new UsageError('--cpu-blocks and --cpu-bytes both size the CPU tier; give one');
+  }
+  if (flags.model !== undefined && flags.cpuBytes === undefined) {
+    throw new UsageError('--model only converts --cpu-bytes into blocks; give --cpu-bytes or drop it');
+  }
+  let blocks: number[];
+  if (flags.cpuBytes !== undefined) {
+    const model = flags.model ?? 'tiny';
+    if (!(MODEL_PRESET_NAMES as readonly string[]).includes(model)) {
+      throw new UsageError(`--model: invalid value ${JSON.stringify(model)}: expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
+    }
+    const shape = MODEL_PRESETS[model as ModelPresetName];
+    const bytesPerBlock = elementsPerToken(shape) * KV_ELEMENT_BYTES * blockSize * offloadFactor;
+    blocks = listOf('--cpu-bytes', flags.cpuBytes).map((item) => {
+      const bytes = parseByteSize(item);
+      if (bytes === null) throw new UsageError(`--cpu-bytes: invalid value ${JSON.stringify(item)}: expected a size such as 64MiB or 2GB`);
+      const n = Math.floor(bytes / bytesPerBlock);
+      if (n < 1) throw new UsageError(`--cpu-bytes: ${item} holds no ${bytesPerBlock}-byte block of ${model}`);
+      return n;
+    });
+  } else if (flags.cpuBlocks !== undefined) {
+    blocks = listOf('--cpu-blocks', flags.cpuBlocks).map((item) => positiveIntFlag('--cpu-blocks', item, 0));
+  } else {
+    blocks = [...SWEEP_DEFAULTS.cpuBlocks];
+  }
+  const distinct = [...new Set(blocks)].sort((a, b) => a - b);
+  if (distinct.length !== blocks.length) {
+    throw new UsageError(`${flags.cpuBytes !== undefined ? '--cpu-bytes' : '--cpu-blocks'}: the same capacity is listed twice`);
+  }
+  return distinct;
+}
+
+function policies(text: string | undefined): SweepPolicy[] {
+  const names = text === undefined ? [...SWEEP_DEFAULTS.policies] : listOf('--policies', text);
+  const parsed = names.map((name) => {
+    try {
+      return parseSweepPolicy(name);
+    } catch (err) {
+      throw new UsageError(`--policies: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  });
+  if (new Set(parsed.map((p) => p.label)).size !== parsed.length) throw new UsageError('--policies: the same policy is listed twice');
+  return parsed;
+}
+
+/** Options of a parsed `sweep` command. */
+export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
+  const flags = command.opts<RawSweepFlags>();
+  if (flags.trace === undefined || flags.trace.trim() === '') throw new UsageError('--trace: expected a trace file path');
+  const blockSize = positiveIntFlag('--block-size', flags.blockSize, SWEEP_DEFAULTS.blockSize);
+  const offloadFactor = positiveIntFlag('--offload-factor', flags.offloadFactor, SWEEP_DEFAULTS.offloadFactor);
+  const engine = flags.engine === true;
+  if (!engine && flags.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
+  if (!engine && flags.tp !== undefined) throw new UsageError('--tp only applies with --engine');
+  let speedup: number = SWEEP_DEFAULTS.speedup;
+  if (flags.speedup !== undefined) {
+    speedup = Number(flags.speedup);
+    if (flags.speedup.trim() === '' || !Number.isFinite(speedup) || speedup <= 0) {
+      throw new UsageError(`--speedup: invalid value ${JSON.stringify(flags.speedup)}: expected a number > 0`);
+    }
+  }
+  return {
+    trace: flags.trace,
+    cpuBlocks: capacities(flags, blockSize, offloadFactor),
+    policies: policies(flags.policies),
+    maxRequests: positiveIntFlag('--max-requests', flags.maxRequests, SWEEP_DEFAULTS.maxRequests),
+    tokenScale: positiveIntFlag('--token-scale', flags.tokenScale, SWEEP_DEFAULTS.tokenScale),
+    gpuBlocks: positiveIntFlag('--gpu-blocks', flags.gpuBlocks, SWEEP_DEFAULTS.gpuBlocks),
+    blockSize,
+    offloadFactor,
+    engine: engine ? { backend: 'host', tp: positiveIntFlag('--tp', flags.tp, SWEEP_DEFAULTS.tp), speedup } : null,
+    json: flags.json ?? null,
+    html: flags.html ?? null,
+    svg: flags.svg ?? null,
+  };
+}
+
+/** Parses `kvtier sweep`'s arguments (without program and command names). */
+export function parseSweepArgs(argv: readonly string[]): SweepCommandOptions {
+  return sweepOptionsFromCommand(parseCommandArgs(createSweepCommand(), argv));
+}
+
+/** The sweep as a terminal table, one row per point. */
+export function formatSweepTable(result: SweepResult): string {
+  const n = (x: number) => Math.round(x).toLocaleString('en-US');
+  const engine = result.mode === 'engine';
+  const columns: [string, (p: SweepPoint) => string][] = [
+    ['policy', (p) => p.policy],
+    ['CPU blocks', (p) => n(p.cpuBlocks)],
+    ['CPU hit tok', (p) => n(p.cpuHitTokens)],
+    ['GPU hit tok', (p) => n(p.gpuPrefixHitTokens)],
+    ['prefill tok', (p) => n(p.prefillTokensComputed)],
+    ['optimum', (p) => n(p.optimalCpuHitTokens)],
+    ['of optimum', (p) => `${(100 * p.shareOfOptimal).toFixed(1)}%`],
+    ['verified', (p) => `${p.verified}/${p.requests}`],
+    ...(engine
+      ? ([
+          ['TTFT p50 ms', (p) => (p.ttftP50Ms === null ? '-' : p.ttftP50Ms.toFixed(1))],
+          ['TTFT p99 ms', (p) => (p.ttftP99Ms === null ? '-' : p.ttftP99Ms.toFixed(1))],
+        ] as [string, (p: SweepPoint) => string][])
+      : []),
+  ];
+  const rows = result.points.map((p) => columns.map(([, cell]) => cell(p)));
+  const widths = columns.map(([title], i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const header = [
+    `kvtier sweep: ${result.mode} replay, trace ${result.trace.file}: ${n(result.trace.requests)} requests, lengths / ${result.trace.tokenScale}, ` +
+      `${n(result.gpuBlocks)} GPU blocks`,
+    `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
+      (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
+    `optimum: Belady MIN at each capacity with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
+    '',
+  ];
+  return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');
+}
+
+/** A point whose outputs differed from the reference model, as an error. */
+export class SweepVerificationError extends KvtierError {
+  constructor(message: string) {
+    super('ERR_KVTIER_SWEEP_VERIFY', message);
+  }
+}
+
+/** Runs the sweep, prints the table, writes JSON and HTML; returns the exit code. */
+export async function sweepCommand(
+  options: SweepCommandOptions,
+  out: NodeJS.WritableStream = process.stdout,
+  progress: NodeJS.WritableStream = process.stderr,
+): Promise<number> {
+  if (options.json !== null) await checkOutputFile('--json', options.json);
+  if (options.html !== null) await checkOutputFile('--html', options.html);
+  if (options.svg !== null) await checkOutputFile('--svg', options.svg);
+  const result = await runSweep({
+    traceFile: options.trace,
+    maxRequests: options.maxRequests,
+    tokenScale: options.tokenScale,
+    gpuBlocks: options.gpuBlocks,
+    cpuBlocks: options.cpuBlocks,
+    policies: options.policies,
+    blockSize: options.blockSize,
+    offloadFactor: options.offloadFactor,
+    engine: options.engine,
+    onPoint: (point, done, total) => progress.write(`[${done}/${total}] ${point.policy} at ${point.cpuBlocks} CPU blocks: ${point.cpuHitTokens} CPU hit tokens\n`),
+  });
+  out.write(`${formatSweepTable(result)}\n`);
+  if (options.json !== null) await writeJsonFile(options.json, result);
+  if (options.html !== null) await writeFile(options.html, await sweepReportHtml(result));
+  if (options.svg !== null) await writeFile(options.svg, `${await sweepHitsSvg(result)}\n`);
+  const unverified = result.points.filter((p) => p.verified !== p.requests);
+  if (unverified.length > 0) {
+    throw new SweepVerificationError(
+      `${unverified.length} points have outputs that differ from the reference model: ${unverified.map((p) => `${p.policy} at ${p.cpuBlocks}`).join(', ')}`,
+    );
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { analyzeTrace } from '../../src/cli/analyze.js';
+import { parseSweepPolicy, runSweep, type SweepResult } from '../../src/bench/sweep.js';
+import { conversationLines, traceFile } from '../support/sweep-fixture.js';
+
+const TRACE = traceFile(conversationLines());
+const SETTINGS = { traceFile: TRACE, maxRequests: 100, tokenScale: 64, gpuBlocks: 16, blockSize: 4, offloadFactor: 1 };
+
+async function sweep(cpuBlocks: number[], policies: string[]): Promise<SweepResult> {
+  return runSweep({ ...SETTINGS, cpuBlocks, policies: policies.map(parseSweepPolicy) });
+}
+
+describe('runSweep (simulated)', () => {
+  it('gives one verified point per capacity and policy, with the optimum of kvtier analyze at that capacity', async () => {
+    const result = await sweep([8, 256], ['lru', 's3fifo', 'reuse:2']);
+    expect(result.points.map((p) => `${p.policy}@${p.cpuBlocks}`)).toEqual([
+      'lru@8', 's3fifo@8', 'reuse:2@8', 'lru@256', 's3fifo@256', 'reuse:2@256',
+    ]);
+    for (const cpuBlocks of [8, 256]) {
+      const analysis = await analyzeTrace({ trace: TRACE, cpuBlocks, blockSize: 4, tokenScale: 64 });
+      expect(result.optimum.find((o) => o.cpuBlocks === cpuBlocks)?.hitTokens).toBe(analysis.optimal.hitTokens);
+    }
+    for (const point of result.points) {
+      expect(point.verified).toBe(point.requests);
+      expect(point.requests).toBe(24);
+      expect(point.shareOfOptimal).toBeCloseTo(point.cpuHitTokens / point.optimalCpuHitTokens, 12);
+      expect(point.ttftP50Ms).toBeNull();
+    }
+    // Requests never overlap: every prompt token is computed once or served by a tier.
+    for (const point of result.points) {
+      expect(point.prefillTokensComputed + point.gpuPrefixHitTokens + point.cpuHitTokens).toBe(result.trace.promptTokens);
+    }
+    expect(result.reuseHistogram.reduce((sum, b) => sum + b.count, 0)).toBeGreaterThan(0);
+  });
+
+  it('finds every returning conversation in a tier large enough to hold the slice, and fewer in a small one', async () => {
+    const result = await sweep([8, 256], ['lru']);
+    const [small, large] = result.points;
+    // Six conversations return with a 32-token previous prompt: 8 blocks of 4 tokens each.
+    expect(large.cpuHitTokens).toBe(6 * 32);
+    expect(large.shareOfOptimal).toBe(1);
+    expect(small.cpuHitTokens).toBeLessThan(large.cpuHitTokens);
+    expect(result.baseline.prefillTokensComputed).toBe(result.trace.promptTokens - result.baseline.gpuPrefixHitTokens);
+  });
+});
+
+describe('parseSweepPolicy', () => {
+  it('reads eviction names, reuse:K and EVICTION/STORE pairs', () => {
+    expect(parseSweepPolicy('arc')).toEqual({ label: 'arc', eviction: 'arc', storePolicy: 'on-compute' });
+    expect(parseSweepPolicy('reuse:3')).toEqual({ label: 'reuse:3', eviction: 'lru', storePolicy: 'reuse:3' });
+    expect(parseSweepPolicy('s3fifo/on-evict')).toEqual({ label: 's3fifo/on-evict', eviction: 's3fifo', storePolicy: 'on-evict' });
+  });
+
+  it('names the policy it cannot read', () => {
+    expect(() => parseSweepPolicy('fifo')).toThrowError(/policy "fifo": expected lru, arc, lhd, s3fifo, reuse:K/);
+    expect(() => parseSweepPolicy('lru/sometimes')).toThrowError(/storePolicy must be/);
+    expect(() => parseSweepPolicy('reuse:0')).toThrowError(/storePolicy must be/);
+  });
+});

@@ -1,0 +1,62 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { SweepResult } from '../../src/bench/sweep.js';
+import { conversationLines, traceFile } from '../support/sweep-fixture.js';
+import { expectUsageFailure, kvtier, scratchDir } from './cli.js';
+
+const TRACE = traceFile(conversationLines());
+const SMALL = ['--trace', TRACE, '--token-scale', '64', '--gpu-blocks', '16', '--block-size', '4'];
+
+describe('kvtier sweep', () => {
+  it('prints a row per capacity and policy and writes the same points as JSON and an HTML report', async () => {
+    const dir = scratchDir();
+    const json = join(dir, 'sweep.json');
+    const html = join(dir, 'sweep.html');
+    const svg = join(dir, 'sweep.svg');
+    const result = await kvtier(['sweep', ...SMALL, '--cpu-blocks', '256,8', '--policies', 'lru,s3fifo/on-evict', '--json', json, '--html', html, '--svg', svg]);
+    expect(result.code).toBe(0);
+    const rows = result.stdout.split('\n').filter((line) => /^(lru|s3fifo\/on-evict) /.test(line));
+    expect(rows.map((row) => row.split(/\s+/).slice(0, 2).join(' '))).toEqual(['lru 8', 's3fifo/on-evict 8', 'lru 256', 's3fifo/on-evict 256']);
+    for (const row of rows) expect(row).toMatch(/24\/24$/);
+    const sweep = JSON.parse(readFileSync(json, 'utf8')) as SweepResult;
+    expect(sweep.cpuBlocks).toEqual([8, 256]);
+    expect(sweep.points.map((p) => p.cpuHitTokens)).toEqual(rows.map((row) => Number(row.split(/\s+/)[2].replace(/,/g, ''))));
+    expect(readFileSync(html, 'utf8')).toMatch(/^<!DOCTYPE html>[\s\S]*<svg[\s\S]*<\/html>\n$/);
+    expect(readFileSync(svg, 'utf8')).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"[\s\S]*<\/svg>\n$/);
+    expect(result.stderr).toContain('[4/4]');
+  });
+
+  it('runs the full engine per point with --engine and adds TTFT', async () => {
+    const result = await kvtier(['sweep', ...SMALL, '--cpu-blocks', '256', '--policies', 'lru', '--engine', '--speedup', '1000']);
+    expect(result.code).toBe(0);
+    const [header, row] = result.stdout.split('\n').filter((line) => /^(policy|lru) /.test(line));
+    expect(header).toMatch(/TTFT p50 ms\s+TTFT p99 ms$/);
+    expect(row).toMatch(/^lru\s+256\s.*24\/24\s+\d+\.\d\s+\d+\.\d$/);
+    // At least the six returning conversations load their 32-token previous prompt from the tier.
+    expect(Number(row.split(/\s+/)[2])).toBeGreaterThanOrEqual(6 * 32);
+  });
+
+  it.each([
+    [['--cpu-blocks', '1000,lots'], '--cpu-blocks: invalid value "lots": expected a positive integer'],
+    [['--cpu-blocks', '1000,,2000'], '--cpu-blocks: invalid value "1000,,2000": expected a comma-separated list with no empty items'],
+    [['--cpu-blocks', '8,8'], '--cpu-blocks: the same capacity is listed twice'],
+    [['--cpu-bytes', '1MiB,huge'], '--cpu-bytes: invalid value "huge": expected a size such as 64MiB or 2GB'],
+    [['--cpu-blocks', '8', '--cpu-bytes', '1MiB'], '--cpu-blocks and --cpu-bytes both size the CPU tier; give one'],
+    [['--policies', 'lru,fifo'], /^--policies: policy "fifo": expected lru, arc, lhd, s3fifo, reuse:K/],
+    [['--policies', 'lru/sometimes'], /^--policies: storePolicy must be/],
+    [['--speedup', '10'], '--speedup only applies with --engine'],
+    [['--engine', '--speedup', 'fast'], '--speedup: invalid value "fast": expected a number > 0'],
+    [['--max-requests', '0'], '--max-requests: invalid value "0": expected a positive integer'],
+    [['--html', '/no/such/folder/report.html'], '--html /no/such/folder/report.html: cannot write there: its folder does not exist'],
+  ])('rejects %j with one line naming the flag', async (args, message) => {
+    const line = expectUsageFailure(await kvtier(['sweep', ...SMALL, ...args])).replace(/^kvtier: /, '');
+    if (typeof message === 'string') expect(line).toBe(message);
+    else expect(line).toMatch(message);
+  });
+
+  it('names a trace file that does not exist', async () => {
+    const line = expectUsageFailure(await kvtier(['sweep', '--trace', '/no/such/trace.jsonl']));
+    expect(line).toContain('/no/such/trace.jsonl');
+  });
+});

@@ -1,0 +1,121 @@
+import { describe, expect, it } from 'vitest';
+import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
+import { PrefixLinks } from '../../../src/offload/prefix-links.js';
+import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import type { OffloadingManager } from '../../../src/offload/manager.js';
+import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
+import { keys, storeReady } from './helpers.js';
+
+/**
+ * The prefix tree both prefix-aware managers keep: a lookup of a prompt (its
+ * keys first block first) tells them which block extends which.
+ */
+
+const PREFIX_AWARE = [
+  { name: 'S3-FIFO', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks, enableEvents: true }) },
+  { name: 'LHD', create: (capacityBlocks: number) => new HitDensityOffloadingManager({ capacityBlocks, enableEvents: true }) },
+];
+
+/** A prompt of blocks `ns` looked up (as the connector does at admission), then stored. */
+function storePrompt(manager: OffloadingManager, ...ns: number[]): void {
+  manager.touch(keys(...ns));
+  storeReady(manager, ...ns);
+}
+
+describe.each(PREFIX_AWARE)('$name manager over the prefix tree', ({ create }) => {
+  it('evicts the deepest blocks of a prompt first, never leaving a block without its parent', () => {
+    const manager = create(6);
+    storePrompt(manager, 1, 2, 3, 4, 5, 6);
+    for (let round = 0; round < 5; round++) {
+      const out = manager.prepareStore(keys(10 + round));
+      expect(out?.evictedKeys).toEqual(keys(6 - round));
+      manager.completeStore(keys(10 + round), true);
+      // What is left of the prompt is still a prefix of it.
+      expect(manager.lookup(keys(1, 2, 3, 4, 5, 6))).toBe(5 - round);
+    }
+  });
+
+  it('evicts a block whose parent is gone before anything else', () => {
+    const manager = create(3);
+    storePrompt(manager, 1, 2);
+    storeReady(manager, 3);
+    // With 2 and 3 pinned by loads, only block 1 can make room: its child 2 stays, orphaned.
+    manager.prepareLoad(keys(2, 3));
+    expect(manager.prepareStore(keys(4))?.evictedKeys).toEqual(keys(1));
+    manager.completeStore(keys(4), true);
+    manager.completeLoad(keys(2, 3));
+    // Block 2 can never be hit without block 1: it goes before 3 and 4.
+    expect(manager.prepareStore(keys(5))?.evictedKeys).toEqual(keys(2));
+  });
+});
+
+describe('S3-FIFO manager', () => {
+  it('keeps a prompt reused while new over a stream of one-time prompts', () => {
+    const manager = new S3FifoOffloadingManager({ capacityBlocks: 20, enableEvents: true });
+    storePrompt(manager, 1, 2);
+    manager.touch(keys(1, 2)); // reused while in the small FIFO: it moves to the main FIFO
+    for (let n = 100; n < 160; n++) storePrompt(manager, n);
+    expect(manager.lookup(keys(1, 2))).toBe(2);
+    const state = manager.s3FifoState();
+    expect(state.main).toEqual(expect.arrayContaining(keys(1, 2)));
+  });
+
+  it('stores a block that comes back while its ghost is remembered straight into the main FIFO', () => {
+    const manager = new S3FifoOffloadingManager({ capacityBlocks: 10, enableEvents: true });
+    storePrompt(manager, 1);
+    for (let n = 100; n < 120; n++) storePrompt(manager, n);
+    expect(manager.s3FifoState().ghosts).toContain('k1');
+    storePrompt(manager, 1);
+    expect(manager.s3FifoState().main).toContain('k1');
+    expect(manager.s3FifoState().ghosts).not.toContain('k1');
+  });
+});
+
+describe('LHD manager', () => {
+  /** Each prompt returns once, 6 capacities of other traffic later; the hits the tier had for them. */
+  function lateReturns(manager: OffloadingManager, capacity: number): number {
+    const gap = 6 * capacity;
+    let hits = 0;
+    for (let t = 0; t < 40 * capacity; t++) {
+      if (t >= gap && t % 2 === 0) {
+        const returning = keys(t - gap);
+        hits += manager.lookup(returning) ?? 0;
+        manager.touch(returning);
+      }
+      storePrompt(manager, t);
+    }
+    return hits;
+  }
+
+  it('learns that prompts come back late and keeps some of them where LRU keeps none', () => {
+    const capacity = 64;
+    expect(lateReturns(new LruOffloadingManager({ capacityBlocks: capacity }), capacity)).toBe(0);
+    const lhd = new HitDensityOffloadingManager({ capacityBlocks: capacity });
+    expect(lateReturns(lhd, capacity)).toBeGreaterThan(10);
+    expect(lhd.hitDensityState().densities.some((d) => d > 0)).toBe(true);
+  });
+});
+
+describe('PrefixLinks', () => {
+  it('links held blocks by the parents lookups showed, orphans children of a removed parent and re-adopts them', () => {
+    const held = new Set(keys(1, 2, 3));
+    const links = new PrefixLinks(16, (key) => held.has(key));
+    links.sawChain(keys(1, 2, 3));
+    expect(links.linkCount()).toBe(2);
+    expect(links.deepestUnder('k1', () => true, 10)).toBe('k3');
+    held.delete('k1');
+    links.removed('k1');
+    expect([...links.orphanKeys()]).toEqual(keys(2));
+    held.add('k1');
+    links.added('k1');
+    expect([...links.orphanKeys()]).toEqual([]);
+    expect(links.linkCount()).toBe(2);
+  });
+
+  it('never loops on a cycle of keys a malformed lookup showed', () => {
+    const links = new PrefixLinks(16, () => true);
+    links.sawChain(keys(1, 2));
+    links.sawChain(keys(2, 1));
+    expect(['k1', 'k2']).toContain(links.deepestUnder('k1', () => true, 5));
+  });
+});
