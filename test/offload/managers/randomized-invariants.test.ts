@@ -103,8 +103,9 @@ function hitDensitySubject(): Subject {
     checkPolicy: (held) => {
       const state = manager.hitDensityState();
       sameKeys(state.keys, held);
-      for (const orphan of state.orphans) expect(held.has(orphan)).toBe(true);
-      for (const density of state.densities) expect(density).toBeGreaterThanOrEqual(0);
+      // One assertion each: this check runs after every random call.
+      expect(state.orphans.filter((orphan) => !held.has(orphan))).toEqual([]);
+      expect(Math.min(...state.densities)).toBeGreaterThanOrEqual(0);
     },
   };
 }
