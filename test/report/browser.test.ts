@@ -5,9 +5,8 @@ import { pathToFileURL } from 'node:url';
 import { PNG } from 'pngjs';
 import puppeteer from 'puppeteer-core';
 import { describe, expect, it } from 'vitest';
-import { parseSweepPolicy, runSweep } from '../../src/bench/sweep.js';
 import { sweepReportHtml } from '../../src/report/html/sweep-report.js';
-import { conversationLines, traceFile } from '../support/sweep-fixture.js';
+import { smallConversationSweep } from '../support/sweep-fixture.js';
 
 /**
  * The HTML report opened in a real headless browser (Debian's chromium, no
@@ -31,16 +30,7 @@ function drawnShare(png: Buffer): number {
 
 describe.skipIf(!haveChromium)('the sweep report in headless chromium', () => {
   it('renders its charts with no console errors and no outside requests', { timeout: 60_000 }, async () => {
-    const result = await runSweep({
-      traceFile: traceFile(conversationLines()),
-      maxRequests: 100,
-      tokenScale: 64,
-      gpuBlocks: 16,
-      blockSize: 4,
-      offloadFactor: 1,
-      cpuBlocks: [8, 256],
-      policies: ['lru', 's3fifo'].map(parseSweepPolicy),
-    });
+    const result = await smallConversationSweep([8, 256], ['lru', 's3fifo']);
     const file = join(mkdtempSync(join(tmpdir(), 'kvtier-report-')), 'sweep.html');
     writeFileSync(file, await sweepReportHtml(result));
 

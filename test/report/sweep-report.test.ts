@@ -1,8 +1,8 @@
 import { parseHTML } from 'linkedom';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseSweepPolicy, runSweep, type SweepResult } from '../../src/bench/sweep.js';
+import type { SweepResult } from '../../src/bench/sweep.js';
 import { OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/report/html/sweep-report.js';
-import { conversationLines, traceFile } from '../support/sweep-fixture.js';
+import { smallConversationSweep } from '../support/sweep-fixture.js';
 
 /** The report read back as a person would read it: charts by title, their axes, legends and series. */
 function chartsOf(html: string) {
@@ -23,16 +23,7 @@ let result: SweepResult;
 let html: string;
 
 beforeAll(async () => {
-  result = await runSweep({
-    traceFile: traceFile(conversationLines()),
-    maxRequests: 100,
-    tokenScale: 64,
-    gpuBlocks: 16,
-    blockSize: 4,
-    offloadFactor: 1,
-    cpuBlocks: [8, 32, 256],
-    policies: POLICIES.map(parseSweepPolicy),
-  });
+  result = await smallConversationSweep([8, 32, 256], POLICIES);
   html = await sweepReportHtml(result);
 });
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseSweepPolicy, runSweep, type SweepResult } from '../../src/bench/sweep.js';
 
 /** A Mooncake trace file of the given lines (objects), in a fresh temporary directory. */
 export function traceFile(lines: readonly object[]): string {
@@ -35,4 +36,18 @@ export function conversationLines(conversations = 6, oneOffsBetween = 2): object
     t += 4000;
   }
   return lines;
+}
+
+/** A simulated sweep of the first 100 conversation-trace lines over a 16-block GPU pool, for report tests. */
+export function smallConversationSweep(cpuBlocks: readonly number[], policies: readonly string[]): Promise<SweepResult> {
+  return runSweep({
+    traceFile: traceFile(conversationLines()),
+    maxRequests: 100,
+    tokenScale: 64,
+    gpuBlocks: 16,
+    blockSize: 4,
+    offloadFactor: 1,
+    cpuBlocks: [...cpuBlocks],
+    policies: policies.map(parseSweepPolicy),
+  });
 }
