@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
 import type { Registry } from 'prom-client';
 import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges } from '../metrics/gauges.js';
@@ -446,22 +445,4 @@ export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Pr
     rows.push(...medianBy(runs, (pair) => (pair.length > 1 ? (pair[1].metricsOverhead as number) : pair[0].usPerStep)));
   }
   return rows;
-}
-
-export function formatSchedulerBench(rows: readonly SchedulerBenchRow[]): string {
-  const lines = ['running  us/step(cpu)  us/req-step  wall us/step  p99 wall us  schedule share'];
-  for (const r of rows) {
-    lines.push(
-      `${String(r.runningRequests).padStart(7)}  ${r.usPerStep.toFixed(1).padStart(12)}  ` +
-        `${r.usPerRequestStep.toFixed(3).padStart(11)}  ${r.wallUsPerStep.toFixed(1).padStart(12)}  ` +
-        `${r.p99WallUsPerStep.toFixed(1).padStart(11)}  ${(r.scheduleShare * 100).toFixed(0).padStart(13)}%`,
-    );
-  }
-  return lines.join('\n');
-}
-
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const json = process.argv.includes('--json');
-  const rows = await runSchedulerBench();
-  console.log(json ? JSON.stringify(rows, null, 2) : formatSchedulerBench(rows));
 }

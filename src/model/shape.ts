@@ -44,9 +44,3 @@ export function elementsPerTokenPerRank(shape: ModelShape, tp: number): number {
 export function bytesPerGpuBlock(shape: ModelShape, tp: number, blockSize: number): number {
   return elementsPerTokenPerRank(shape, tp) * blockSize * KV_ELEMENT_BYTES;
 }
-
-/** Heads held by rank `rank` of `tp`: [first, first + count). */
-export function rankHeads(shape: ModelShape, tp: number, rank: number): { first: number; count: number } {
-  const count = shape.kvHeads / tp;
-  return { first: rank * count, count };
-}

@@ -24,7 +24,7 @@ interface PendingJob {
  * the digest the sampled token is drawn from.
  */
 export class KVOutputAggregator {
-  private expected: number;
+  private readonly expected: number;
   private readonly jobs = new Map<number, PendingJob>();
   private readonly sending = new Map<string, number>();
   private readonly recving = new Map<string, number>();
@@ -37,17 +37,10 @@ export class KVOutputAggregator {
     this.expected = worldSize;
   }
 
-  /** Ranks that must report each job or request first seen from now on. */
-  get expectedFinishedCount(): number {
-    return this.expected;
-  }
-
   aggregate(outputs: readonly RankStepOutput[], schedulerOutput: SchedulerOutput): ModelRunnerOutput {
     const step = schedulerOutput.step;
     for (const out of outputs) {
       if (out.step !== step) throw new EngineError(`rank ${out.rank} answered step ${out.step} for step ${step}`);
-      const changed = out.connector.expectedFinishedCount;
-      if (changed !== undefined && changed > 0) this.expected = changed;
     }
 
     const finishedJobs: JobResult[] = [];

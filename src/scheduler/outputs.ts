@@ -93,8 +93,6 @@ export interface KVConnectorOutput {
   readonly finishedRecving: readonly string[];
   /** GPU block ids whose load failed on this rank. */
   readonly invalidBlockIds: readonly number[];
-  /** When > 0, the number of ranks that report each job and request from now on. */
-  readonly expectedFinishedCount?: number;
 }
 
 /** One rank's result of one step. */

@@ -79,27 +79,6 @@ describe('KVOutputAggregator', () => {
     expect([...b.finishedSending]).toEqual(['r1']);
   });
 
-  it('a changed expected count applies to new jobs and requests only', () => {
-    const agg = new KVOutputAggregator(4, tiny.vocabSize);
-    // Job 1 and request a are first seen while 4 ranks are expected.
-    agg.aggregate([rankOutput(0, 1, { finishedJobs: [job(1)], finishedSending: ['a'] })], stepOf(1));
-    // From step 2 on, a rank announces that only 2 ranks report.
-    const out = agg.aggregate(
-      [
-        rankOutput(0, 2, { expectedFinishedCount: 2, finishedJobs: [job(2), job(1)], finishedSending: ['b', 'a'] }),
-        rankOutput(1, 2, { finishedJobs: [job(2), job(1)], finishedSending: ['b', 'a'] }),
-      ],
-      stepOf(2),
-    );
-    expect(agg.expectedFinishedCount).toBe(2);
-    // New job 2 and request b finish with 2 reports; old job 1 and request a still need 4.
-    expect(out.finishedJobs.map((j) => j.jobId)).toEqual([2]);
-    expect([...out.finishedSending]).toEqual(['b']);
-    const last = agg.aggregate([rankOutput(2, 3, { finishedJobs: [job(1)], finishedSending: ['a'] })], stepOf(3));
-    expect(last.finishedJobs.map((j) => j.jobId)).toEqual([1]);
-    expect([...last.finishedSending]).toEqual(['a']);
-  });
-
   it('combines the ranks digests into the reference model token', () => {
     const prompt = [5, 6, 7, 8, 9];
     const seed = 1234;
