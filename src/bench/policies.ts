@@ -233,30 +233,3 @@ export function replay(
     verifiedRequests: verified,
   };
 }
-
-// ---------------------------------------------------------------- report
-
-const COLUMNS: readonly [string, (r: PolicyResult) => string][] = [
-  ['configuration', (r) => r.label],
-  ['CPU hit tok', (r) => String(r.cpuHitTokens)],
-  ['GPU hit tok', (r) => String(r.gpuPrefixHitTokens)],
-  ['prefill tok', (r) => String(r.prefillTokensComputed)],
-  ['loads', (r) => String(r.loadJobs)],
-  ['stores', (r) => String(r.storeJobs)],
-  ['blocks stored', (r) => String(r.blocksStored)],
-  ['declined offers', (r) => String(r.declinedOffers)],
-  ['CPU evictions', (r) => String(r.cpuEvictions)],
-  ['GPU evictions', (r) => String(r.gpuEvictions)],
-  ['preempt', (r) => String(r.preemptions)],
-  ['verified', (r) => `${r.verifiedRequests}/${r.requests}`],
-];
-
-/** The comparison as a Markdown table. */
-export function formatPolicyTable(comparison: PolicyComparison): string {
-  const rows = comparison.results.map((r) => COLUMNS.map(([, cell]) => cell(r)));
-  const widths = COLUMNS.map(([title], i) => Math.max(title.length, ...rows.map((row) => row[i].length)));
-  const line = (cells: readonly string[]) =>
-    `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
-  const rule = `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
-  return [line(COLUMNS.map(([title]) => title)), rule, ...rows.map(line)].join('\n');
-}
