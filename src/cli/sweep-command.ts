@@ -1,14 +1,13 @@
-import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
 import { KvtierError } from '../core/errors.js';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
-import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
+import { bytesPerGpuBlock } from '../model/shape.js';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { sweepHitsSvg, sweepReportHtml } from '../report/html/sweep-report.js';
 import { parseByteSize } from './byte-size.js';
 import { parseCommandArgs } from './command-parse.js';
-import { checkOutputFile, writeJsonFile } from './output-file.js';
+import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -19,7 +18,7 @@ import { UsageError } from './usage-error.js';
 
 export const SWEEP_DEFAULTS = {
   cpuBlocks: [2000, 4000, 8000, 16000],
-  policies: ['lru', 'arc', 'lhd', 's3fifo'],
+  policies: [...EVICTION_POLICY_NAMES],
   maxRequests: 1000,
   tokenScale: 16,
   gpuBlocks: 1024,
@@ -117,7 +116,8 @@ function capacities(flags: RawSweepFlags, blockSize: number, offloadFactor: numb
       throw new UsageError(`--model: invalid value ${JSON.stringify(model)}: expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
     }
     const shape = MODEL_PRESETS[model as ModelPresetName];
-    const bytesPerBlock = elementsPerToken(shape) * KV_ELEMENT_BYTES * blockSize * offloadFactor;
+    // One offloaded block over all ranks: the same bytes at any tp.
+    const bytesPerBlock = bytesPerGpuBlock(shape, 1, blockSize) * offloadFactor;
     blocks = listOf('--cpu-bytes', flags.cpuBytes).map((item) => {
       const bytes = parseByteSize(item);
       if (bytes === null) throw new UsageError(`--cpu-bytes: invalid value ${JSON.stringify(item)}: expected a size such as 64MiB or 2GB`);
@@ -251,8 +251,8 @@ export async function sweepCommand(
   });
   out.write(`${formatSweepTable(result)}\n`);
   if (options.json !== null) await writeJsonFile(options.json, result);
-  if (options.html !== null) await writeFile(options.html, await sweepReportHtml(result));
-  if (options.svg !== null) await writeFile(options.svg, `${await sweepHitsSvg(result)}\n`);
+  if (options.html !== null) await writeTextFile(options.html, await sweepReportHtml(result), '--html');
+  if (options.svg !== null) await writeTextFile(options.svg, `${await sweepHitsSvg(result)}\n`, '--svg');
   const unverified = result.points.filter((p) => p.verified !== p.requests);
   if (unverified.length > 0) {
     throw new SweepVerificationError(
