@@ -1,23 +1,23 @@
 import type { Metric, Registry } from 'prom-client';
 import type { HistogramSeries } from './engine-monitor.js';
+import { unlabelled, type Labels } from './snapshot-values.js';
 
 interface ExposedValue {
   readonly metricName: string;
-  readonly labels: Readonly<Record<string, string>>;
+  readonly labels: Labels;
   /** The line's labels: prom-client formats each such object once and caches the text. */
-  readonly sharedLabels: Readonly<Record<string, string>>;
+  readonly sharedLabels: Labels;
   readonly value: number;
 }
 
-const NO_LABELS: Readonly<Record<string, string>> = Object.freeze({});
 /**
  * Each series' labels with `le` added, one frozen object per (series, bound),
  * kept as long as the series' labels object lives: prom-client formats the
  * text of an object passed as sharedLabels once and caches it, so after the
  * first scrape no bucket line is escaped or joined again.
  */
-const bucketLabels = new WeakMap<object, Map<number, Readonly<Record<string, string>>>>();
-function bucketLabel(series: Readonly<Record<string, string>>, bound: number): Readonly<Record<string, string>> {
+const bucketLabels = new WeakMap<object, Map<number, Labels>>();
+function bucketLabel(series: Labels, bound: number): Labels {
   let byBound = bucketLabels.get(series);
   if (byBound === undefined) {
     byBound = new Map();
@@ -58,11 +58,11 @@ class SnapshotHistogram {
       let cumulative = 0;
       for (let i = 0; i < histogram.bounds.length; i++) {
         cumulative += histogram.counts[i];
-        values.push({ metricName: bucketName, labels: NO_LABELS, sharedLabels: bucketLabel(labels, histogram.bounds[i]), value: cumulative });
+        values.push({ metricName: bucketName, labels: unlabelled, sharedLabels: bucketLabel(labels, histogram.bounds[i]), value: cumulative });
       }
-      values.push({ metricName: bucketName, labels: NO_LABELS, sharedLabels: bucketLabel(labels, Number.POSITIVE_INFINITY), value: histogram.count });
-      values.push({ metricName: `${this.name}_sum`, labels: NO_LABELS, sharedLabels: labels, value: histogram.sum });
-      values.push({ metricName: `${this.name}_count`, labels: NO_LABELS, sharedLabels: labels, value: histogram.count });
+      values.push({ metricName: bucketName, labels: unlabelled, sharedLabels: bucketLabel(labels, Number.POSITIVE_INFINITY), value: histogram.count });
+      values.push({ metricName: `${this.name}_sum`, labels: unlabelled, sharedLabels: labels, value: histogram.sum });
+      values.push({ metricName: `${this.name}_count`, labels: unlabelled, sharedLabels: labels, value: histogram.count });
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
