@@ -3,7 +3,7 @@ import { EngineError, RankError, RequestError } from '../core/errors.js';
 import { resolveBackend } from '../device/native.js';
 import type { BackendName } from '../device/types.js';
 import { parseFaultPlan, rulesForRank, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
-import { createOffloadingConnector, type OffloadingSetup } from '../offload/create-connector.js';
+import { createOffloadingConnector, type OffloadingSetup } from '../connector/create-connector.js';
 import type { OffloadingManagerStats } from '../offload/manager.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import type { KVCacheUsage } from '../scheduler/kv-cache-manager.js';
@@ -25,7 +25,7 @@ import { TransferMetrics } from './metrics.js';
 import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
-import type { RankReady, RankSetup, RankState, RankTestSwitches } from './rank-protocol.js';
+import type { RankReady, RankSetup, RankState, RankTestSwitches } from '../rank/rank-protocol.js';
 
 /** Engine-level switches that turn a recovery behaviour off (tests only). */
 export interface EngineTestSwitches {
