@@ -78,7 +78,7 @@ export class EngineMonitor implements SchedulerObserver {
     const first = request.firstTokenTime;
     if (first === null) return;
     this.timeToFirstToken.observeMs(Math.max(0, first - request.arrivalTime));
-    const outputs = request.outputTokens.length;
+    const outputs = request.numOutputTokens;
     if (outputs > 1) this.timePerOutputToken.observeMs(Math.max(0, finish - first) / (outputs - 1));
   }
 

@@ -1,5 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
+import { BlockHashIndex } from '../core/block-hash-index.js';
 import { KvtierError } from '../core/errors.js';
+import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
 import { OffloadingEventLog, type OffloadingEvent } from './events.js';
 
@@ -169,20 +171,34 @@ export interface CpuOffloadingManagerOptions {
 /** Reference count of a block being stored; ready blocks count their in-flight loads from 0. */
 const BEING_STORED = -1;
 
-interface CpuBlock {
-  readonly cpuBlockId: number;
-  /** BEING_STORED, 0 (ready) or the number of in-flight loads. */
-  refCnt: number;
-}
+const NO_KEYS: readonly BlockHash[] = Object.freeze([]);
+const NO_IDS: readonly number[] = Object.freeze([]);
+
+/** Entries the key index is sized for up front; a larger tier grows it as it fills. */
+const INITIAL_INDEX_ENTRIES = 1 << 16;
 
 /**
  * The CPU tier's block states, allocation and events, with the eviction order
  * delegated to an EvictionPolicy (LRU, ARC).
+ *
+ * The block table is indexed by CPU block id, which is unique among held
+ * blocks: a BlockHashIndex from key to id (typed arrays) and typed arrays of
+ * per-block state, so the tier's size costs no map entry or object per block;
+ * the only per-block reference is the key string, kept to confirm lookups and
+ * to name the block in events and errors.
  */
 export class CpuOffloadingManager implements OffloadingManager {
-  private readonly blocks = new Map<BlockHash, CpuBlock>();
   private readonly allocator: CpuBlockAllocator;
   private readonly events: OffloadingEventLog;
+  /** Key of each held CPU block id; undefined for a free id. */
+  private readonly keyById: (BlockHash | undefined)[] = [];
+  /** BEING_STORED, 0 (ready) or the number of in-flight loads, per CPU block id. */
+  private readonly refCnt: Int32Array;
+  /** When each held block entered the tier (a counter): a reset announces ready blocks in that order. */
+  private readonly addedAt: Float64Array;
+  private nextAdded = 0;
+  private readonly index: BlockHashIndex;
+  private usedBlocks = 0;
   private beingStoredBlocks = 0;
   private pinnedBlocks = 0;
   private lookupHitBlocks = 0;
@@ -192,6 +208,14 @@ export class CpuOffloadingManager implements OffloadingManager {
   private storesDeclined = 0;
   private storesRejected = 0;
   private evictions = 0;
+  /** Keys of the prepareStore in progress, for the victim filter (a field, so the filter allocates no closure). */
+  private storeInput: readonly BlockHash[] = NO_KEYS;
+  private storeInputSet: ReadonlySet<BlockHash> | null = null;
+  private readonly isEvictable = (key: BlockHash): boolean => {
+    const id = this.index.get(key);
+    if (id === ABSENT || this.refCnt[id] !== 0) return false;
+    return this.storeInputSet === null ? key !== this.storeInput[0] : !this.storeInputSet.has(key);
+  };
 
   constructor(
     options: CpuOffloadingManagerOptions,
@@ -199,13 +223,16 @@ export class CpuOffloadingManager implements OffloadingManager {
   ) {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
     this.events = new OffloadingEventLog(options.enableEvents ?? false);
+    this.refCnt = new Int32Array(options.capacityBlocks);
+    this.addedAt = new Float64Array(options.capacityBlocks);
+    this.index = new BlockHashIndex((id) => this.keyById[id], Math.min(options.capacityBlocks, INITIAL_INDEX_ENTRIES));
   }
 
   lookup(keys: readonly BlockHash[]): number {
     let hits = 0;
-    for (const key of keys) {
-      const block = this.blocks.get(key);
-      if (block === undefined || block.refCnt === BEING_STORED) break;
+    for (let i = 0; i < keys.length; i++) {
+      const id = this.index.get(keys[i]);
+      if (id === ABSENT || this.refCnt[id] === BEING_STORED) break;
       hits++;
     }
     this.lookupHitBlocks += hits;
@@ -213,29 +240,31 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   prepareLoad(keys: readonly BlockHash[]): number[] {
-    const loaded = keys.map((key) => {
-      const block = this.blocks.get(key);
-      if (block === undefined) {
+    const ids = new Array<number>(keys.length);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
+      const id = this.index.get(key);
+      if (id === ABSENT) {
         throw new OffloadingManagerError(`prepareLoad: key ${key} is not held by the CPU tier`);
       }
-      if (block.refCnt === BEING_STORED) {
+      if (this.refCnt[id] === BEING_STORED) {
         throw new OffloadingManagerError(`prepareLoad: key ${key} is still being stored`);
       }
-      return block;
-    });
-    for (const block of loaded) {
-      if (block.refCnt === 0) this.pinnedBlocks++;
-      block.refCnt++;
+      ids[i] = id;
     }
-    return loaded.map((block) => block.cpuBlockId);
+    for (let i = 0; i < ids.length; i++) {
+      if (this.refCnt[ids[i]] === 0) this.pinnedBlocks++;
+      this.refCnt[ids[i]]++;
+    }
+    return ids;
   }
 
   touch(keys: readonly BlockHash[]): void {
     this.policy.touchedChain?.(keys);
     // Newest last: walking backwards leaves the first key the most recent.
     for (let i = keys.length - 1; i >= 0; i--) {
-      const block = this.blocks.get(keys[i]);
-      this.policy.touched(keys[i], block === undefined ? null : block.refCnt !== BEING_STORED);
+      const id = this.index.get(keys[i]);
+      this.policy.touched(keys[i], id === ABSENT ? null : this.refCnt[id] !== BEING_STORED);
     }
   }
 
@@ -244,82 +273,92 @@ export class CpuOffloadingManager implements OffloadingManager {
     const unpins = new Map<BlockHash, number>();
     for (const key of keys) unpins.set(key, (unpins.get(key) ?? 0) + 1);
     for (const [key, count] of unpins) {
-      const block = this.blocks.get(key);
-      if (block === undefined) {
+      const id = this.index.get(key);
+      if (id === ABSENT) {
         throw new OffloadingManagerError(`completeLoad: key ${key} is not held by the CPU tier`);
       }
-      if (block.refCnt < count) {
+      if (this.refCnt[id] < count) {
         throw new OffloadingManagerError(
-          `completeLoad: key ${key} has ${Math.max(block.refCnt, 0)} loads in flight, cannot complete ${count}`,
+          `completeLoad: key ${key} has ${Math.max(this.refCnt[id], 0)} loads in flight, cannot complete ${count}`,
         );
       }
     }
     for (const [key, count] of unpins) {
-      const block = this.blocks.get(key) as CpuBlock;
-      block.refCnt -= count;
-      if (block.refCnt === 0) this.pinnedBlocks--;
+      const id = this.index.get(key);
+      this.refCnt[id] -= count;
+      if (this.refCnt[id] === 0) this.pinnedBlocks--;
     }
   }
 
   prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
     // Most stores are one block (a decode step completed it): skip building a set for them.
     const inputKeys = keys.length > 1 ? new Set(keys) : null;
-    const keysToStore: BlockHash[] = [];
-    const declinedKeys: BlockHash[] = [];
+    let keysToStore: BlockHash[] | null = null;
+    let declinedKeys: BlockHash[] | null = null;
     for (const key of inputKeys ?? keys) {
-      if (this.blocks.has(key)) continue;
-      if (admit === undefined || admit(key)) keysToStore.push(key);
-      else declinedKeys.push(key);
+      if (this.index.get(key) !== ABSENT) continue;
+      if (admit === undefined || admit(key)) (keysToStore ??= []).push(key);
+      else (declinedKeys ??= []).push(key);
     }
-    if (keysToStore.length === 0) {
-      this.storesDeclined += declinedKeys.length;
-      return { keysToStore, cpuBlockIds: [], evictedKeys: [], declinedKeys };
+    const declined = declinedKeys ?? NO_KEYS;
+    if (keysToStore === null) {
+      this.storesDeclined += declined.length;
+      return { keysToStore: [], cpuBlockIds: NO_IDS, evictedKeys: NO_KEYS, declinedKeys: declined };
     }
 
     // Choose every victim before touching anything, so a shortfall changes nothing.
     const shortfall = keysToStore.length - this.allocator.numFree;
-    let evictedKeys: BlockHash[] = [];
+    let evictedKeys: readonly BlockHash[] = NO_KEYS;
     if (shortfall > 0) {
-      const isInput = inputKeys === null ? (key: BlockHash) => key === keys[0] : (key: BlockHash) => inputKeys.has(key);
-      const victims = this.policy.chooseVictims(shortfall, (key) => !isInput(key) && this.blocks.get(key)?.refCnt === 0);
+      this.storeInput = keys;
+      this.storeInputSet = inputKeys;
+      const victims = this.policy.chooseVictims(shortfall, this.isEvictable);
+      this.storeInput = NO_KEYS;
+      this.storeInputSet = null;
       if (victims === null) {
         this.storesRejected++;
         return null;
       }
       evictedKeys = victims;
-      this.evict(evictedKeys);
+      this.evict(victims);
     }
 
     const cpuBlockIds = this.allocator.allocate(keysToStore.length);
-    keysToStore.forEach((key, i) => {
-      this.blocks.set(key, { cpuBlockId: cpuBlockIds[i], refCnt: BEING_STORED });
+    for (let i = 0; i < keysToStore.length; i++) {
+      const key = keysToStore[i];
+      const id = cpuBlockIds[i];
+      this.keyById[id] = key;
+      this.refCnt[id] = BEING_STORED;
+      this.addedAt[id] = this.nextAdded++;
+      this.index.add(key, id);
       this.policy.admitted(key);
-    });
+    }
+    this.usedBlocks += keysToStore.length;
     this.beingStoredBlocks += keysToStore.length;
     this.storesAccepted += keysToStore.length;
-    this.storesDeclined += declinedKeys.length;
-    return { keysToStore, cpuBlockIds, evictedKeys, declinedKeys };
+    this.storesDeclined += declined.length;
+    return { keysToStore, cpuBlockIds, evictedKeys, declinedKeys: declined };
   }
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
-    const stored: BlockHash[] = [];
+    // Events list the keys stored; without events nothing is collected.
+    const stored: BlockHash[] | null = this.events.enabled ? [] : null;
     for (const key of keys.length > 1 ? new Set(keys) : keys) {
-      const block = this.blocks.get(key);
+      const id = this.index.get(key);
       // Unknown or ready keys are not this store's to complete.
-      if (block === undefined || block.refCnt !== BEING_STORED) continue;
+      if (id === ABSENT || this.refCnt[id] !== BEING_STORED) continue;
       this.beingStoredBlocks--;
       if (success) {
-        block.refCnt = 0;
-        stored.push(key);
+        this.refCnt[id] = 0;
+        stored?.push(key);
         this.storesCompleted++;
       } else {
-        this.blocks.delete(key);
-        this.allocator.free(block.cpuBlockId);
+        this.forget(key, id);
         this.policy.dropped(key);
         this.storesFailed++;
       }
     }
-    this.events.record('stored', stored);
+    if (stored !== null) this.events.record('stored', stored);
   }
 
   takeEvents(): OffloadingEvent[] {
@@ -327,20 +366,25 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   reset(): void {
-    const announced: BlockHash[] = [];
-    for (const [key, block] of this.blocks) {
-      if (block.refCnt !== BEING_STORED) announced.push(key);
+    const announced: number[] = [];
+    for (let id = 0; id < this.keyById.length; id++) {
+      if (this.keyById[id] !== undefined && this.refCnt[id] !== BEING_STORED) announced.push(id);
     }
-    this.blocks.clear();
+    announced.sort((x, y) => this.addedAt[x] - this.addedAt[y]);
+    const announcedKeys = announced.map((id) => this.keyById[id] as BlockHash);
+    this.keyById.length = 0;
+    this.refCnt.fill(0);
+    this.index.clear();
     this.allocator.reset();
     this.policy.reset();
+    this.usedBlocks = 0;
     this.beingStoredBlocks = 0;
     this.pinnedBlocks = 0;
-    this.events.record('removed', announced);
+    this.events.record('removed', announcedKeys);
   }
 
   stats(): OffloadingManagerStats {
-    const used = this.blocks.size;
+    const used = this.usedBlocks;
     return {
       capacityBlocks: this.allocator.capacity,
       usedBlocks: used,
@@ -358,13 +402,18 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   private evict(keys: readonly BlockHash[]): void {
-    for (const key of keys) {
-      const block = this.blocks.get(key) as CpuBlock;
-      this.blocks.delete(key);
-      this.allocator.free(block.cpuBlockId);
-    }
+    for (let i = 0; i < keys.length; i++) this.forget(keys[i], this.index.get(keys[i]));
     this.policy.evicted(keys);
     this.evictions += keys.length;
     this.events.record('removed', keys);
+  }
+
+  /** Drops a held block (`id`, keyed `key`) from the table and frees its CPU block. */
+  private forget(key: BlockHash, id: number): void {
+    this.index.delete(key);
+    this.keyById[id] = undefined;
+    this.refCnt[id] = 0;
+    this.usedBlocks--;
+    this.allocator.free(id);
   }
 }

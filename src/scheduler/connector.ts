@@ -42,6 +42,7 @@ export interface ScheduledRequestView {
 
 export interface StepView {
   readonly step: number;
+  /** Valid during the call that gets it: the scheduler refills the array and its views every step. */
   readonly scheduled: readonly ScheduledRequestView[];
   readonly preemptedReqIds: readonly string[];
 }

@@ -1,6 +1,7 @@
 import { extendBlockHashes, type BlockHash } from '../core/block-hash.js';
 import { RequestError } from '../core/errors.js';
 import type { BlockTable } from './kv-cache-manager.js';
+import type { StepRequestView } from './step-records.js';
 
 /**
  * One generation request as the scheduler tracks it: its tokens, its progress
@@ -73,7 +74,6 @@ const UINT32_MAX = 0xffffffff;
 export class Request {
   readonly id: string;
   readonly promptTokens: Int32Array;
-  readonly outputTokens: number[] = [];
   readonly maxTokens: number;
   readonly stopToken: number | null;
   readonly seed: number;
@@ -99,6 +99,8 @@ export class Request {
   blockTable: BlockTable | null = null;
   /** The scheduler whose workers hold this request's state (block table, tokens so far), if any; set by it. */
   knownToWorkersOf: object | null = null;
+  /** The connector's view of this request in the step being built, refilled every step (see StepRequestView). */
+  connectorView: StepRequestView | null = null;
 
   /** Prompt and prompt + output token counts, kept as fields so the hot path reads the request alone, not its arrays. */
   private readonly promptLength: number;
@@ -133,6 +135,15 @@ export class Request {
     return this.promptLength;
   }
 
+  /** The output tokens so far: a fresh array on every call, read from the token buffer. */
+  get outputTokens(): number[] {
+    return this.tokensBetween(this.promptLength, this.tokenCount);
+  }
+
+  get numOutputTokens(): number {
+    return this.tokenCount - this.promptLength;
+  }
+
   /** Prompt + output tokens. */
   get numTokens(): number {
     return this.tokenCount;
@@ -161,7 +172,6 @@ export class Request {
     }
     const numTokens = this.tokenCount + 1;
     this.allTokens[numTokens - 1] = token;
-    this.outputTokens.push(token);
     this.tokenCount = numTokens;
     if (numTokens % this.blockSize === 0) {
       extendBlockHashes(this.blockHashes, this.allTokens, numTokens, this.blockSize, this.cacheSalt);

@@ -12,7 +12,7 @@ import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits }
 import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
-import { presized, SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
+import { presized, SampledTokenUpdate, singleToken, StepRequest, StepRequestView } from './step-records.js';
 
 /**
  * Decides each engine step (docs/architecture.md, "One engine step"), following vLLM v1:
@@ -93,6 +93,13 @@ export class Scheduler {
   private readonly knownToWorkers = new Set<Request>();
   /** The requests of the last step scheduled, in batch order (saves lookups when its output arrives). */
   private lastStep: { readonly step: number; readonly scheduled: readonly Request[] } | null = null;
+  /**
+   * The arrays behind the step's `scheduled` requests and connector views, refilled every step: the
+   * first is read only until the next step is scheduled (through `lastStep`, which names its step), the
+   * second only while the connector builds the step's metadata.
+   */
+  private readonly stepScheduled: Request[] = [];
+  private readonly stepViews: StepRequestView[] = [];
   private readonly loadWaits = new LoadWaits();
   /** In-flight asynchronous loads issued for a request: request id -> job id, and back. */
   private readonly ownLoadByRequest = new Map<string, number>();
@@ -150,7 +157,7 @@ export class Scheduler {
           `exceeds maxModelLen ${this.config.maxModelLen}`,
       );
     }
-    if (request.status !== 'waiting' || request.numComputedTokens !== 0 || request.outputTokens.length !== 0) {
+    if (request.status !== 'waiting' || request.numComputedTokens !== 0 || request.numOutputTokens !== 0) {
       throw new RequestError(`request '${request.id}': only a new request can be added (status ${request.status})`);
     }
     this.requests.set(request.id, request);
@@ -195,8 +202,8 @@ export class Scheduler {
     const capacity = Math.min(this.running.length + this.waiting.length, this.config.maxNumSeqs);
     const draft: StepDraft = {
       requests: presized(capacity),
-      scheduled: presized(capacity),
-      views: this.connector === null ? null : presized(capacity),
+      scheduled: this.stepScheduled,
+      views: this.connector === null ? null : this.stepViews,
       count: 0,
       totalTokens: 0,
     };
@@ -427,13 +434,13 @@ export class Scheduler {
         fresh ? this.kvCacheManager.getBlockIds(request) : null,
         fresh ? NO_IDS : newBlockIds,
         start,
-        request.tokensBetween(start, end),
+        numTokens === 1 ? singleToken(request.tokenAt(start)) : request.tokensBetween(start, end),
         end === request.numTokens,
         request.seed,
     );
     draft.scheduled[k] = request;
     if (draft.views !== null) {
-      draft.views[k] = new StepRequestView(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh);
+      draft.views[k] = StepRequestView.of(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh);
     }
     draft.totalTokens += numTokens;
   }
@@ -461,9 +468,9 @@ export class Scheduler {
    * update for every request that got a token or finished.
    */
   updateFromOutput(schedulerOutput: SchedulerOutput, output: ModelRunnerOutput): RequestUpdate[] {
-    const updates: RequestUpdate[] = [];
+    const failedUpdates: RequestUpdate[] | null = output.invalidBlockIds.size > 0 ? [] : null;
     const dropTokens =
-      output.invalidBlockIds.size > 0 ? this.recoverFromInvalidBlocks(output.invalidBlockIds, updates) : null;
+      failedUpdates !== null ? this.recoverFromInvalidBlocks(output.invalidBlockIds, failedUpdates) : null;
 
     for (const job of output.finishedJobs) {
       if (job.direction !== 'cpuToGpu') continue;
@@ -490,6 +497,9 @@ export class Scheduler {
     let runningFinished = false;
     const now = this.now();
     const batch = schedulerOutput.requests;
+    // At most one update per scheduled request: sized for the batch, filled by index and cut to length.
+    const updates: RequestUpdate[] = presized(batch.length);
+    let numUpdates = 0;
     const known = this.lastStep !== null && this.lastStep.step === schedulerOutput.step ? this.lastStep.scheduled : null;
     for (let k = 0; k < batch.length; k++) {
       if (!batch[k].sample) continue;
@@ -509,15 +519,17 @@ export class Scheduler {
       if (request.stopToken !== null && token === request.stopToken) status = 'finishedStopped';
       else if (request.numTokens - request.numPromptTokens >= request.maxTokens) status = 'finishedLength';
       if (status === null) {
-        updates.push(new SampledTokenUpdate(request.id, token));
+        updates[numUpdates++] = new SampledTokenUpdate(request.id, token);
       } else {
         if (request.status === 'running') runningFinished = true;
         this.finish(request, status);
-        updates.push({ reqId: request.id, newTokenIds: [token], finishReason: finishReasonOf(status) });
+        updates[numUpdates++] = { reqId: request.id, newTokenIds: [token], finishReason: finishReasonOf(status) };
       }
     }
     if (runningFinished) this.running.removeFinished();
-    return updates;
+    updates.length = numUpdates;
+    // Requests failed by invalid blocks come first, as they were found before any token was applied.
+    return failedUpdates === null || failedUpdates.length === 0 ? updates : failedUpdates.concat(updates);
   }
 
   /**

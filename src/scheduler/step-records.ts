@@ -26,14 +26,28 @@ export class StepRequest implements ScheduledRequest {
   ) {}
 }
 
-/** One request's part of a step, as the connector sees it. */
+/**
+ * One request's part of a step, as the connector sees it. The connector
+ * reads the views only while it builds the step's metadata, so each request
+ * keeps one view (`Request.connectorView`) and a step refills it in place.
+ */
 export class StepRequestView implements ScheduledRequestView {
   constructor(
     readonly request: Request,
-    readonly blockIds: readonly number[],
-    readonly numScheduledTokens: number,
-    readonly fresh: boolean,
+    public blockIds: readonly number[],
+    public numScheduledTokens: number,
+    public fresh: boolean,
   ) {}
+
+  /** The request's view for this step: its own view, refilled, or a new one the first time. */
+  static of(request: Request, blockIds: readonly number[], numScheduledTokens: number, fresh: boolean): StepRequestView {
+    const view = request.connectorView;
+    if (view === null) return (request.connectorView = new StepRequestView(request, blockIds, numScheduledTokens, fresh));
+    view.blockIds = blockIds;
+    view.numScheduledTokens = numScheduledTokens;
+    view.fresh = fresh;
+    return view;
+  }
 }
 
 /** A token sampled for a request that keeps running. */
@@ -44,10 +58,28 @@ export class SampledTokenUpdate {
     readonly reqId: string,
     token: number,
   ) {
-    const ids = new Array<number>(1);
-    ids[0] = token;
-    this.newTokenIds = ids;
+    this.newTokenIds = singleToken(token);
   }
+}
+
+/**
+ * Distinct token ids kept as shared one-token arrays; past this many, a
+ * one-token array is built per use (the ids of a sane vocabulary stay far below).
+ */
+const MAX_SHARED_TOKENS = 1 << 18;
+const sharedSingleTokens = new Map<number, readonly number[]>();
+
+/**
+ * `[token]`, frozen and shared by every step record that carries that one
+ * token: a decode step sends and returns one token per request, and these
+ * arrays were most of what such a step allocated.
+ */
+export function singleToken(token: number): readonly number[] {
+  const shared = sharedSingleTokens.get(token);
+  if (shared !== undefined) return shared;
+  const ids = Object.freeze([token]);
+  if (sharedSingleTokens.size < MAX_SHARED_TOKENS) sharedSingleTokens.set(token, ids);
+  return ids;
 }
 
 /** Above this, `new Array(n)` may start out as a dictionary: such a step's arrays grow as they are filled instead. */
