@@ -1,4 +1,5 @@
 import { ConfigError } from '../../core/errors.js';
+import type { StorePolicyName } from '../../runtime/engine-types.js';
 
 /**
  * The store policy a config names: 'on-compute' (default), 'on-evict'
@@ -12,8 +13,11 @@ export type StorePolicySpec =
 
 const REUSE_PATTERN = /^reuse:([1-9][0-9]*)$/;
 
-/** Parses a store policy name; the error names the field and the value. */
-export function parseStorePolicyName(name: unknown): StorePolicySpec {
+/** What a store policy name must be, as the config schema's messages say it. */
+export const STORE_POLICY_EXPECTED = 'expected on-compute, on-evict or reuse:K with K >= 1';
+
+/** The policy `name` stands for, or null when it names none. This is the grammar's one statement. */
+export function storePolicySpecOf(name: unknown): StorePolicySpec | null {
   if (name === 'on-compute') return { kind: 'on-compute' };
   if (name === 'on-evict') return { kind: 'on-evict' };
   const match = typeof name === 'string' ? REUSE_PATTERN.exec(name) : null;
@@ -21,6 +25,17 @@ export function parseStorePolicyName(name: unknown): StorePolicySpec {
     const threshold = Number(match[1]);
     if (Number.isSafeInteger(threshold)) return { kind: 'reuse', threshold };
   }
+  return null;
+}
+
+export function isStorePolicyName(name: unknown): name is StorePolicyName {
+  return storePolicySpecOf(name) !== null;
+}
+
+/** Parses a store policy name; the error names the field and the value. */
+export function parseStorePolicyName(name: unknown): StorePolicySpec {
+  const spec = storePolicySpecOf(name);
+  if (spec !== null) return spec;
   throw new ConfigError(
     `storePolicy must be 'on-compute', 'on-evict' or 'reuse:K' with an integer K >= 1, got ${JSON.stringify(name) ?? String(name)}`,
   );
