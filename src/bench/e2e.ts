@@ -121,17 +121,16 @@ function checkOptions(o: E2eBenchOptions): void {
   const atLeast = (name: string, value: number | undefined, min: number) => checkIntegerAtLeast('e2e', name, value, min);
   atLeast('maxRequests', o.maxRequests, 1);
   atLeast('tokenScale', o.tokenScale, 1);
-  atLeast('tp', o.tp, 1);
-  atLeast('blockSize', o.blockSize, 1);
-  atLeast('gpuBlocks', o.gpuBlocks, 1);
+  // The run with offloading on needs a CPU tier (the engine takes 0 as none).
   atLeast('cpuBlocks', o.cpuBlocks, 1);
-  atLeast('offloadFactor', o.offloadFactor, 1);
   if (o.speedup !== undefined && !(o.speedup > 0 && Number.isFinite(o.speedup))) {
     throw new ConfigError(`e2e bench: speedup = ${String(o.speedup)} must be a number > 0`);
   }
   if (o.arrivals === false && o.speedup !== undefined) {
     throw new ConfigError('e2e bench: speedup and arrivals off do not go together: without arrivals there is nothing to speed up');
   }
+  // The engine's settings, by the engine's own schema and rules.
+  resolveEngineConfig(engineConfig(o, true));
 }
 
 function engineConfig(o: E2eBenchOptions, offload: boolean): EngineConfigInput {

@@ -101,3 +101,10 @@ export function engineField<K extends EngineSettingKey>(key: K): Required<Engine
   const field: z.ZodType = engineConfigSchema.shape[key];
   return (field instanceof z.ZodDefault || field instanceof z.ZodOptional ? field.unwrap() : field) as Required<EngineShape[K]>;
 }
+
+/** The range the schema allows an integer setting (for options that read it outside the schema, such as the benches'). */
+export function engineIntRange(key: EngineSettingKey): { readonly min: number; readonly max: number } {
+  const field: z.ZodType = engineField(key);
+  if (!(field instanceof z.ZodNumber)) throw new TypeError(`${key} is not a number setting`);
+  return { min: field.minValue ?? Number.MIN_SAFE_INTEGER, max: field.maxValue ?? Number.MAX_SAFE_INTEGER };
+}
