@@ -2,6 +2,7 @@ import { analyzeLoadedTrace } from '../cli/analyze.js';
 import { IntegrityChecker } from '../cli/integrity.js';
 import { buildRunReport, type RunReport } from '../cli/report.js';
 import { checkIntegerAtLeast } from './stats.js';
+import { DEFAULT_MODEL, ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
 import { Engine } from '../runtime/engine.js';
@@ -92,7 +93,7 @@ export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow
   const optimum = analyzeLoadedTrace(trace, {
     cpuBlocks: options.cpuBlocks,
     blockSize: options.blockSize,
-    offloadFactor: options.offloadFactor ?? 1,
+    offloadFactor: options.offloadFactor ?? ENGINE_DEFAULTS.offloadFactor,
   }).optimal.hitTokens;
   const rows: E2eBenchRow[] = [];
   for (const offload of [false, true]) {
@@ -135,19 +136,19 @@ function checkOptions(o: E2eBenchOptions): void {
 
 function engineConfig(o: E2eBenchOptions, offload: boolean): EngineConfigInput {
   const config: EngineConfigInput = {
-    model: o.model ?? 'tiny',
+    model: o.model ?? DEFAULT_MODEL,
     tp: o.tp,
     backend: o.backend,
-    layout: o.layout ?? 'cross-layer',
+    layout: o.layout ?? ENGINE_DEFAULTS.layout,
     blockSize: o.blockSize,
     gpuBlocks: o.gpuBlocks,
     offload,
   };
   if (offload) {
     config.cpuBlocks = o.cpuBlocks;
-    config.offloadFactor = o.offloadFactor ?? 1;
+    config.offloadFactor = o.offloadFactor ?? ENGINE_DEFAULTS.offloadFactor;
     config.eviction = o.eviction ?? 'lru';
-    config.storePolicy = o.storePolicy ?? 'on-compute';
+    config.storePolicy = o.storePolicy ?? ENGINE_DEFAULTS.storePolicy;
   }
   if (o.maxNumSeqs !== undefined) config.maxNumSeqs = o.maxNumSeqs;
   if (o.maxNumBatchedTokens !== undefined) config.maxNumBatchedTokens = o.maxNumBatchedTokens;
@@ -209,7 +210,7 @@ export function runFailure(report: RunReport): string | null {
 function toRow(options: E2eBenchOptions, report: RunReport, optimum: number): E2eBenchRow {
   return {
     offload: report.offload,
-    model: options.model ?? 'tiny',
+    model: options.model ?? DEFAULT_MODEL,
     tp: report.tp,
     requests: report.requests.total,
     finished: report.requests.finished,
