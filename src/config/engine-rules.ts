@@ -37,13 +37,18 @@ export function stepBudgetIssue(maxNumBatchedTokens: number, maxModelLen: number
 
 /** A CPU tier given in bytes holds at least one offloaded block and at most MAX_CPU_BLOCKS (a block's bytes over all ranks do not depend on tp). */
 export function cpuBytesIssue(model: ModelShape, blockSize: number, offloadFactor: number, cpuBytes: number): ConfigIssue | null {
-  const blockBytes = offloadFactor * bytesPerGpuBlock(model, 1, blockSize);
-  const blocks = Math.floor(cpuBytes / blockBytes);
+  const { blocks, blockBytes } = cpuBytesCapacity(model, blockSize, offloadFactor, cpuBytes);
   if (blocks < 1) return invalidSetting('cpuBytes', `holds no offloaded block: one takes ${blockBytes} bytes over all ranks`);
   if (blocks > MAX_CPU_BLOCKS) {
     return invalidSetting('cpuBytes', `makes ${blocks} CPU blocks of ${blockBytes} bytes, over the limit of ${MAX_CPU_BLOCKS}`);
   }
   return null;
+}
+
+/** The offloaded blocks `cpuBytes` hold over all ranks, and one block's bytes over all ranks. */
+export function cpuBytesCapacity(model: ModelShape, blockSize: number, offloadFactor: number, cpuBytes: number): { blocks: number; blockBytes: number } {
+  const blockBytes = offloadFactor * bytesPerGpuBlock(model, 1, blockSize);
+  return { blocks: Math.floor(cpuBytes / blockBytes), blockBytes };
 }
 
 /** The settings the rules read; a setting left out is not checked (the CLI decides tp later). */
