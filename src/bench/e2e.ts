@@ -2,6 +2,7 @@ import { analyzeLoadedTrace } from '../analysis/analyze.js';
 import { IntegrityChecker } from '../report/integrity.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
 import { checkIntegerAtLeast } from './stats.js';
+import { DEFAULT_MODEL, ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';
 import { Engine } from '../runtime/engine.js';
@@ -92,7 +93,7 @@ export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow
   const optimum = analyzeLoadedTrace(trace, {
     cpuBlocks: options.cpuBlocks,
     blockSize: options.blockSize,
-    offloadFactor: options.offloadFactor ?? 1,
+    offloadFactor: options.offloadFactor ?? ENGINE_DEFAULTS.offloadFactor,
   }).optimal.hitTokens;
   const rows: E2eBenchRow[] = [];
   for (const offload of [false, true]) {
@@ -121,34 +122,33 @@ function checkOptions(o: E2eBenchOptions): void {
   const atLeast = (name: string, value: number | undefined, min: number) => checkIntegerAtLeast('e2e', name, value, min);
   atLeast('maxRequests', o.maxRequests, 1);
   atLeast('tokenScale', o.tokenScale, 1);
-  atLeast('tp', o.tp, 1);
-  atLeast('blockSize', o.blockSize, 1);
-  atLeast('gpuBlocks', o.gpuBlocks, 1);
+  // The run with offloading on needs a CPU tier (the engine takes 0 as none).
   atLeast('cpuBlocks', o.cpuBlocks, 1);
-  atLeast('offloadFactor', o.offloadFactor, 1);
   if (o.speedup !== undefined && !(o.speedup > 0 && Number.isFinite(o.speedup))) {
     throw new ConfigError(`e2e bench: speedup = ${String(o.speedup)} must be a number > 0`);
   }
   if (o.arrivals === false && o.speedup !== undefined) {
     throw new ConfigError('e2e bench: speedup and arrivals off do not go together: without arrivals there is nothing to speed up');
   }
+  // The engine's settings, by the engine's own schema and rules.
+  resolveEngineConfig(engineConfig(o, true));
 }
 
 function engineConfig(o: E2eBenchOptions, offload: boolean): EngineConfigInput {
   const config: EngineConfigInput = {
-    model: o.model ?? 'tiny',
+    model: o.model ?? DEFAULT_MODEL,
     tp: o.tp,
     backend: o.backend,
-    layout: o.layout ?? 'cross-layer',
+    layout: o.layout ?? ENGINE_DEFAULTS.layout,
     blockSize: o.blockSize,
     gpuBlocks: o.gpuBlocks,
     offload,
   };
   if (offload) {
     config.cpuBlocks = o.cpuBlocks;
-    config.offloadFactor = o.offloadFactor ?? 1;
+    config.offloadFactor = o.offloadFactor ?? ENGINE_DEFAULTS.offloadFactor;
     config.eviction = o.eviction ?? 'lru';
-    config.storePolicy = o.storePolicy ?? 'on-compute';
+    config.storePolicy = o.storePolicy ?? ENGINE_DEFAULTS.storePolicy;
   }
   if (o.maxNumSeqs !== undefined) config.maxNumSeqs = o.maxNumSeqs;
   if (o.maxNumBatchedTokens !== undefined) config.maxNumBatchedTokens = o.maxNumBatchedTokens;
@@ -210,7 +210,7 @@ export function runFailure(report: RunReport): string | null {
 function toRow(options: E2eBenchOptions, report: RunReport, optimum: number): E2eBenchRow {
   return {
     offload: report.offload,
-    model: options.model ?? 'tiny',
+    model: options.model ?? DEFAULT_MODEL,
     tp: report.tp,
     requests: report.requests.total,
     finished: report.requests.finished,

@@ -6,6 +6,8 @@ import type { BackendName, CopyMethod, Device, DeviceJobResult, ForwardBatch, Kv
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../protocol/step-protocol.js';
 import { checkIntegerAtLeast, median } from './stats.js';
+import { tpIssue } from '../config/engine-rules.js';
+import { describeConfigIssue, objectNaming } from '../config/issues.js';
 
 /**
  * The overlap bench (docs/architecture.md, "Benchmarks"): how much a forward step slows down
@@ -141,9 +143,8 @@ function checkOptions(o: OverlapBenchOptions): void {
   atLeast('jobBytes', o.jobBytes, 1);
   atLeast('tp', o.tp, 1);
   for (const model of o.models) {
-    if (model.kvHeads % (o.tp ?? 1) !== 0) {
-      throw new ConfigError(`overlap bench: tp = ${o.tp} does not divide the ${model.name} model's ${model.kvHeads} KV heads`);
-    }
+    const issue = tpIssue(model, o.tp ?? 1);
+    if (issue !== null) throw new ConfigError(`overlap bench: ${describeConfigIssue(issue, objectNaming({ tp: o.tp }))}`);
   }
 }
 

@@ -1,3 +1,5 @@
+import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
+import { modelLenIssue } from '../config/engine-rules.js';
 import { ConfigError } from '../core/errors.js';
 import { MODEL_PRESETS } from '../model/presets.js';
 import { referenceGenerate } from '../model/reference.js';
@@ -145,7 +147,8 @@ export function replay(
   positionSums?: PositionSums,
 ): PolicyResult {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
-  if (Math.ceil(longest / options.blockSize) > options.gpuBlocks) {
+  // The engine's maxModelLen rule, worded for the slice: the user set the pool, not a model length.
+  if (modelLenIssue(longest, options.gpuBlocks, options.blockSize) !== null) {
     throw new ConfigError(
       `gpuBlocks ${options.gpuBlocks} cannot hold the slice's longest request (${longest} tokens in blocks of ${options.blockSize})`,
     );
@@ -153,7 +156,7 @@ export function replay(
   const config = parseSchedulerConfig({
     blockSize: options.blockSize,
     numGpuBlocks: options.gpuBlocks,
-    maxNumBatchedTokens: options.maxNumBatchedTokens ?? 2048,
+    maxNumBatchedTokens: options.maxNumBatchedTokens ?? ENGINE_DEFAULTS.maxNumBatchedTokens,
     maxNumSeqs: options.maxNumSeqs ?? 64,
     maxModelLen: longest,
     vocabSize: MODEL.vocabSize,

@@ -1,7 +1,8 @@
 import { analyzeLoadedTrace } from '../analysis/analyze.js';
+import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { ConfigError, EngineError } from '../core/errors.js';
-import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
-import { parseStorePolicyName } from '../offload/policies/store-policy-name.js';
+import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
+import { parseStorePolicyName } from '../config/store-policy-name.js';
 import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-types.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
@@ -102,7 +103,7 @@ export function parseSweepPolicy(text: string): SweepPolicy {
       `policy ${JSON.stringify(text)}: expected ${EVICTION_POLICY_NAMES.join(', ')}, reuse:K, or EVICTION/STORE (e.g. s3fifo/on-evict)`,
     );
   }
-  const storePolicy = match[2] ?? 'on-compute';
+  const storePolicy = match[2] ?? ENGINE_DEFAULTS.storePolicy;
   parseStorePolicyName(storePolicy);
   return { label: trimmed, eviction: eviction as EvictionPolicyName, storePolicy };
 }

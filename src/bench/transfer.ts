@@ -7,6 +7,8 @@ import { mix } from '../model/mix.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../protocol/step-protocol.js';
 import { median } from './stats.js';
+import { tpIssue } from '../config/engine-rules.js';
+import { describeConfigIssue, objectNaming } from '../config/issues.js';
 
 /**
  * The transfer bench (docs/architecture.md, "Benchmarks"): GB/s moving N blocks GPU->CPU,
@@ -108,9 +110,8 @@ function checkOptions(o: TransferBenchOptions): void {
   o.tps?.forEach((tp, i) => positiveInteger(`tps[${i}]`, tp));
   for (const model of o.models) {
     for (const tp of o.tps ?? []) {
-      if (model.kvHeads % tp !== 0) {
-        throw new ConfigError(`transfer bench: tp = ${tp} does not divide the ${model.name} model's ${model.kvHeads} KV heads`);
-      }
+      const issue = tpIssue(model, tp);
+      if (issue !== null) throw new ConfigError(`transfer bench: ${describeConfigIssue(issue, objectNaming({ tp }))}`);
     }
   }
   if (o.copyMethods?.length === 0) throw new ConfigError('transfer bench: copyMethods must name at least one method');

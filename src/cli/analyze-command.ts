@@ -1,11 +1,13 @@
 import { Command } from 'commander';
 import { z } from 'zod';
+import { cpuBytesCapacity, cpuBytesIssue } from '../config/engine-rules.js';
+import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES } from '../model/presets.js';
 import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
 import { analyzeTrace, formatAnalysis, type AnalyzeOptions } from '../analysis/analyze.js';
 import { parseCommandArgs } from './command-parse.js';
-import { checkNotAnInput, flagInput, originOf, parseInput, rejectBoth } from './config-input.js';
-import { byteSize, modelPreset, nonEmptyString, positiveInt, timeWindow, tokenScale } from './field-schemas.js';
+import { checkNotAnInput, flagInput, originOf, parseInput, rejectBoth, settingError } from './config-input.js';
+import { byteSize, engineSetting, modelPreset, nonEmptyString, positiveInt, timeWindow, tokenScale } from './field-schemas.js';
 import { checkOutputFile, writeJsonFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
@@ -33,11 +35,11 @@ export function createAnalyzeCommand(): Command {
 const analyzeInputSchema = z
   .object({
     trace: nonEmptyString('a trace file path'),
-    cpuBlocks: positiveInt(),
+    cpuBlocks: positiveInt(MAX_CPU_BLOCKS),
     cpuBytes: byteSize(),
     model: modelPreset(),
-    blockSize: positiveInt(),
-    offloadFactor: positiveInt(),
+    blockSize: engineSetting('blockSize'),
+    offloadFactor: engineSetting('offloadFactor'),
     tokenScale: tokenScale(),
     maxRequests: positiveInt(),
     timeWindow: timeWindow(),
@@ -64,9 +66,10 @@ export function analyzeOptionsFromCommand(command: Command): AnalyzeCommandOptio
   let cpuBlocks = given.cpuBlocks ?? RUN_DEFAULTS.cpuBlocks;
   if (given.cpuBytes !== undefined) {
     const shape = MODEL_PRESETS[given.model ?? RUN_DEFAULTS.model];
-    // An offloaded block over all ranks: every layer, K and V, every head, for blockSize x offloadFactor tokens.
-    const bytesPerBlock = elementsPerToken(shape) * KV_ELEMENT_BYTES * blockSize * offloadFactor;
-    cpuBlocks = Math.floor(given.cpuBytes / bytesPerBlock);
+    // The engine's rule: at least one offloaded block, at most its limit.
+    const issue = cpuBytesIssue(shape, blockSize, offloadFactor, given.cpuBytes);
+    if (issue !== null) throw settingError(input, issue);
+    cpuBlocks = cpuBytesCapacity(shape, blockSize, offloadFactor, given.cpuBytes).blocks;
   }
   if (given.json !== undefined) checkNotAnInput(input, 'json', given.json, [given.trace as string]);
   return {

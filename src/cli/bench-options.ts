@@ -1,3 +1,5 @@
+import { engineIntRange, type EngineSettingKey } from '../config/engine-schema.js';
+import { describeConfigIssue, invalidSetting, type ConfigIssue, type SettingNaming } from '../config/issues.js';
 import { parseByteSize } from '../core/byte-size.js';
 import { UsageError } from './usage-error.js';
 
@@ -74,6 +76,12 @@ export class BenchOptions {
     return n;
   }
 
+  /** An integer in the range the engine's config schema allows `key` (src/config/engine-schema.ts). */
+  engineInt(name: string, key: EngineSettingKey, fallback: number): number {
+    const { min, max } = engineIntRange(key);
+    return this.int(name, fallback, min, max);
+  }
+
   /** A finite number > 0. */
   positiveNumber(name: string, fallback: number): number {
     if (this.describe(name, 'a number > 0', fallback)) return fallback;
@@ -121,8 +129,20 @@ export class BenchOptions {
 
   /** A UsageError naming the flag and its value (for checks across options the bench makes itself). */
   invalid(name: string, message: string): UsageError {
-    return new UsageError(`bench ${this.kind}: --${kebab(name)}: invalid value "${String(this.raw[name] ?? '')}": ${message}`);
+    return this.error(invalidSetting(name, message));
   }
+
+  /** A UsageError for `issue` (e.g. an engine rule's), naming the flag and its value. */
+  error(issue: ConfigIssue): UsageError {
+    return new UsageError(`bench ${this.kind}: ${describeConfigIssue(issue, this.naming)}`);
+  }
+
+  /** Options are named as flags, values as given. */
+  private readonly naming: SettingNaming = {
+    where: (path) => `--${kebab(path[0] ?? '')}`,
+    shown: (path) => `"${String(this.raw[path[0] ?? ''] ?? '')}"`,
+    unknownKey: (key) => `unknown option --${kebab(key)}`,
+  };
 
   /** true when `--help` asked for the option list (values are then the defaults). */
   get helpRequested(): boolean {
@@ -149,7 +169,8 @@ export class BenchOptions {
   }
 
   private bad(name: string, value: unknown, expected: string): UsageError {
-    return new UsageError(`bench ${this.kind}: --${kebab(name)}: invalid value "${String(value)}": expected ${expected}`);
+    const naming: SettingNaming = { ...this.naming, shown: () => `"${String(value)}"` };
+    return new UsageError(`bench ${this.kind}: ${describeConfigIssue(invalidSetting(name, `expected ${expected}`), naming)}`);
   }
 }
 

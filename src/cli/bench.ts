@@ -10,9 +10,10 @@ import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
-import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
+import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import type { OffloadingManager } from '../offload/manager.js';
-import { MAX_CPU_BLOCKS, MAX_GPU_BLOCKS } from '../runtime/engine-limits.js';
+import { ENGINE_DEFAULTS, engineField, engineIntRange } from '../config/engine-schema.js';
+import { tpIssue } from '../config/engine-rules.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
 import { formatBytes } from '../core/byte-size.js';
 import { checkOutputFile, OutputWriteError } from './output-file.js';
@@ -60,10 +61,10 @@ const transferBench: BenchSpec<TransferBenchRow> = {
   async run(backend, options) {
     const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['tiny', 'llama-8b']);
     const layouts = options.list<KvLayout>('layouts', ['cross-layer', 'per-layer'], ['cross-layer', 'per-layer']);
-    const blockTokens = options.intList('blockTokens', [16, 32, 64, 128, 256], MAX_BLOCK_TOKENS);
+    const blockTokens = options.intList('blockTokens', [16, 32, 64, 128, 256], engineIntRange('blockSize').max);
     const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
     const repeats = options.int('repeats', 5);
-    const tps = options.intList('tp', [1]);
+    const tps = options.intList('tp', [1], engineIntRange('tp').max);
     const copyMethods = options.list<CopyMethod>('copyMethod', COPY_METHODS, ['auto']);
     options.finish();
     for (const tp of tps) checkTpSplitsHeads(options, tp, models);
@@ -120,7 +121,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const scrapeEverySteps = options.int('scrapeEvery', 1000);
     const eviction = options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru');
     // 0 (default): 4 x the GPU pool, which the bench never fills; a smaller tier makes stores evict.
-    const cpuBlocks = options.int('cpuBlocks', 0, 0);
+    const cpuBlocks = options.engineInt('cpuBlocks', 'cpuBlocks', 0);
     options.finish();
     let cpuTier: OffloadingManager | null = null;
     return runSchedulerBench({
@@ -179,14 +180,14 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
   async run(backend, options) {
     const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['small', 'llama-8b']);
     const layouts = options.list<KvLayout>('layouts', ['cross-layer', 'per-layer'], ['cross-layer', 'per-layer']);
-    const blockTokens = options.intList('blockTokens', [16], MAX_BLOCK_TOKENS);
+    const blockTokens = options.intList('blockTokens', [16], engineIntRange('blockSize').max);
     const batch = options.int('batch', 16);
     const contextTokens = options.int('contextTokens', 256, 0);
     const newTokens = options.int('newTokens', 1);
     const stepsPerRound = options.int('steps', 10);
     const rounds = options.int('rounds', 3);
     const jobBytes = options.bytes('jobBytes', 16 * 2 ** 20);
-    const tp = options.int('tp', 1);
+    const tp = options.engineInt('tp', 'tp', 1);
     const copyMethods = options.list<CopyMethod>('copyMethod', COPY_METHODS, ['auto']);
     const transfers = options.list<OverlapTransfers>('transfers', OVERLAP_TRANSFERS, OVERLAP_TRANSFERS);
     options.finish();
@@ -255,12 +256,13 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
       arrivals,
       speedup,
       model,
-      tp: options.int('tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
-      layout: options.oneOf<KvLayout>('layout', ['cross-layer', 'per-layer'], 'cross-layer'),
-      blockSize: options.int('blockSize', 16, 1, MAX_BLOCK_TOKENS),
-      gpuBlocks: options.int('gpuBlocks', 512, 1, MAX_GPU_BLOCKS),
-      cpuBlocks: options.int('cpuBlocks', 4096, 1, MAX_CPU_BLOCKS),
-      offloadFactor: options.int('offloadFactor', 1),
+      tp: options.engineInt('tp', 'tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
+      layout: options.oneOf<KvLayout>('layout', engineField('layout').options, ENGINE_DEFAULTS.layout),
+      blockSize: options.engineInt('blockSize', 'blockSize', ENGINE_DEFAULTS.blockSize),
+      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', 512),
+      // At least one block: the bench's second run is the one with a CPU tier.
+      cpuBlocks: options.int('cpuBlocks', 4096, 1, engineIntRange('cpuBlocks').max),
+      offloadFactor: options.engineInt('offloadFactor', 'offloadFactor', ENGINE_DEFAULTS.offloadFactor),
       eviction: options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru'),
       verify: options.flag('verify', true),
     };
@@ -278,14 +280,11 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
   },
 };
 
-/** The engine's largest block (tokens). */
-const MAX_BLOCK_TOKENS = 4096;
-
-/** Every model's KV heads split evenly over --tp ranks. */
+/** Every model's KV heads split evenly over --tp ranks (the engine's rule). */
 function checkTpSplitsHeads(options: BenchOptions, tp: number, models: readonly ModelPresetName[]): void {
-  const model = models.find((m) => MODEL_PRESETS[m].kvHeads % tp !== 0);
-  if (model !== undefined) {
-    throw options.invalid('tp', `the ${model} model's ${MODEL_PRESETS[model].kvHeads} KV heads must split evenly over the ranks`);
+  for (const model of models) {
+    const issue = tpIssue(MODEL_PRESETS[model], tp);
+    if (issue !== null) throw options.error(issue);
   }
 }
 

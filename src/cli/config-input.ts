@@ -2,6 +2,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { z } from 'zod';
+import { describeConfigIssue, invalidSetting, issueFromZod, showValue, type ConfigIssue, type SettingNaming } from '../config/issues.js';
 import { jsonErrorSummary, printable, withoutBom } from '../core/safe-text.js';
 import { UsageError } from './usage-error.js';
 
@@ -34,12 +35,35 @@ export function rejectBoth(input: LayeredInput, first: string, second: string, w
   }
 }
 
+/**
+ * How messages name layered settings: by the flag or the file and key that
+ * set them, with the value as given.
+ */
+export function layeredNaming(input: LayeredInput): SettingNaming {
+  return {
+    where: (path) => originOf(input, path[0] ?? ''),
+    shown: (path) => {
+      const key = path[0] ?? '';
+      const value = input.values[key];
+      if (value === undefined) return undefined;
+      return input.origins.get(key)?.kind === 'flag' && typeof value === 'string' ? JSON.stringify(value) : showValue(value);
+    },
+    unknownKey: (key) => {
+      const origin = input.origins.get(key);
+      const where = origin?.kind === 'file' ? `${origin.file}: ` : '';
+      return `${where}unknown key "${printable(key, 40)}" (keys are the flags' camelCase names, e.g. "gpuBlocks")`;
+    },
+  };
+}
+
+/** A UsageError for `issue`, naming the flag or the file and key it is about. */
+export function settingError(input: LayeredInput, issue: ConfigIssue): UsageError {
+  return new UsageError(describeConfigIssue(issue, layeredNaming(input)));
+}
+
 /** A UsageError naming where `key`'s value came from. */
 export function invalidValue(input: LayeredInput, key: string, message: string): UsageError {
-  const origin = input.origins.get(key);
-  const value = input.values[key];
-  const shown = origin?.kind === 'flag' && typeof value === 'string' ? JSON.stringify(value) : printable(JSON.stringify(value) ?? String(value));
-  return new UsageError(`${originOf(input, key)}: invalid value ${shown}: ${message}`);
+  return settingError(input, invalidSetting(key, message));
 }
 
 /** Keys that name JavaScript object internals rather than settings. */
@@ -139,13 +163,5 @@ export function mergeInputs(...layers: readonly LayeredInput[]): LayeredInput {
 export function parseInput<S extends z.ZodType>(schema: S, input: LayeredInput): z.output<S> {
   const result = schema.safeParse(input.values);
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  if (issue.code === 'unrecognized_keys') {
-    const key = issue.keys[0];
-    const origin = input.origins.get(key);
-    const where = origin?.kind === 'file' ? `${origin.file}: ` : '';
-    throw new UsageError(`${where}unknown key "${printable(key, 40)}" (keys are the flags' camelCase names, e.g. "gpuBlocks")`);
-  }
-  const key = String(issue.path[0] ?? '');
-  throw invalidValue(input, key, issue.message);
+  throw settingError(input, issueFromZod(result.error.issues[0]));
 }

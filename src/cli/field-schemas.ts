@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MODEL_PRESET_NAMES, isModelPresetName, type ModelPresetName } from '../model/presets.js';
-import type { StorePolicyName } from '../runtime/engine-types.js';
+import { engineField, type EngineSettingKey } from '../config/engine-schema.js';
+import * as settingFields from '../config/fields.js';
 import { MOONCAKE_BLOCK_TOKENS } from '../workload/trace.js';
 import { parseByteSize } from '../core/byte-size.js';
 
@@ -17,23 +18,18 @@ function numericString(value: unknown): unknown {
   return value;
 }
 
-/** An integer in [min, max]; `tooBig` is the message for values above a given max. */
-function integerAtLeast(min: number, expected: string, max?: number, tooBig = expected) {
-  return z.preprocess(
-    numericString,
-    z
-      .number({ error: expected })
-      .int({ error: expected })
-      .min(min, { error: expected })
-      .max(max ?? Number.MAX_SAFE_INTEGER, { error: tooBig }),
-  );
-}
+/** A positive integer, optionally at most `max`, from a flag or a JSON number. */
+export const positiveInt = (max?: number) => z.preprocess(numericString, settingFields.positiveInt(max));
+/** An integer >= 0, optionally at most `max`, from a flag or a JSON number. */
+export const nonNegativeInt = (max?: number) => z.preprocess(numericString, settingFields.nonNegativeInt(max));
 
-/** A positive integer, optionally at most `max` (the engine's own limit for that setting). */
-export const positiveInt = (max?: number) =>
-  integerAtLeast(1, 'expected a positive integer', max, max === undefined ? undefined : `expected a positive integer up to ${max}`);
-export const nonNegativeInt = (max?: number) =>
-  integerAtLeast(0, 'expected an integer >= 0', max, max === undefined ? undefined : `expected an integer from 0 to ${max}`);
+/**
+ * One of the engine's settings, checked by the engine's own field (type,
+ * limit, message) without its default: a flag or config key that sets an
+ * engine setting accepts exactly what the engine accepts. Numeric strings
+ * from flags are read as numbers.
+ */
+export const engineSetting = <K extends EngineSettingKey>(key: K) => z.preprocess(numericString, engineField(key));
 
 export const positiveNumber = () => {
   const expected = 'expected a number > 0';
@@ -42,10 +38,8 @@ export const positiveNumber = () => {
 
 export const nonEmptyString = (what: string) => z.string({ error: `expected ${what}` }).min(1, { error: `expected ${what}` });
 
-export const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
-  z.enum(values, { error: `expected one of ${values.join(', ')}` });
-
-export const flag = () => z.boolean({ error: 'expected true or false' });
+export const oneOf = settingFields.oneOf;
+export const flag = settingFields.flag;
 
 /** A model preset name. */
 export const modelPreset = () =>
@@ -96,10 +90,4 @@ export const tokenScale = () => {
     numericString,
     z.number({ error: expected }).refine((n) => Number.isInteger(n) && n >= 1 && MOONCAKE_BLOCK_TOKENS % n === 0, { error: expected }),
   );
-};
-
-/** on-compute | on-evict | reuse:K (K >= 1). */
-export const storePolicy = () => {
-  const expected = 'expected on-compute, on-evict or reuse:K with K >= 1';
-  return z.string({ error: expected }).refine((s) => s === 'on-compute' || s === 'on-evict' || /^reuse:[1-9]\d*$/.test(s), { error: expected }).transform((s) => s as StorePolicyName);
 };

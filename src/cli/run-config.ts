@@ -3,11 +3,11 @@ import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import { FaultPlanError, parseFaultPlan, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
+import { engineField } from '../config/engine-schema.js';
+import { engineRuleIssue } from '../config/engine-rules.js';
+import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
-import { bytesPerGpuBlock } from '../model/shape.js';
-import { MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from '../runtime/engine-limits.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from '../runtime/engine-types.js';
-import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { parseCommandArgs } from './command-parse.js';
 import {
@@ -20,10 +20,12 @@ import {
   readConfigFile,
   rejectBoth,
   rejectStringNumbers,
+  settingError,
   type LayeredInput,
 } from './config-input.js';
 import {
   byteSize,
+  engineSetting,
   flag,
   modelPreset,
   nonEmptyString,
@@ -31,7 +33,6 @@ import {
   oneOf,
   positiveInt,
   positiveNumber,
-  storePolicy,
   timeWindow,
   tokenScale,
 } from './field-schemas.js';
@@ -43,36 +44,29 @@ import { UsageError } from './usage-error.js';
 export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
 
-/** Upper bounds the engine's config schema enforces (src/runtime/engine-config.ts), checked here so errors name the flag. */
-const ENGINE_LIMITS = {
-  tp: 64,
-  blockSize: 4096,
-  offloadFactor: 64,
-  faultSeed: 0xffffffff,
-  gpuBlocks: MAX_GPU_BLOCKS,
-  cpuBlocks: MAX_CPU_BLOCKS,
-  computeNsPerToken: MAX_COMPUTE_NS_PER_TOKEN,
-  deadlineMs: MAX_TIMER_MS,
-} as const;
-
 /**
  * Everything `kvtier run` accepts, from flags or a JSON config file (one
- * schema for both; flags override the file; unknown keys are errors).
+ * schema for both; flags override the file; unknown keys are errors). The
+ * engine's settings are the engine schema's own fields (engineSetting), so
+ * their types, limits and messages are the engine's.
  */
 export const runInputSchema = z
   .object({
-    backend: oneOf(['auto', 'host', 'cuda']),
-    tp: positiveInt(ENGINE_LIMITS.tp),
+    backend: engineSetting('backend'),
+    tp: engineSetting('tp'),
+    /** The CLI runs presets only. */
     model: modelPreset(),
-    layout: oneOf(['cross-layer', 'per-layer']),
-    blockSize: positiveInt(ENGINE_LIMITS.blockSize),
-    gpuBlocks: positiveInt(ENGINE_LIMITS.gpuBlocks),
-    cpuBlocks: positiveInt(ENGINE_LIMITS.cpuBlocks),
-    cpuBytes: byteSize(),
-    offloadFactor: positiveInt(ENGINE_LIMITS.offloadFactor),
-    eviction: oneOf(EVICTION_POLICY_NAMES),
-    storePolicy: storePolicy(),
-    offload: flag(),
+    layout: engineSetting('layout'),
+    blockSize: engineSetting('blockSize'),
+    gpuBlocks: engineSetting('gpuBlocks'),
+    /** At least one block: the command line turns the CPU tier off with --no-offload. */
+    cpuBlocks: positiveInt(MAX_CPU_BLOCKS),
+    /** Sizes with units ("512MiB"), then the engine's own check. */
+    cpuBytes: byteSize().pipe(engineField('cpuBytes')),
+    offloadFactor: engineSetting('offloadFactor'),
+    eviction: engineSetting('eviction'),
+    storePolicy: engineSetting('storePolicy'),
+    offload: engineSetting('offload'),
     workload: oneOf(['multiturn', 'trace']),
     requests: positiveInt(),
     rounds: positiveInt(),
@@ -84,19 +78,19 @@ export const runInputSchema = z
     speedup: positiveNumber(),
     arrivals: flag(),
     faults: nonEmptyString('a fault plan'),
-    faultSeed: nonNegativeInt(ENGINE_LIMITS.faultSeed),
-    failurePolicy: oneOf(['recompute', 'fail']),
-    rankRestart: flag(),
-    stepDeadlineMs: positiveInt(ENGINE_LIMITS.deadlineMs),
-    startDeadlineMs: positiveInt(ENGINE_LIMITS.deadlineMs),
+    faultSeed: engineSetting('faultSeed'),
+    failurePolicy: engineSetting('failurePolicy'),
+    rankRestart: engineSetting('rankRestart'),
+    stepDeadlineMs: engineSetting('stepDeadlineMs'),
+    startDeadlineMs: engineSetting('startDeadlineMs'),
     compare: flag(),
     json: nonEmptyString('an output file path'),
     html: nonEmptyString('an output file path'),
-    maxNumSeqs: positiveInt(),
-    maxBatchedTokens: positiveInt(),
-    maxModelLen: positiveInt(),
-    computeNsPerToken: nonNegativeInt(ENGINE_LIMITS.computeNsPerToken),
-    copyMethod: oneOf(['kernel', 'dma', 'auto']),
+    maxNumSeqs: engineSetting('maxNumSeqs'),
+    maxBatchedTokens: engineSetting('maxNumBatchedTokens'),
+    maxModelLen: engineSetting('maxModelLen'),
+    computeNsPerToken: engineSetting('computeNsPerToken'),
+    copyMethod: engineSetting('copyMethod'),
     ...monitoringInputFields,
   })
   .partial()
@@ -223,9 +217,8 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
   checkCombinations(given, input);
   const model = given.model ?? RUN_DEFAULTS.model;
   const tp = given.tp ?? 'auto';
-  if (tp !== 'auto') checkTpFitsModel(model, tp, input);
+  checkEngineRules(given, model, input);
   if (given.faults !== undefined) checkFaultPlan(given.faults, given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks, input);
-  if (given.cpuBytes !== undefined && given.offload !== false) checkCpuBytes(given, model, input);
   const hasCpuSize = given.cpuBlocks !== undefined || given.cpuBytes !== undefined;
   return {
     backend: given.backend ?? 'auto',
@@ -310,14 +303,20 @@ function checkCombinations(given: RunInput, input: LayeredInput): void {
       if (given[key] !== undefined) conflict(`${name(key)} sets up the CPU tier, but ${name('offload')} turns it off; drop one of them`);
     }
   }
-  if (given.maxModelLen !== undefined) {
-    const gpuBlocks = given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks;
-    const blockSize = given.blockSize ?? RUN_DEFAULTS.blockSize;
-    if (given.maxModelLen > gpuBlocks * blockSize) {
-      const capacity = `${gpuBlocks} blocks x ${blockSize} tokens = ${gpuBlocks * blockSize} tokens`;
-      throw invalidValue(input, 'maxModelLen', `a request must fit the GPU KV cache: ${capacity}`);
-    }
-  }
+}
+
+/** The engine's rules across settings (src/config/engine-rules.ts), on what this run gives the engine. */
+function checkEngineRules(given: RunInput, model: ModelPresetName, input: LayeredInput): void {
+  const issue = engineRuleIssue({
+    model: MODEL_PRESETS[model],
+    tp: given.tp,
+    blockSize: given.blockSize ?? RUN_DEFAULTS.blockSize,
+    gpuBlocks: given.gpuBlocks ?? RUN_DEFAULTS.gpuBlocks,
+    maxModelLen: given.maxModelLen,
+    offloadFactor: given.offloadFactor ?? RUN_DEFAULTS.offloadFactor,
+    cpuBytes: given.offload === false ? undefined : given.cpuBytes,
+  });
+  if (issue !== null) throw settingError(input, issue);
 }
 
 /** Parses the plan now, so a typo or a block the pool lacks fails before any rank starts, naming the flag or key. */
@@ -327,23 +326,6 @@ function checkFaultPlan(plan: string, gpuBlocks: number, input: LayeredInput): v
   } catch (err) {
     if (err instanceof FaultPlanError) throw invalidValue(input, 'faults', err.message.replace(/^fault plan: /, ''));
     throw err;
-  }
-}
-
-/** A CPU tier in bytes must hold at least one offloaded block and at most the engine's limit (a block's bytes over all ranks do not depend on tp). */
-function checkCpuBytes(given: RunInput, model: ModelPresetName, input: LayeredInput): void {
-  const blockBytes = (given.offloadFactor ?? RUN_DEFAULTS.offloadFactor) * bytesPerGpuBlock(MODEL_PRESETS[model], 1, given.blockSize ?? RUN_DEFAULTS.blockSize);
-  const blocks = Math.floor((given.cpuBytes as number) / blockBytes);
-  if (blocks < 1) throw invalidValue(input, 'cpuBytes', `holds no offloaded block: one takes ${blockBytes} bytes over all ranks`);
-  if (blocks > ENGINE_LIMITS.cpuBlocks) {
-    throw invalidValue(input, 'cpuBytes', `makes ${blocks} CPU blocks of ${blockBytes} bytes, over the limit of ${ENGINE_LIMITS.cpuBlocks}`);
-  }
-}
-
-function checkTpFitsModel(model: ModelPresetName, tp: number, input: LayeredInput): void {
-  const heads = MODEL_PRESETS[model].kvHeads;
-  if (heads % tp !== 0) {
-    throw invalidValue(input, 'tp', `the ${model} model's ${heads} KV heads must split evenly over the ranks`);
   }
 }
 

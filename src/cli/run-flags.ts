@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
-import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
+import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
 

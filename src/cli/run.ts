@@ -3,7 +3,6 @@ import { runReportHtml } from '../report/html/run-report.js';
 import { Engine } from '../runtime/engine.js';
 import { resolveEngineConfig } from '../runtime/engine-config.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
-import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
 import { EXIT_OK, EXIT_REQUESTS_FAILED, EXIT_RUN_FAILED } from './exit-codes.js';
 import { IntegrityChecker } from '../report/integrity.js';
 import { RunInterrupts, withInterrupts } from './interrupt.js';
@@ -93,7 +92,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
   const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
-  const startup = new StartupProgress(config.tp, config.startDeadlineMs ?? DEFAULT_START_DEADLINE_MS);
+  const startup = new StartupProgress(config.tp, limits.startDeadlineMs);
   const forgetStartup = interrupts.onInterrupt(() => startup.stop());
   startup.start();
   let engine: Engine;

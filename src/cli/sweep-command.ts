@@ -1,13 +1,19 @@
 import { Command } from 'commander';
+import type { z } from 'zod';
 import { runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
+import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
+import { cpuBytesCapacity, cpuBytesIssue } from '../config/engine-rules.js';
+import { describeConfigIssue, invalidSetting, type SettingNaming } from '../config/issues.js';
+import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { KvtierError } from '../core/errors.js';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
-import { bytesPerGpuBlock } from '../model/shape.js';
-import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
+import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { sweepHitsSvg, sweepReportHtml } from '../bench/sweep-report.js';
 import { parseByteSize } from '../core/byte-size.js';
 import { parseCommandArgs } from './command-parse.js';
+import { engineSetting, positiveInt } from './field-schemas.js';
 import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
+import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -22,10 +28,10 @@ export const SWEEP_DEFAULTS = {
   maxRequests: 1000,
   tokenScale: 16,
   gpuBlocks: 1024,
-  blockSize: 16,
-  offloadFactor: 1,
+  blockSize: ENGINE_DEFAULTS.blockSize,
+  offloadFactor: ENGINE_DEFAULTS.offloadFactor,
   speedup: 20,
-  tp: 2,
+  tp: RUN_DEFAULTS.hostTp,
 } as const;
 
 export function createSweepCommand(): Command {
@@ -87,18 +93,27 @@ interface RawSweepFlags {
   svg?: string;
 }
 
-function positiveIntFlag(flag: string, text: string | undefined, fallback: number): number {
+/** An error naming `flag` and the value it got, in the one wording of config errors (src/config/issues.ts). */
+function flagError(flag: string, value: string, message: string): UsageError {
+  const naming: SettingNaming = { where: () => flag, shown: () => JSON.stringify(value), unknownKey: () => `unknown option ${flag}` };
+  return new UsageError(describeConfigIssue(invalidSetting(flag, message), naming));
+}
+
+/** A flag's value checked by a field schema (an engine setting's own, or a CLI one). */
+function flagValue<T>(flag: string, text: string | undefined, field: z.ZodType<T>, fallback: T): T {
   if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < 1) {
-    throw new UsageError(`${flag}: invalid value ${JSON.stringify(text)}: expected a positive integer`);
-  }
-  return value;
+  const parsed = field.safeParse(text);
+  if (!parsed.success) throw flagError(flag, text, parsed.error.issues[0].message);
+  return parsed.data;
+}
+
+function positiveIntFlag(flag: string, text: string | undefined, fallback: number): number {
+  return flagValue(flag, text, positiveInt(), fallback);
 }
 
 function listOf(flag: string, text: string): string[] {
   const items = text.split(',').map((item) => item.trim());
-  if (items.some((item) => item === '')) throw new UsageError(`${flag}: invalid value ${JSON.stringify(text)}: expected a comma-separated list with no empty items`);
+  if (items.some((item) => item === '')) throw flagError(flag, text, 'expected a comma-separated list with no empty items');
   return items;
 }
 
@@ -113,20 +128,19 @@ function capacities(flags: RawSweepFlags, blockSize: number, offloadFactor: numb
   if (flags.cpuBytes !== undefined) {
     const model = flags.model ?? 'tiny';
     if (!(MODEL_PRESET_NAMES as readonly string[]).includes(model)) {
-      throw new UsageError(`--model: invalid value ${JSON.stringify(model)}: expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
+      throw flagError('--model', model, `expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
     }
     const shape = MODEL_PRESETS[model as ModelPresetName];
-    // One offloaded block over all ranks: the same bytes at any tp.
-    const bytesPerBlock = bytesPerGpuBlock(shape, 1, blockSize) * offloadFactor;
     blocks = listOf('--cpu-bytes', flags.cpuBytes).map((item) => {
       const bytes = parseByteSize(item);
-      if (bytes === null) throw new UsageError(`--cpu-bytes: invalid value ${JSON.stringify(item)}: expected a size such as 64MiB or 2GB`);
-      const n = Math.floor(bytes / bytesPerBlock);
-      if (n < 1) throw new UsageError(`--cpu-bytes: ${item} holds no ${bytesPerBlock}-byte block of ${model}`);
-      return n;
+      if (bytes === null) throw flagError('--cpu-bytes', item, 'expected a size such as 64MiB or 2GB');
+      // The engine's rule: at least one offloaded block, at most its limit.
+      const issue = cpuBytesIssue(shape, blockSize, offloadFactor, bytes);
+      if (issue?.kind === 'invalid') throw flagError('--cpu-bytes', item, `${issue.message} (--model ${model})`);
+      return cpuBytesCapacity(shape, blockSize, offloadFactor, bytes).blocks;
     });
   } else if (flags.cpuBlocks !== undefined) {
-    blocks = listOf('--cpu-blocks', flags.cpuBlocks).map((item) => positiveIntFlag('--cpu-blocks', item, 0));
+    blocks = listOf('--cpu-blocks', flags.cpuBlocks).map((item) => flagValue('--cpu-blocks', item, positiveInt(MAX_CPU_BLOCKS), 0));
   } else {
     blocks = [...SWEEP_DEFAULTS.cpuBlocks];
   }
@@ -154,17 +168,15 @@ function policies(text: string | undefined): SweepPolicy[] {
 export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
   const flags = command.opts<RawSweepFlags>();
   if (flags.trace === undefined || flags.trace.trim() === '') throw new UsageError('--trace: expected a trace file path');
-  const blockSize = positiveIntFlag('--block-size', flags.blockSize, SWEEP_DEFAULTS.blockSize);
-  const offloadFactor = positiveIntFlag('--offload-factor', flags.offloadFactor, SWEEP_DEFAULTS.offloadFactor);
+  const blockSize = flagValue('--block-size', flags.blockSize, engineSetting('blockSize'), SWEEP_DEFAULTS.blockSize);
+  const offloadFactor = flagValue('--offload-factor', flags.offloadFactor, engineSetting('offloadFactor'), SWEEP_DEFAULTS.offloadFactor);
   const engine = flags.engine === true;
   if (!engine && flags.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
   if (!engine && flags.tp !== undefined) throw new UsageError('--tp only applies with --engine');
   let speedup: number = SWEEP_DEFAULTS.speedup;
   if (flags.speedup !== undefined) {
     speedup = Number(flags.speedup);
-    if (flags.speedup.trim() === '' || !Number.isFinite(speedup) || speedup <= 0) {
-      throw new UsageError(`--speedup: invalid value ${JSON.stringify(flags.speedup)}: expected a number > 0`);
-    }
+    if (flags.speedup.trim() === '' || !Number.isFinite(speedup) || speedup <= 0) throw flagError('--speedup', flags.speedup, 'expected a number > 0');
   }
   return {
     trace: flags.trace,
@@ -172,10 +184,10 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
     policies: policies(flags.policies),
     maxRequests: positiveIntFlag('--max-requests', flags.maxRequests, SWEEP_DEFAULTS.maxRequests),
     tokenScale: positiveIntFlag('--token-scale', flags.tokenScale, SWEEP_DEFAULTS.tokenScale),
-    gpuBlocks: positiveIntFlag('--gpu-blocks', flags.gpuBlocks, SWEEP_DEFAULTS.gpuBlocks),
+    gpuBlocks: flagValue('--gpu-blocks', flags.gpuBlocks, engineSetting('gpuBlocks'), SWEEP_DEFAULTS.gpuBlocks),
     blockSize,
     offloadFactor,
-    engine: engine ? { backend: 'host', tp: positiveIntFlag('--tp', flags.tp, SWEEP_DEFAULTS.tp), speedup } : null,
+    engine: engine ? { backend: 'host', tp: flagValue('--tp', flags.tp, engineSetting('tp'), SWEEP_DEFAULTS.tp), speedup } : null,
     json: flags.json ?? null,
     html: flags.html ?? null,
     svg: flags.svg ?? null,

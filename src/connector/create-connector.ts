@@ -1,4 +1,4 @@
-import type { EvictionPolicyName } from '../offload/eviction-policy-names.js';
+import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import { OffloadingConnector } from './scheduler-connector.js';
 import { createOffloadingManager } from '../offload/create-manager.js';
 import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from '../offload/geometry.js';
@@ -6,7 +6,7 @@ import type { OffloadingManager } from '../offload/manager.js';
 import { StoreOnComputePolicy } from '../offload/policies/on-compute.js';
 import { StoreOnEvictPolicy } from '../offload/policies/on-evict.js';
 import { createReusePolicy } from '../offload/policies/reuse.js';
-import { parseStorePolicyName } from '../offload/policies/store-policy-name.js';
+import { parseStorePolicyName } from '../config/store-policy-name.js';
 import { offloadGeometry, type StorePolicy } from '../offload/policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */

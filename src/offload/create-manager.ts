@@ -1,7 +1,7 @@
 import { ConfigError } from '../core/errors.js';
-import type { EvictionPolicyName } from './eviction-policy-names.js';
+import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import { ArcOffloadingManager } from './arc-manager.js';
-import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
+import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { HitDensityOffloadingManager } from './hit-density-manager.js';
 import { LruOffloadingManager } from './lru-manager.js';
 import type { OffloadingManager } from './manager.js';

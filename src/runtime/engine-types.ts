@@ -1,7 +1,5 @@
-import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
-import type { ModelShape } from '../model/shape.js';
-import type { EvictionPolicyName } from '../offload/eviction-policy-names.js';
-import type { StorePolicyName } from '../offload/policies/store-policy-name.js';
+import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
+import type { StorePolicyName } from '../config/store-policy-name.js';
 import type { FinishReason } from '../scheduler/request.js';
 
 /**
@@ -12,42 +10,8 @@ import type { FinishReason } from '../scheduler/request.js';
 export type { EvictionPolicyName, FinishReason, StorePolicyName };
 export type FailurePolicy = 'recompute' | 'fail';
 
-/** Engine configuration before defaults are applied (validated by zod, errors name the field). */
-export interface EngineConfigInput {
-  /** A preset name (src/model/presets.ts) or a full shape. Default 'tiny'. */
-  model?: string | ModelShape;
-  tp?: number;
-  backend?: 'auto' | BackendName;
-  layout?: KvLayout;
-  blockSize?: number;
-  /** GPU KV blocks per rank (each rank holds its heads of every block). */
-  gpuBlocks?: number;
-  /** Offloading: off when `offload` is false or neither cpuBlocks nor cpuBytes is given. */
-  offload?: boolean;
-  cpuBlocks?: number;
-  /** Total CPU tier bytes over all ranks. */
-  cpuBytes?: number;
-  offloadFactor?: number;
-  eviction?: EvictionPolicyName;
-  storePolicy?: StorePolicyName;
-  maxNumBatchedTokens?: number;
-  maxNumSeqs?: number;
-  maxModelLen?: number;
-  enableChunkedPrefill?: boolean;
-  enablePrefixCaching?: boolean;
-  failurePolicy?: FailurePolicy;
-  /** Fault plan string (see src/faults/plan.ts) and its seed. */
-  faults?: string;
-  faultSeed?: number;
-  rankRestart?: boolean;
-  stepDeadlineMs?: number;
-  /** Time a rank may take to open its device, at start and when restarted (default 120000 ms). */
-  startDeadlineMs?: number;
-  /** Override the model's compute emulation (ns per token, whole model). */
-  computeNsPerToken?: number;
-  /** How transfer jobs move blocks on the CUDA backend (default auto; the host backend always uses memcpy). */
-  copyMethod?: CopyMethod;
-}
+/** Engine configuration before defaults are applied, inferred from the config schema (src/config/engine-schema.ts). */
+export type { EngineConfigInput } from '../config/engine-schema.js';
 
 export interface RequestSpec {
   /** Optional caller id (must be unique among live requests); generated when absent. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { describeConfigIssue, issueFromZod, objectNaming } from '../config/issues.js';
 import { ConfigError } from '../core/errors.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import { MinHeap } from './min-heap.js';
@@ -72,10 +73,10 @@ export const MULTITURN_DEFAULTS = {
 
 /** Validates options, naming the offending field. */
 export function multiturnOptions(input: Partial<MultiturnOptions> & { vocabSize: number }): MultiturnOptions {
-  const parsed = multiturnOptionsSchema.safeParse({ ...MULTITURN_DEFAULTS, ...input });
+  const options = { ...MULTITURN_DEFAULTS, ...input };
+  const parsed = multiturnOptionsSchema.safeParse(options);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ConfigError(`multiturn workload: ${issue.path.join('.') || 'options'}: ${issue.message}`);
+    throw new ConfigError(`multiturn workload: ${describeConfigIssue(issueFromZod(parsed.error.issues[0]), objectNaming(options))}`);
   }
   return parsed.data;
 }

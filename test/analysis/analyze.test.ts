@@ -202,6 +202,8 @@ describe('kvtier analyze arguments', () => {
     [['--trace', 't', '--cpu-blocks', '5', '--cpu-bytes', '1GiB'], /^--cpu-blocks and --cpu-bytes both size the CPU tier; give one$/],
     [['--trace', 't', '--model', 'small'], /^--model only converts --cpu-bytes/],
     [['--trace', 't', '--token-scale', '5'], /^--token-scale: invalid value "5"/],
+    [['--trace', 't', '--block-size', '8192'], /^--block-size: invalid value "8192": expected a positive integer up to 4096$/],
+    [['--trace', 't', '--cpu-bytes', '100'], /^--cpu-bytes: invalid value "100": holds no offloaded block: one takes 4096 bytes over all ranks$/],
   ])('rejects %j naming the flag', (argv, message) => {
     expect(() => parseAnalyzeArgs(argv)).toThrow(UsageError);
     expect(() => parseAnalyzeArgs(argv)).toThrow(message);

@@ -81,7 +81,7 @@ describe('the end-to-end bench', () => {
   });
 
   it('names the option it refuses', async () => {
-    await expect(runE2eBench(smallRun({ gpuBlocks: 0 }))).rejects.toThrow('gpuBlocks = 0 must be an integer >= 1');
+    await expect(runE2eBench(smallRun({ gpuBlocks: 0 }))).rejects.toThrow('invalid engine config: gpuBlocks: invalid value 0: expected a positive integer');
     await expect(runE2eBench(smallRun({ arrivals: false, speedup: 2 }))).rejects.toThrow('speedup and arrivals off');
   });
 });

@@ -84,7 +84,7 @@ describe('the overlap bench', () => {
   it('names the option it refuses', async () => {
     await expect(runOverlapBench(tinyRun({ batch: 0 }))).rejects.toThrow('batch = 0 must be an integer >= 1');
     await expect(runOverlapBench(tinyRun({ layouts: [] }))).rejects.toThrow('layouts must name at least one layout');
-    await expect(runOverlapBench(tinyRun({ tp: 3 }))).rejects.toThrow("tp = 3 does not divide the tiny model's 4 KV heads");
+    await expect(runOverlapBench(tinyRun({ tp: 3 }))).rejects.toThrow("overlap bench: tp: invalid value 3: the tiny model's 4 KV heads must split evenly over the ranks");
     await expect(runOverlapBench(tinyRun({ copyMethods: ['fast' as never] }))).rejects.toThrow(
       "copyMethods: 'fast' must be 'kernel', 'dma' or 'auto'",
     );

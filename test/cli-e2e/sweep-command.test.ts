@@ -48,6 +48,8 @@ describe('kvtier sweep', () => {
     [['--speedup', '10'], '--speedup only applies with --engine'],
     [['--engine', '--speedup', 'fast'], '--speedup: invalid value "fast": expected a number > 0'],
     [['--max-requests', '0'], '--max-requests: invalid value "0": expected a positive integer'],
+    [['--block-size', '8192'], '--block-size: invalid value "8192": expected a positive integer up to 4096'],
+    [['--cpu-bytes', '100'], /^--cpu-bytes: invalid value "100": holds no offloaded block: one takes \d+ bytes over all ranks/],
     [['--html', '/no/such/folder/report.html'], '--html /no/such/folder/report.html: cannot write there: its folder does not exist'],
   ])('rejects %j with one line naming the flag', async (args, message) => {
     const line = expectUsageFailure(await kvtier(['sweep', ...SMALL, ...args])).replace(/^kvtier: /, '');

@@ -62,7 +62,7 @@ describe('the transfer bench', () => {
       numBlocks: 4,
       repeats: 1,
     };
-    await expect(runTransferBench({ ...base, tps: [1, 8] })).rejects.toThrow("tp = 8 does not divide the tiny model's 4 KV heads");
+    await expect(runTransferBench({ ...base, tps: [1, 8] })).rejects.toThrow("transfer bench: tp: invalid value 8: the tiny model's 4 KV heads must split evenly over the ranks");
     await expect(runTransferBench({ ...base, copyMethods: ['fast' as never] })).rejects.toThrow(
       "copyMethods: 'fast' must be 'kernel', 'dma' or 'auto'",
     );

@@ -31,25 +31,34 @@ describe('scheduler config', () => {
   });
 
   it('names the field and the value it got', () => {
-    expect(configError({ ...valid, blockSize: 0 }).message).toMatch(/field 'blockSize'.*got 0/);
-    expect(configError({ ...valid, maxNumSeqs: 2.5 }).message).toMatch(/field 'maxNumSeqs'.*got 2.5/);
-    expect(configError({ ...valid, failurePolicy: 'retry' }).message).toMatch(/field 'failurePolicy'.*got 'retry'/);
+    expect(configError({ ...valid, blockSize: 0 }).message).toBe('scheduler config: blockSize: invalid value 0: expected a positive integer');
+    expect(configError({ ...valid, maxNumSeqs: 2.5 }).message).toBe('scheduler config: maxNumSeqs: invalid value 2.5: expected a positive integer');
+    expect(configError({ ...valid, failurePolicy: 'retry' }).message).toBe(
+      'scheduler config: failurePolicy: invalid value "retry": expected one of recompute, fail',
+    );
     const { vocabSize: _omitted, ...withoutVocab } = valid;
-    expect(configError(withoutVocab).message).toMatch(/field 'vocabSize'.*got nothing/);
+    expect(configError(withoutVocab).message).toMatch(/^scheduler config: vocabSize: missing: /);
+  });
+
+  it("refuses what the engine's settings refuse, with the same limits", () => {
+    expect(configError({ ...valid, numGpuBlocks: 2 ** 22 + 1 }).message).toBe(
+      `scheduler config: numGpuBlocks: invalid value ${2 ** 22 + 1}: expected a positive integer up to ${2 ** 22}`,
+    );
+    expect(configError({ ...valid, blockSize: 8192 }).message).toMatch(/blockSize: invalid value 8192: expected a positive integer up to 4096$/);
   });
 
   it('rejects unknown fields by name', () => {
-    expect(configError({ ...valid, blocksize: 16 }).message).toMatch(/unknown field\(s\) 'blocksize'/);
+    expect(configError({ ...valid, blocksize: 16 }).message).toBe('scheduler config: unknown key "blocksize"');
   });
 
   it('rejects a maxModelLen the GPU pool could never hold', () => {
-    expect(configError({ ...valid, numGpuBlocks: 100 }).message).toMatch(
-      /field 'maxModelLen': 4096 tokens need 256 blocks of 16, more than numGpuBlocks 100/,
+    expect(configError({ ...valid, numGpuBlocks: 100 }).message).toBe(
+      'scheduler config: maxModelLen: invalid value 4096: a request must fit the GPU KV cache: 100 blocks x 16 tokens = 1600 tokens',
     );
   });
 
   it('without chunked prefill, requires a step budget that fits the longest prompt', () => {
-    expect(configError({ ...valid, enableChunkedPrefill: false }).message).toMatch(/field 'maxNumBatchedTokens'/);
+    expect(configError({ ...valid, enableChunkedPrefill: false }).message).toMatch(/^scheduler config: maxNumBatchedTokens: invalid value 2048: without chunked prefill/);
     expect(parseSchedulerConfig({ ...valid, enableChunkedPrefill: false, maxNumBatchedTokens: 4096 }).enableChunkedPrefill).toBe(false);
   });
 });

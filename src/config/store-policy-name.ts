@@ -1,13 +1,13 @@
-import { ConfigError } from '../../core/errors.js';
+import { ConfigError } from '../core/errors.js';
+
+/** A store policy's name as a config spells it. */
+export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
 
 /**
  * The store policy a config names: 'on-compute' (default), 'on-evict'
  * (write-back), or 'reuse:K' (store on compute only blocks looked up at least
  * K times; the manager is wrapped in a reuse filter).
  */
-/** A store policy's name as a config spells it. */
-export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
-
 export type StorePolicySpec =
   | { readonly kind: 'on-compute' }
   | { readonly kind: 'on-evict' }
@@ -15,8 +15,11 @@ export type StorePolicySpec =
 
 const REUSE_PATTERN = /^reuse:([1-9][0-9]*)$/;
 
-/** Parses a store policy name; the error names the field and the value. */
-export function parseStorePolicyName(name: unknown): StorePolicySpec {
+/** What a store policy name must be, as the config schema's messages say it. */
+export const STORE_POLICY_EXPECTED = 'expected on-compute, on-evict or reuse:K with K >= 1';
+
+/** The policy `name` stands for, or null when it names none. This is the grammar's one statement. */
+export function storePolicySpecOf(name: unknown): StorePolicySpec | null {
   if (name === 'on-compute') return { kind: 'on-compute' };
   if (name === 'on-evict') return { kind: 'on-evict' };
   const match = typeof name === 'string' ? REUSE_PATTERN.exec(name) : null;
@@ -24,6 +27,17 @@ export function parseStorePolicyName(name: unknown): StorePolicySpec {
     const threshold = Number(match[1]);
     if (Number.isSafeInteger(threshold)) return { kind: 'reuse', threshold };
   }
+  return null;
+}
+
+export function isStorePolicyName(name: unknown): name is StorePolicyName {
+  return storePolicySpecOf(name) !== null;
+}
+
+/** Parses a store policy name; the error names the field and the value. */
+export function parseStorePolicyName(name: unknown): StorePolicySpec {
+  const spec = storePolicySpecOf(name);
+  if (spec !== null) return spec;
   throw new ConfigError(
     `storePolicy must be 'on-compute', 'on-evict' or 'reuse:K' with an integer K >= 1, got ${JSON.stringify(name) ?? String(name)}`,
   );

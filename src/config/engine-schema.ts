@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import { MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
+import { modelShapeSchema } from '../model/shape.js';
+import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
+import { isStorePolicyName, STORE_POLICY_EXPECTED, type StorePolicyName } from './store-policy-name.js';
+import { flag, nonNegativeInt, oneOf, positiveInt } from './fields.js';
+import {
+  DEFAULT_START_DEADLINE_MS,
+  MAX_BLOCK_SIZE,
+  MAX_COMPUTE_NS_PER_TOKEN,
+  MAX_CPU_BLOCKS,
+  MAX_GPU_BLOCKS,
+  MAX_MODEL_LEN,
+  MAX_NUM_BATCHED_TOKENS,
+  MAX_NUM_SEQS,
+  MAX_OFFLOAD_FACTOR,
+  MAX_SEED,
+  MAX_TIMER_MS,
+  MAX_TP,
+} from './limits.js';
+
+/**
+ * The engine's configuration schema: every setting's type, limit and default,
+ * stated once. The library validates against it (resolveEngineConfig), the
+ * scheduler's config takes its fields from it (src/scheduler/config.ts), the
+ * CLI's `kvtier run` schema is built from its fields (src/cli/run-config.ts),
+ * and the library's config types are inferred from it. Rules across settings
+ * live in engine-rules.ts.
+ */
+
+/** The model a config that names none runs. */
+export const DEFAULT_MODEL: ModelPresetName = 'tiny';
+
+/** A store policy name (the grammar is src/offload/policies/store-policy-name.ts). */
+export const storePolicyField = () => z.custom<StorePolicyName>(isStorePolicyName, { error: STORE_POLICY_EXPECTED });
+
+export const engineConfigSchema = z
+  .object({
+    /** A preset name (src/model/presets.ts) or a full shape. Default 'tiny'. */
+    model: z
+      .union([z.string(), modelShapeSchema], { error: `expected a model preset (${MODEL_PRESET_NAMES.join(', ')}) or a model shape` })
+      .default(DEFAULT_MODEL),
+    tp: positiveInt(MAX_TP).default(1),
+    backend: oneOf(['auto', 'host', 'cuda']).default('auto'),
+    layout: oneOf(['cross-layer', 'per-layer']).default('cross-layer'),
+    blockSize: positiveInt(MAX_BLOCK_SIZE).default(16),
+    /** GPU KV blocks per rank (each rank holds its heads of every block). */
+    gpuBlocks: positiveInt(MAX_GPU_BLOCKS).default(1024),
+    /** Offloading: off when `offload` is false or neither cpuBlocks nor cpuBytes is given. */
+    offload: flag().default(true),
+    /** CPU tier capacity in offloaded blocks. */
+    cpuBlocks: nonNegativeInt(MAX_CPU_BLOCKS).optional(),
+    /** Total CPU tier bytes over all ranks. */
+    cpuBytes: nonNegativeInt().optional(),
+    /** GPU blocks per offloaded block. */
+    offloadFactor: positiveInt(MAX_OFFLOAD_FACTOR).default(1),
+    eviction: oneOf(EVICTION_POLICY_NAMES).default('s3fifo'),
+    /** 'on-compute' (default), 'on-evict' (write-back), or 'reuse:K' (store blocks looked up at least K times). */
+    storePolicy: storePolicyField().default('on-compute'),
+    /** Token budget of one step. */
+    maxNumBatchedTokens: positiveInt(MAX_NUM_BATCHED_TOKENS).default(2048),
+    /** Most requests running or waiting for KV at once. */
+    maxNumSeqs: positiveInt(MAX_NUM_SEQS).default(256),
+    /** Longest prompt + output a request may have; default: the GPU KV cache, at most 131072 tokens. */
+    maxModelLen: positiveInt(MAX_MODEL_LEN).optional(),
+    enableChunkedPrefill: flag().default(true),
+    enablePrefixCaching: flag().default(true),
+    /** What happens to requests whose KV failed to load: recompute it, or finish with an error. */
+    failurePolicy: oneOf(['recompute', 'fail']).default('recompute'),
+    /** Fault plan string (see src/faults/plan.ts) and its seed. */
+    faults: z.string({ error: 'expected a fault plan' }).default(''),
+    faultSeed: nonNegativeInt(MAX_SEED).default(0),
+    rankRestart: flag().default(false),
+    stepDeadlineMs: positiveInt(MAX_TIMER_MS).default(60_000),
+    /** Time a rank may take to open its device, at start and when restarted. */
+    startDeadlineMs: positiveInt(MAX_TIMER_MS).default(DEFAULT_START_DEADLINE_MS),
+    /** Override the model's compute emulation (ns per token, whole model). */
+    computeNsPerToken: nonNegativeInt(MAX_COMPUTE_NS_PER_TOKEN).optional(),
+    /** How transfer jobs move blocks on the CUDA backend (default auto; the host backend always uses memcpy). */
+    copyMethod: oneOf(['kernel', 'dma', 'auto']).default('auto'),
+  })
+  .strict();
+
+type EngineShape = typeof engineConfigSchema.shape;
+export type EngineSettingKey = keyof EngineShape;
+
+/** Engine configuration before defaults are applied. */
+export type EngineConfigInput = z.input<typeof engineConfigSchema>;
+
+/** Engine configuration with every default applied, before the model is resolved. */
+export type EngineSettings = z.output<typeof engineConfigSchema>;
+
+/** Every default of the engine's settings. */
+export const ENGINE_DEFAULTS: Readonly<EngineSettings> = Object.freeze(engineConfigSchema.parse({}));
+
+type Required<T> = T extends z.ZodDefault<infer U> ? U : T extends z.ZodOptional<infer U> ? U : T;
+
+/** One setting's own schema, without its default: for configs that give the value themselves or layer their own defaults. */
+export function engineField<K extends EngineSettingKey>(key: K): Required<EngineShape[K]> {
+  const field: z.ZodType = engineConfigSchema.shape[key];
+  return (field instanceof z.ZodDefault || field instanceof z.ZodOptional ? field.unwrap() : field) as Required<EngineShape[K]>;
+}
+
+/** The range the schema allows an integer setting (for options that read it outside the schema, such as the benches'). */
+export function engineIntRange(key: EngineSettingKey): { readonly min: number; readonly max: number } {
+  const field: z.ZodType = engineField(key);
+  if (!(field instanceof z.ZodNumber)) throw new TypeError(`${key} is not a number setting`);
+  return { min: field.minValue ?? Number.MIN_SAFE_INTEGER, max: field.maxValue ?? Number.MAX_SAFE_INTEGER };
+}
