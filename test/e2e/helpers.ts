@@ -3,6 +3,7 @@ import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { referenceGenerate } from '../../src/model/reference.js';
 import { Engine, type EngineOptions } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
+import { probe } from '../../src/testing/index.js';
 
 export const tiny = MODEL_PRESETS.tiny;
 
@@ -72,7 +73,7 @@ export function expectAllMatchReference(finished: readonly FinishedRequest[], ex
 export async function expectIdle(engine: Engine): Promise<void> {
   expect(engine.hasPendingWork()).toBe(false);
   expect(engine.metrics().leaks).toEqual({ gpuBlocks: 0, cpuBlocks: 0 });
-  for (const pending of await engine.pendingJobsPerRank()) expect(pending).toBe(0);
+  for (const pending of await probe(engine).pendingJobsPerRank()) expect(pending).toBe(0);
 }
 
 /** Adds requests in waves: each wave is added once the previous one finished. */

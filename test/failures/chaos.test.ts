@@ -3,6 +3,7 @@ import type { Engine } from '../../src/runtime/engine.js';
 import type { FinishedRequest } from '../../src/runtime/engine-types.js';
 import { chaosRun, type ChaosRun } from './chaos-plan.js';
 import { expectIdle, mismatches, runWaves, tiny, withFailingEngine } from './helpers.js';
+import { probe } from '../../src/testing/index.js';
 
 /**
  * Chaos: seeded random mixes of failed loads, failed stores, delays and (in
@@ -47,7 +48,7 @@ async function runChaos(plan: ChaosRun): Promise<{ finished: FinishedRequest[]; 
   return withFailingEngine(plan.config, async (engine: Engine) => {
     const finished = await runWaves(engine, plan.waves);
     await expectIdle(engine);
-    const faults = await engine.faultStats();
+    const faults = await probe(engine).faultStats();
     const m = engine.metrics();
     const summary: RunSummary = {
       seed: plan.seed,

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import { EngineStoppedError, type Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { RankState } from '../../src/rank/rank-protocol.js';
+import { probe, type RankState } from '../../src/testing/index.js';
 import { expectIdle, mismatches, runWaves, tiny, tokens, withEngine } from '../e2e/helpers.js';
 
 /**
@@ -120,8 +120,8 @@ const EMPTY_RANK: RankState = {
  * empty, and no job is half reported.
  */
 export async function expectEverythingForgotten(engine: Engine): Promise<void> {
-  for (const state of await engine.rankStates()) expect(state).toEqual(EMPTY_RANK);
-  const held = engine.holdings();
+  for (const state of await probe(engine).rankStates()) expect(state).toEqual(EMPTY_RANK);
+  const held = probe(engine).holdings();
   expect({ cached: held.gpu.cached, referenced: held.gpu.referenced, pending: held.gpu.pending }).toEqual({
     cached: 0,
     referenced: 0,
@@ -141,7 +141,7 @@ export async function idleUntilStep(engine: Engine, step: number): Promise<void>
 export async function stepUntilRestarted(engine: Engine, finished: FinishedRequest[]): Promise<RankState[]> {
   let before: RankState[] = [];
   while (engine.hasPendingWork() && engine.metrics().rankRestarts === 0) {
-    before = await engine.rankStates();
+    before = await probe(engine).rankStates();
     finished.push(...(await engine.step()).finished);
   }
   expect(engine.metrics().rankRestarts).toBe(1);
