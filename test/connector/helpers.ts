@@ -6,6 +6,7 @@ import { chainStates, referenceGenerate } from '../../src/model/reference.js';
 import type { ModelShape } from '../../src/model/shape.js';
 import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
+import { offloadKeys } from '../../src/offload/geometry.js';
 import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../src/offload/manager.js';
 import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
@@ -334,8 +335,5 @@ export class OffloadHarness {
 
 /** The offloaded-block keys of a token sequence. */
 export function offloadedKeysOf(tokens: readonly number[], blockSize: number, offloadFactor: number): BlockHash[] {
-  const hashes = blockHashes(tokens, blockSize);
-  const keys: BlockHash[] = [];
-  for (let last = offloadFactor - 1; last < hashes.length; last += offloadFactor) keys.push(hashes[last]);
-  return keys;
+  return offloadKeys(blockHashes(tokens, blockSize), offloadFactor);
 }

@@ -1,6 +1,7 @@
 import type { BlockHash } from '../../core/block-hash.js';
 import type { StepView } from '../../scheduler/connector.js';
 import type { Request } from '../../scheduler/request.js';
+import { offloadKeyOf } from '../geometry.js';
 import type { OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from './store-policy.js';
 
 /**
@@ -44,7 +45,7 @@ export class StoreOnComputePolicy implements StorePolicy {
       const candidates: StoreCandidate[] = [];
       for (let i = start; i < end; i++) {
         candidates.push({
-          key: request.blockHashes[i * f + f - 1],
+          key: offloadKeyOf(request.blockHashes, f, i),
           gpuBlockIds: view.blockIds.slice(i * f, (i + 1) * f),
         });
       }

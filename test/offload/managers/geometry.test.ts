@@ -3,7 +3,7 @@ import { blockHashes } from '../../../src/core/block-hash.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { MODEL_PRESETS } from '../../../src/model/presets.js';
 import type { ModelShape } from '../../../src/model/shape.js';
-import { cpuTierGeometry, offloadKeys, type CpuTierGeometryInput } from '../../../src/offload/geometry.js';
+import { cpuTierGeometry, offloadKeyOf, offloadKeys, type CpuTierGeometryInput } from '../../../src/offload/geometry.js';
 
 const tiny: ModelShape = MODEL_PRESETS.tiny;
 const llama8b: ModelShape = MODEL_PRESETS['llama-8b'];
@@ -96,6 +96,12 @@ describe('offload keys', () => {
   it('are the GPU block hashes themselves when f is 1, and none for a partial first group', () => {
     expect(offloadKeys(gpuHashes, 1)).toEqual(gpuHashes);
     expect(offloadKeys(gpuHashes, 8)).toEqual([]);
+  });
+
+  it('name a range of offloaded blocks by the same rule, one block at a time or several', () => {
+    expect(offloadKeys(gpuHashes, 2, 1, 3)).toEqual([gpuHashes[3], gpuHashes[5]]);
+    expect(offloadKeyOf(gpuHashes, 2, 2)).toBe(gpuHashes[5]);
+    expect(offloadKeys(gpuHashes, 2, 2, 2)).toEqual([]);
   });
 
   it('reject an offload factor that is not a positive integer', () => {
