@@ -1,9 +1,8 @@
 export { promptOf } from '../support/random.js';
 import { tinyConfig } from '../scheduler/helpers.js';
 import { blockHashes, type BlockHash } from '../../src/core/block-hash.js';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { TINY } from '../support/tiny.js';
 import { chainStates, referenceGenerate } from '../../src/model/reference.js';
-import type { ModelShape } from '../../src/model/shape.js';
 import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
 import { offloadKeys } from '../../src/offload/geometry.js';
@@ -19,7 +18,7 @@ import { createRequest, type Request } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { SimulatedRunner } from '../../src/sim/simulated-runner.js';
 
-export const TINY: ModelShape = MODEL_PRESETS.tiny;
+export { TINY };
 
 
 export interface RequestSketch {

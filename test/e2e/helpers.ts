@@ -1,25 +1,16 @@
 import { expect } from 'vitest';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { SeededRandom } from '../../src/core/prng.js';
 import { referenceGenerate } from '../../src/model/reference.js';
 import { Engine, type EngineOptions } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
 import { probe } from '../../src/testing/index.js';
+import { TINY } from '../support/tiny.js';
 
-export const tiny = MODEL_PRESETS.tiny;
+export { TINY };
 
-/** A deterministic token stream (xorshift) for building prompts. */
-export function tokens(seed: number, count: number, vocab = tiny.vocabSize): number[] {
-  let x = (seed * 0x9e3779b1 + 0x6d2b79f5) >>> 0 || 1;
-  const out: number[] = [];
-  for (let i = 0; i < count; i++) {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    out.push(x % vocab);
-  }
-  return out;
+/** A deterministic token stream for building prompts. */
+export function tokens(seed: number, count: number, vocab = TINY.vocabSize): number[] {
+  return Array.from(new SeededRandom(seed).tokens(count, vocab));
 }
 
 /** Requests that share `prefix` and differ after it. */
@@ -53,7 +44,7 @@ export function mismatches(finished: readonly FinishedRequest[]): string[] {
   const wrong: string[] = [];
   for (const f of finished) {
     if (f.finishReason !== 'length' && f.finishReason !== 'stopped') continue;
-    const expected = referenceGenerate(tiny, {
+    const expected = referenceGenerate(TINY, {
       promptTokens: f.promptTokens,
       maxTokens: f.maxTokens,
       seed: f.seed,

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../src/runtime/engine.js';
 import type { FinishedRequest } from '../../src/runtime/engine-types.js';
 import { chaosRun, type ChaosRun } from './chaos-plan.js';
-import { expectIdle, mismatches, runWaves, tiny, withFailingEngine } from './helpers.js';
+import { expectIdle, mismatches, runWaves, TINY, withFailingEngine } from './helpers.js';
 import { probe } from '../../src/testing/index.js';
 
 /**
@@ -77,7 +77,7 @@ describe('chaos: random faults on every rank position, small pools, shared prefi
   });
 
   it.each(SEEDS)('seed %i: every request answers exactly and nothing leaks', async (seed) => {
-    const plan = chaosRun(seed, tiny.vocabSize);
+    const plan = chaosRun(seed, TINY.vocabSize);
     const requests = plan.waves.flat().length;
     const { finished, summary } = await withDeadline(runChaos(plan), RUN_DEADLINE_MS, `chaos seed ${seed}`);
     summaries.push(summary);

@@ -2,7 +2,7 @@ import { expect } from 'vitest';
 import { EngineStoppedError, type Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
 import { probe, type RankState } from '../../src/testing/index.js';
-import { expectIdle, mismatches, runWaves, tiny, tokens, withEngine } from '../e2e/helpers.js';
+import { expectIdle, mismatches, runWaves, TINY, tokens, withEngine } from '../e2e/helpers.js';
 
 /**
  * Scenario builders for failure tests: workloads that make the engine load
@@ -11,7 +11,7 @@ import { expectIdle, mismatches, runWaves, tiny, tokens, withEngine } from '../e
  * whether it finished or the engine stopped.
  */
 
-export { expectIdle, mismatches, runWaves, tiny, tokens };
+export { expectIdle, mismatches, runWaves, TINY, tokens };
 
 /** Creates a host-backend engine, runs the body, and always shuts the engine down (also after it stopped). */
 export const withFailingEngine = withEngine;
