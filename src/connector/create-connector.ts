@@ -13,8 +13,6 @@ export interface OffloadingConnectorConfig extends CpuTierGeometryInput {
   readonly eviction: EvictionPolicyName;
   /** 'on-compute' | 'on-evict' | 'reuse:K' (on-compute behind a reuse filter of threshold K). */
   readonly storePolicy: string;
-  /** Record the manager's stored/removed events (default false). */
-  readonly enableEvents?: boolean;
 }
 
 export interface OffloadingSetup {
@@ -44,7 +42,6 @@ export function createOffloadingConnector(config: OffloadingConnectorConfig): Of
     eviction: config.eviction,
     capacityBlocks: geometry.capacityBlocks,
     reuseThreshold: policySpec.kind === 'on-compute' ? (policySpec.reuseThreshold ?? undefined) : undefined,
-    enableEvents: config.enableEvents,
   });
   const blocks = offloadGeometry(config.blockSize, config.offloadFactor);
   const policy: StorePolicy = policySpec.kind === 'on-evict' ? new StoreOnEvictPolicy(blocks) : new StoreOnComputePolicy(blocks);

@@ -1,7 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { KvtierError } from '../core/errors.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
-import { OffloadingEventLog, type OffloadingEvent } from './events.js';
 
 /**
  * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
@@ -65,20 +64,16 @@ export interface OffloadingManager {
 
   /**
    * Ends the store of `keys` (the `keysToStore` of one `prepareStore`).
-   * Success: each block being stored becomes ready (one stored event).
-   * Failure: each block being stored is freed and forgotten, without an event
-   * (it was never announced). Ready blocks are untouched either way, unknown
-   * keys are ignored, and evictions the store caused stay done.
+   * Success: each block being stored becomes ready.
+   * Failure: each block being stored is freed and forgotten. Ready blocks are
+   * untouched either way, unknown keys are ignored, and evictions the store
+   * caused stay done.
    */
   completeStore(keys: readonly BlockHash[], success: boolean): void;
 
-  /** Events recorded since the last call, oldest first (none when events are disabled). */
-  takeEvents(): OffloadingEvent[];
-
   /**
    * Forgets every block (a rank's CPU shard was lost, so every rank must treat
-   * the whole tier as lost): ready blocks produce one removed event, and the
-   * next ids handed out start from 0 again. Completions of loads or stores
+   * the whole tier as lost); the next ids handed out start from 0 again. Completions of loads or stores
    * prepared before the reset must be dropped by the caller, not forwarded:
    * their keys may name new blocks by then.
    */
@@ -162,8 +157,6 @@ export interface EvictionPolicy {
 export interface CpuOffloadingManagerOptions {
   /** Offloaded blocks the CPU tier holds (see cpuTierGeometry). */
   readonly capacityBlocks: number;
-  /** Record stored/removed events for takeEvents (default false). */
-  readonly enableEvents?: boolean;
 }
 
 /** Reference count of a block being stored; ready blocks count their in-flight loads from 0. */
@@ -176,13 +169,12 @@ interface CpuBlock {
 }
 
 /**
- * The CPU tier's block states, allocation and events, with the eviction order
+ * The CPU tier's block states and allocation, with the eviction order
  * delegated to an EvictionPolicy (LRU, ARC).
  */
 export class CpuOffloadingManager implements OffloadingManager {
   private readonly blocks = new Map<BlockHash, CpuBlock>();
   private readonly allocator: CpuBlockAllocator;
-  private readonly events: OffloadingEventLog;
   private beingStoredBlocks = 0;
   private pinnedBlocks = 0;
   private lookupHitBlocks = 0;
@@ -198,7 +190,6 @@ export class CpuOffloadingManager implements OffloadingManager {
     private readonly policy: EvictionPolicy,
   ) {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
-    this.events = new OffloadingEventLog(options.enableEvents ?? false);
   }
 
   lookup(keys: readonly BlockHash[]): number {
@@ -302,7 +293,6 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
-    const stored: BlockHash[] = [];
     for (const key of keys.length > 1 ? new Set(keys) : keys) {
       const block = this.blocks.get(key);
       // Unknown or ready keys are not this store's to complete.
@@ -310,7 +300,6 @@ export class CpuOffloadingManager implements OffloadingManager {
       this.beingStoredBlocks--;
       if (success) {
         block.refCnt = 0;
-        stored.push(key);
         this.storesCompleted++;
       } else {
         this.blocks.delete(key);
@@ -319,24 +308,14 @@ export class CpuOffloadingManager implements OffloadingManager {
         this.storesFailed++;
       }
     }
-    this.events.record('stored', stored);
-  }
-
-  takeEvents(): OffloadingEvent[] {
-    return this.events.take();
   }
 
   reset(): void {
-    const announced: BlockHash[] = [];
-    for (const [key, block] of this.blocks) {
-      if (block.refCnt !== BEING_STORED) announced.push(key);
-    }
     this.blocks.clear();
     this.allocator.reset();
     this.policy.reset();
     this.beingStoredBlocks = 0;
     this.pinnedBlocks = 0;
-    this.events.record('removed', announced);
   }
 
   stats(): OffloadingManagerStats {
@@ -365,6 +344,5 @@ export class CpuOffloadingManager implements OffloadingManager {
     }
     this.policy.evicted(keys);
     this.evictions += keys.length;
-    this.events.record('removed', keys);
   }
 }

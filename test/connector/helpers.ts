@@ -79,9 +79,6 @@ export class ScriptedManager implements OffloadingManager {
   completeStore(keys: readonly BlockHash[], success: boolean): void {
     this.backing.completeStore(keys, success);
   }
-  takeEvents() {
-    return this.backing.takeEvents();
-  }
   reset(): void {
     this.backing.reset();
   }
