@@ -1,4 +1,4 @@
-import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
+import type { BackendName, CopyMethod, FaultCounters, KvLayout } from '../device/types.js';
 import type { RankFaultHistory } from '../faults/fault-ledger.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
@@ -46,11 +46,8 @@ export interface RankReady {
   readonly cpuBytes: number;
 }
 
-export interface RankFaultStats {
-  readonly loadBlocksFailed: number;
-  readonly storesFailed: number;
-  readonly jobsDelayed: number;
-}
+/** Faults a rank's device injected so far: its device's own counters. */
+export type RankFaultStats = FaultCounters;
 
 /** What a rank holds between steps (all zero right after a rank-loss reset). */
 export interface RankState {
