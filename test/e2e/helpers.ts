@@ -8,6 +8,9 @@ import { TINY } from '../support/tiny.js';
 
 export { TINY };
 
+/** Light compute emulation keeps runs fast; correctness does not depend on it. */
+export const FAST = { computeNsPerToken: 2_000 } as const;
+
 /** A deterministic token stream for building prompts. */
 export function tokens(seed: number, count: number, vocab = TINY.vocabSize): number[] {
   return Array.from(new SeededRandom(seed).tokens(count, vocab));

@@ -2,7 +2,7 @@ import { expect } from 'vitest';
 import { EngineStoppedError, type Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
 import { probe, type RankState } from '../../src/testing/index.js';
-import { expectIdle, mismatches, runWaves, TINY, tokens, withEngine } from '../e2e/helpers.js';
+import { expectIdle, FAST, mismatches, runWaves, TINY, tokens, withEngine } from '../e2e/helpers.js';
 
 /**
  * Scenario builders for failure tests: workloads that make the engine load
@@ -11,13 +11,10 @@ import { expectIdle, mismatches, runWaves, TINY, tokens, withEngine } from '../e
  * whether it finished or the engine stopped.
  */
 
-export { expectIdle, mismatches, runWaves, TINY, tokens };
+export { expectIdle, FAST, mismatches, runWaves, TINY, tokens };
 
 /** Creates a host-backend engine, runs the body, and always shuts the engine down (also after it stopped). */
 export const withFailingEngine = withEngine;
-
-/** Light compute emulation keeps runs fast; correctness does not depend on it. */
-export const FAST = { computeNsPerToken: 2_000 } as const;
 
 /** A small GPU pool (24 blocks of 16 tokens) over a large CPU tier: prompts cycle out of the GPU and come back from the CPU. */
 export const SMALL_GPU: EngineConfigInput = { ...FAST, gpuBlocks: 24, cpuBlocks: 512, maxNumSeqs: 2 };
