@@ -5,17 +5,14 @@ import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from
 import type { OffloadingManager } from '../offload/manager.js';
 import { StoreOnComputePolicy } from '../offload/policies/on-compute.js';
 import { StoreOnEvictPolicy } from '../offload/policies/on-evict.js';
-import { createReusePolicy } from '../offload/policies/reuse.js';
 import { parseStorePolicyName } from '../config/store-policy-name.js';
 import { offloadGeometry, type StorePolicy } from '../offload/policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */
 export interface OffloadingConnectorConfig extends CpuTierGeometryInput {
   readonly eviction: EvictionPolicyName;
-  /** 'on-compute' | 'on-evict' | 'reuse:K'. */
+  /** 'on-compute' | 'on-evict' | 'reuse:K' (on-compute behind a reuse filter of threshold K). */
   readonly storePolicy: string;
-  /** Record the manager's stored/removed events (default false). */
-  readonly enableEvents?: boolean;
 }
 
 export interface OffloadingSetup {
@@ -26,8 +23,8 @@ export interface OffloadingSetup {
 
 /**
  * Builds the CPU tier's manager, the store policy and the connector over
- * them. 'reuse:K' is store-on-compute through a manager wrapped in a reuse
- * filter of threshold K. The 'on-evict' policy with offloadFactor > 1 also
+ * them. 'reuse:K' is the on-compute policy over a manager wrapped in a reuse
+ * filter of threshold K (see store-policy-name.ts). The 'on-evict' policy with offloadFactor > 1 also
  * needs `connector.attachGpuPrefixCache(scheduler.kvCacheManager.pool)`
  * once the scheduler exists.
  */
@@ -44,14 +41,10 @@ export function createOffloadingConnector(config: OffloadingConnectorConfig): Of
   const manager = createOffloadingManager({
     eviction: config.eviction,
     capacityBlocks: geometry.capacityBlocks,
-    reuseThreshold: policySpec.kind === 'reuse' ? policySpec.threshold : undefined,
-    enableEvents: config.enableEvents,
+    reuseThreshold: policySpec.kind === 'on-compute' ? (policySpec.reuseThreshold ?? undefined) : undefined,
   });
   const blocks = offloadGeometry(config.blockSize, config.offloadFactor);
-  let policy: StorePolicy;
-  if (policySpec.kind === 'on-compute') policy = new StoreOnComputePolicy(blocks);
-  else if (policySpec.kind === 'on-evict') policy = new StoreOnEvictPolicy(blocks);
-  else policy = createReusePolicy(blocks, policySpec.threshold);
+  const policy: StorePolicy = policySpec.kind === 'on-evict' ? new StoreOnEvictPolicy(blocks) : new StoreOnComputePolicy(blocks);
   const connector = new OffloadingConnector({
     manager,
     policy,

@@ -4,6 +4,7 @@ import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '..
 import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import { TransferJobLedger } from './job-ids.js';
+import { offloadKeys } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import type {
   GpuPrefixCache,
@@ -25,8 +26,7 @@ import type {
  *
  * Geometry: a GPU block holds blockSize tokens; an offloaded block is f
  * consecutive GPU blocks (Bo = f x blockSize tokens), keyed by the chained
- * hash of its last GPU block, so offloaded block i of a request has key
- * blockHashes[f*i + f - 1].
+ * hash of its last GPU block (offloadKeyOf in offload/geometry.ts).
  */
 
 /** The connector was called out of protocol (a load for a match it never offered...). */
@@ -139,7 +139,7 @@ export class OffloadingConnector implements SchedulerConnector {
     this.live.set(request.id, request);
     this.offered.delete(request.id);
     const numBlocks = Math.floor(request.numTokens / offloadedBlockTokens);
-    const keys = keysBetween(request, f, 0, numBlocks);
+    const keys = offloadKeys(request.blockHashes, f, 0, numBlocks);
     // Keeps the whole prefix warm in the tier, hit or not.
     this.manager.touch(keys);
     if (numBlocks * offloadedBlockTokens - numComputedTokens <= 0) return NO_MATCH;
@@ -178,7 +178,7 @@ export class OffloadingConnector implements SchedulerConnector {
       );
     }
 
-    const keys = keysBetween(request, f, match.firstBlock, match.endBlock);
+    const keys = offloadKeys(request.blockHashes, f, match.firstBlock, match.endBlock);
     const cpuBlockIds = this.manager.prepareLoad(keys);
     const gpuBlockIds = blockIds.slice(firstBlockIndex, firstBlockIndex + numGpuBlocks);
     const job = this.jobs.issue('load', request.id, keys, numGpuBlocks);
@@ -356,11 +356,4 @@ export class OffloadingConnector implements SchedulerConnector {
     this.counters.bytesGpuToCpu += gpuBlockIds.length * this.bytesPerGpuBlock;
     return { job: spec, declinedKeys };
   }
-}
-
-/** Keys of the request's offloaded blocks [from, to). */
-function keysBetween(request: Request, offloadFactor: number, from: number, to: number): BlockHash[] {
-  const keys: BlockHash[] = [];
-  for (let i = from; i < to; i++) keys.push(request.blockHashes[i * offloadFactor + offloadFactor - 1]);
-  return keys;
 }

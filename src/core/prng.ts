@@ -1,10 +1,11 @@
 import { mix } from '../model/mix.js';
 
 /**
- * Deterministic pseudo-random numbers for workload generation. Everything a
- * workload draws comes from a stream seeded by integers (the run's seed, a
- * conversation index, a trace hash id...), so the same inputs always give the
- * same requests on every machine.
+ * The project's one seeded pseudo-random generator, for workload generation,
+ * sampled eviction and randomized tests. Everything a workload draws comes
+ * from a stream seeded by integers (the run's seed, a conversation index, a
+ * trace hash id...), so the same inputs always give the same requests on
+ * every machine, and a random test scenario replays exactly from its seed.
  */
 
 const GOLDEN_GAMMA = 0x9e3779b9;
@@ -33,6 +34,27 @@ export class SeededRandom {
   nextUint32(): number {
     this.state = (this.state + GOLDEN_GAMMA) >>> 0;
     return mix(this.state);
+  }
+
+  /** Uniform in [0, 1). */
+  next(): number {
+    return this.nextUint32() / 0x1_0000_0000;
+  }
+
+  /** A uniform integer in [0, n). */
+  below(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+
+  /** true with probability p. */
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+
+  /** One of `items`, uniformly. */
+  pick<T>(items: readonly T[]): T {
+    if (items.length === 0) throw new RangeError('pick: no items to pick from');
+    return items[this.below(items.length)];
   }
 
   /** A uniform integer in [min, max] (inclusive). */

@@ -1,5 +1,5 @@
 import type { ModelShape } from '../model/shape.js';
-import type { TransferDirection } from '../protocol/step-protocol.js';
+import type { JobResult, TransferDirection } from '../protocol/step-protocol.js';
 
 /**
  * The JS-facing contract of the native Device (docs/architecture.md, "Device layer"): one per
@@ -80,14 +80,11 @@ export interface TransferSubmission {
   readonly after?: readonly number[];
 }
 
-export interface DeviceJobResult {
-  readonly jobId: number;
-  readonly direction: TransferDirection;
-  readonly ok: boolean;
-  readonly failedGpuBlockIds: readonly number[];
-  readonly bytes: number;
-  readonly elapsedMs: number;
-}
+/**
+ * A job's outcome on this device: the step protocol's JobResult for one rank,
+ * reported as it is (the worker-side connector passes it on unchanged).
+ */
+export type DeviceJobResult = JobResult;
 
 /**
  * One forward step, packed. Request i computes tokens

@@ -16,8 +16,6 @@ export interface OffloadingManagerConfig {
   readonly reuseThreshold?: number;
   /** Keys the reuse filter remembers; default max(65536, 4 x capacityBlocks). */
   readonly reuseTrackerSize?: number;
-  /** Record stored/removed events (default false). */
-  readonly enableEvents?: boolean;
 }
 
 /**
@@ -30,14 +28,11 @@ const TRACKER_SIZE_PER_CAPACITY_BLOCK = 4;
 
 /** Builds the manager a config asks for; errors name the field and value. */
 export function createOffloadingManager(config: OffloadingManagerConfig): OffloadingManager {
-  const { eviction, capacityBlocks, reuseThreshold, reuseTrackerSize, enableEvents } = config;
+  const { eviction, capacityBlocks, reuseThreshold, reuseTrackerSize } = config;
   if (!Number.isSafeInteger(capacityBlocks) || capacityBlocks < 1) {
     throw new ConfigError(`capacityBlocks must be an integer >= 1, got ${String(capacityBlocks)}`);
   }
-  if (enableEvents !== undefined && typeof enableEvents !== 'boolean') {
-    throw new ConfigError(`enableEvents must be a boolean, got ${String(enableEvents)}`);
-  }
-  const options = { capacityBlocks, enableEvents: enableEvents ?? false };
+  const options = { capacityBlocks };
   let manager: OffloadingManager;
   if (eviction === 'lru') manager = new LruOffloadingManager(options);
   else if (eviction === 'arc') manager = new ArcOffloadingManager(options);

@@ -82,16 +82,24 @@ export function cpuTierGeometry(input: CpuTierGeometryInput): CpuTierGeometry {
 }
 
 /**
- * The key of each full offloaded block of a request: offloaded block i covers
- * GPU blocks f*i .. f*i + f - 1 and is keyed by the chained hash of the last
- * one, which pins down the whole prefix up to and including it. A trailing
- * partial group of fewer than f GPU blocks has no key yet.
+ * The offloaded-key rule, the only place it is written: offloaded block i of
+ * a request covers GPU blocks f*i .. f*i + f - 1 and is keyed by the chained
+ * hash of the last one, which pins down the whole prefix up to and including
+ * it. A trailing partial group of fewer than f GPU blocks has no key yet.
  */
-export function offloadKeys(gpuBlockHashes: readonly BlockHash[], offloadFactor: number): BlockHash[] {
+export function offloadKeyOf(gpuBlockHashes: readonly BlockHash[], offloadFactor: number, block: number): BlockHash {
+  return gpuBlockHashes[block * offloadFactor + offloadFactor - 1];
+}
+
+/** The keys of a request's offloaded blocks [from, to); by default of every full one. */
+export function offloadKeys(
+  gpuBlockHashes: readonly BlockHash[],
+  offloadFactor: number,
+  from = 0,
+  to = Math.floor(gpuBlockHashes.length / offloadFactor),
+): BlockHash[] {
   requireInteger('offloadFactor', offloadFactor, 1);
   const keys: BlockHash[] = [];
-  for (let last = offloadFactor - 1; last < gpuBlockHashes.length; last += offloadFactor) {
-    keys.push(gpuBlockHashes[last]);
-  }
+  for (let block = from; block < to; block++) keys.push(offloadKeyOf(gpuBlockHashes, offloadFactor, block));
   return keys;
 }

@@ -3,7 +3,6 @@ import { BlockHashIndex } from '../core/block-hash-index.js';
 import { KvtierError } from '../core/errors.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
-import { OffloadingEventLog, type OffloadingEvent } from './events.js';
 
 /**
  * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
@@ -67,20 +66,16 @@ export interface OffloadingManager {
 
   /**
    * Ends the store of `keys` (the `keysToStore` of one `prepareStore`).
-   * Success: each block being stored becomes ready (one stored event).
-   * Failure: each block being stored is freed and forgotten, without an event
-   * (it was never announced). Ready blocks are untouched either way, unknown
-   * keys are ignored, and evictions the store caused stay done.
+   * Success: each block being stored becomes ready.
+   * Failure: each block being stored is freed and forgotten. Ready blocks are
+   * untouched either way, unknown keys are ignored, and evictions the store
+   * caused stay done.
    */
   completeStore(keys: readonly BlockHash[], success: boolean): void;
 
-  /** Events recorded since the last call, oldest first (none when events are disabled). */
-  takeEvents(): OffloadingEvent[];
-
   /**
    * Forgets every block (a rank's CPU shard was lost, so every rank must treat
-   * the whole tier as lost): ready blocks produce one removed event, and the
-   * next ids handed out start from 0 again. Completions of loads or stores
+   * the whole tier as lost); the next ids handed out start from 0 again. Completions of loads or stores
    * prepared before the reset must be dropped by the caller, not forwarded:
    * their keys may name new blocks by then.
    */
@@ -164,8 +159,6 @@ export interface EvictionPolicy {
 export interface CpuOffloadingManagerOptions {
   /** Offloaded blocks the CPU tier holds (see cpuTierGeometry). */
   readonly capacityBlocks: number;
-  /** Record stored/removed events for takeEvents (default false). */
-  readonly enableEvents?: boolean;
 }
 
 /** Reference count of a block being stored; ready blocks count their in-flight loads from 0. */
@@ -178,25 +171,21 @@ const NO_IDS: readonly number[] = Object.freeze([]);
 const INITIAL_INDEX_ENTRIES = 1 << 16;
 
 /**
- * The CPU tier's block states, allocation and events, with the eviction order
+ * The CPU tier's block states and allocation, with the eviction order
  * delegated to an EvictionPolicy (LRU, ARC).
  *
  * The block table is indexed by CPU block id, which is unique among held
  * blocks: a BlockHashIndex from key to id (typed arrays) and typed arrays of
  * per-block state, so the tier's size costs no map entry or object per block;
  * the only per-block reference is the key string, kept to confirm lookups and
- * to name the block in events and errors.
+ * to name the block in errors.
  */
 export class CpuOffloadingManager implements OffloadingManager {
   private readonly allocator: CpuBlockAllocator;
-  private readonly events: OffloadingEventLog;
   /** Key of each held CPU block id; undefined for a free id. */
   private readonly keyById: (BlockHash | undefined)[] = [];
   /** BEING_STORED, 0 (ready) or the number of in-flight loads, per CPU block id. */
   private readonly refCnt: Int32Array;
-  /** When each held block entered the tier (a counter): a reset announces ready blocks in that order. */
-  private readonly addedAt: Float64Array;
-  private nextAdded = 0;
   private readonly index: BlockHashIndex;
   private usedBlocks = 0;
   private beingStoredBlocks = 0;
@@ -222,9 +211,7 @@ export class CpuOffloadingManager implements OffloadingManager {
     private readonly policy: EvictionPolicy,
   ) {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
-    this.events = new OffloadingEventLog(options.enableEvents ?? false);
     this.refCnt = new Int32Array(options.capacityBlocks);
-    this.addedAt = new Float64Array(options.capacityBlocks);
     this.index = new BlockHashIndex((id) => this.keyById[id], Math.min(options.capacityBlocks, INITIAL_INDEX_ENTRIES));
   }
 
@@ -329,7 +316,6 @@ export class CpuOffloadingManager implements OffloadingManager {
       const id = cpuBlockIds[i];
       this.keyById[id] = key;
       this.refCnt[id] = BEING_STORED;
-      this.addedAt[id] = this.nextAdded++;
       this.index.add(key, id);
       this.policy.admitted(key);
     }
@@ -341,8 +327,6 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
-    // Events list the keys stored; without events nothing is collected.
-    const stored: BlockHash[] | null = this.events.enabled ? [] : null;
     for (const key of keys.length > 1 ? new Set(keys) : keys) {
       const id = this.index.get(key);
       // Unknown or ready keys are not this store's to complete.
@@ -350,7 +334,6 @@ export class CpuOffloadingManager implements OffloadingManager {
       this.beingStoredBlocks--;
       if (success) {
         this.refCnt[id] = 0;
-        stored?.push(key);
         this.storesCompleted++;
       } else {
         this.forget(key, id);
@@ -358,20 +341,9 @@ export class CpuOffloadingManager implements OffloadingManager {
         this.storesFailed++;
       }
     }
-    if (stored !== null) this.events.record('stored', stored);
-  }
-
-  takeEvents(): OffloadingEvent[] {
-    return this.events.take();
   }
 
   reset(): void {
-    const announced: number[] = [];
-    for (let id = 0; id < this.keyById.length; id++) {
-      if (this.keyById[id] !== undefined && this.refCnt[id] !== BEING_STORED) announced.push(id);
-    }
-    announced.sort((x, y) => this.addedAt[x] - this.addedAt[y]);
-    const announcedKeys = announced.map((id) => this.keyById[id] as BlockHash);
     this.keyById.length = 0;
     this.refCnt.fill(0);
     this.index.clear();
@@ -380,7 +352,6 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.usedBlocks = 0;
     this.beingStoredBlocks = 0;
     this.pinnedBlocks = 0;
-    this.events.record('removed', announcedKeys);
   }
 
   stats(): OffloadingManagerStats {
@@ -405,7 +376,6 @@ export class CpuOffloadingManager implements OffloadingManager {
     for (let i = 0; i < keys.length; i++) this.forget(keys[i], this.index.get(keys[i]));
     this.policy.evicted(keys);
     this.evictions += keys.length;
-    this.events.record('removed', keys);
   }
 
   /** Drops a held block (`id`, keyed `key`) from the table and frees its CPU block. */

@@ -1,6 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ConfigError } from '../core/errors.js';
-import type { OffloadingEvent } from './events.js';
 import type {
   OffloadingManager,
   OffloadingManagerStats,
@@ -72,10 +71,6 @@ export class ReuseFilterManager implements OffloadingManager {
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
     this.backing.completeStore(keys, success);
-  }
-
-  takeEvents(): OffloadingEvent[] {
-    return this.backing.takeEvents();
   }
 
   reset(): void {

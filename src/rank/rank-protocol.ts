@@ -1,6 +1,8 @@
-import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
+import type { BackendName, CopyMethod, FaultCounters, KvLayout } from '../device/types.js';
+import type { RankFaultHistory } from '../faults/fault-ledger.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
+import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
 import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 
@@ -8,10 +10,8 @@ import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.
  * What the executor and a RankWorker say to each other (over comlink).
  */
 
-/** The worker-side connector's test-only switches, as a rank receives them. */
-export type RankTestSwitches = WorkerConnectorSwitches;
-
-export interface RankInit {
+/** A rank's setup, with the fault history its earlier devices left (src/faults/fault-ledger.ts). */
+export interface RankInit extends RankFaultHistory {
   readonly rank: number;
   readonly tp: number;
   readonly backend: BackendName;
@@ -26,15 +26,12 @@ export interface RankInit {
   /** This rank's fault rules and the plan's seed. */
   readonly faultRules: readonly FaultRule[];
   readonly faultSeed: number;
-  /** How many times this rank has opened a device, this time included (1 at engine start, 2 after a restart, ...). */
-  readonly openCount: number;
-  /** Block load failures earlier incarnations of this rank injected (they count against a rule's `count`). */
-  readonly loadFailuresBefore: number;
-  readonly testSwitches?: RankTestSwitches;
+  /** Reference behaviours of the worker-side connector switched off (only kvtier/testing sets them). */
+  readonly testSwitches?: WorkerConnectorSwitches;
 }
 
 /** What the engine decides about a rank; the executor adds what changes when the rank restarts. */
-export type RankSetup = Omit<RankInit, 'openCount' | 'loadFailuresBefore'>;
+export type RankSetup = Omit<RankInit, keyof RankFaultHistory>;
 
 export interface RankReady {
   readonly rank: number;
@@ -49,11 +46,8 @@ export interface RankReady {
   readonly cpuBytes: number;
 }
 
-export interface RankFaultStats {
-  readonly loadBlocksFailed: number;
-  readonly storesFailed: number;
-  readonly jobsDelayed: number;
-}
+/** Faults a rank's device injected so far: its device's own counters. */
+export type RankFaultStats = FaultCounters;
 
 /** What a rank holds between steps (all zero right after a rank-loss reset). */
 export interface RankState {
@@ -82,7 +76,7 @@ export interface RankWorkerApi {
   /** Jobs submitted or deferred and not yet reported. */
   pendingJobs(): Promise<number>;
   state(): Promise<RankState>;
-  transferLog(): Promise<unknown[]>;
+  transferLog(): Promise<TransferLogEntry[]>;
   faultStats(): Promise<RankFaultStats>;
   shutdown(): Promise<void>;
 }

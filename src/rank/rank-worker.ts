@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
-import { WorkerConnector } from '../connector/worker-connector.js';
+import { WorkerConnector, type TransferLogEntry } from '../connector/worker-connector.js';
 import { cudaDeviceCount } from '../device/native.js';
 import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
+import { InjectedLoadFailures } from '../faults/fault-ledger.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
@@ -32,9 +33,8 @@ export class RankWorker implements RankWorkerApi {
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
-  /** The device's count of injected block load failures when last read, and those not yet matched to a failed job. */
-  private injectedSeen = 0;
-  private injectedUnclaimed = 0;
+  /** Which of this rank's failed load blocks the fault plan injected. */
+  private readonly injected = new InjectedLoadFailures();
 
   constructor(private readonly host: RankWorkerHost) {}
 
@@ -113,7 +113,7 @@ export class RankWorker implements RankWorkerApi {
     let injectedLoadFailures = 0;
     if (failedBlocks > 0) {
       this.faults!.noteLoadFailures(failedBlocks);
-      injectedLoadFailures = this.claimInjectedFailures(device, failedBlocks);
+      injectedLoadFailures = this.injected.claim(device.faultCounters().loadBlocksFailed, failedBlocks);
     }
     const sampledReqIds: string[] = [];
     const sampledDigests: number[] = [];
@@ -132,21 +132,6 @@ export class RankWorker implements RankWorkerApi {
       forwardMs,
       injectedLoadFailures,
     };
-  }
-
-  /**
-   * How many of `failedBlocks` the fault plan injected: the device counts
-   * injected failures (possibly before their job is reported), so injections
-   * not yet matched carry over to the next failed job; the rest are real
-   * device errors.
-   */
-  private claimInjectedFailures(device: Device, failedBlocks: number): number {
-    const injectedTotal = device.faultCounters().loadBlocksFailed;
-    this.injectedUnclaimed += injectedTotal - this.injectedSeen;
-    this.injectedSeen = injectedTotal;
-    const injected = Math.min(failedBlocks, this.injectedUnclaimed);
-    this.injectedUnclaimed -= injected;
-    return injected;
   }
 
   async reset(resetCount: number): Promise<void> {
@@ -171,7 +156,7 @@ export class RankWorker implements RankWorkerApi {
     };
   }
 
-  async transferLog(): Promise<unknown[]> {
+  async transferLog(): Promise<TransferLogEntry[]> {
     return [...(this.connector?.transferLog() ?? [])];
   }
 

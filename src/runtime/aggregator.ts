@@ -1,11 +1,11 @@
 import { EngineError } from '../core/errors.js';
-import { sampleToken } from '../model/reference.js';
 import type {
   JobResult,
   ModelRunnerOutput,
   RankStepOutput,
   SchedulerOutput,
 } from '../protocol/step-protocol.js';
+import { sampleStepTokens } from './sampling.js';
 
 interface PendingJob {
   remaining: number;
@@ -20,8 +20,8 @@ interface PendingJob {
  * Merges the ranks' outputs of a step (docs/architecture.md, "Aggregation rules"). A job or
  * request counts as finished only when every rank reported it (ranks may
  * report in different steps); a job failed if any rank's part failed;
- * failed-load block ids are the union over ranks; the ranks' digests sum to
- * the digest the sampled token is drawn from.
+ * failed-load block ids are the union over ranks. The sampled tokens come
+ * from the ranks' summed digests (sampling.ts).
  */
 export class KVOutputAggregator {
   private readonly expected: number;
@@ -64,7 +64,7 @@ export class KVOutputAggregator {
 
     return {
       step,
-      sampledTokens: this.sampleTokens(outputs, schedulerOutput),
+      sampledTokens: sampleStepTokens(outputs, schedulerOutput, this.vocabSize),
       finishedJobs,
       finishedSending,
       finishedRecving,
@@ -122,29 +122,5 @@ export class KVOutputAggregator {
     }
     counts.delete(reqId);
     return true;
-  }
-
-  private sampleTokens(outputs: readonly RankStepOutput[], schedulerOutput: SchedulerOutput): Map<string, number> {
-    const tokens = new Map<string, number>();
-    const sampled = schedulerOutput.requests.filter((r) => r.sample);
-    if (sampled.length === 0) return tokens;
-    const sums = new Array<number>(sampled.length).fill(0);
-    for (const out of outputs) {
-      if (out.sampledReqIds.length !== sampled.length || out.digests.length !== sampled.length) {
-        throw new EngineError(`rank ${out.rank} returned ${out.digests.length} digests for ${sampled.length} sampled requests`);
-      }
-      for (let i = 0; i < sampled.length; i++) {
-        if (out.sampledReqIds[i] !== sampled[i].reqId) {
-          throw new EngineError(`rank ${out.rank} sampled ${out.sampledReqIds[i]} where ${sampled[i].reqId} was expected`);
-        }
-        sums[i] = (sums[i] + out.digests[i]) >>> 0;
-      }
-    }
-    for (let i = 0; i < sampled.length; i++) {
-      const req = sampled[i];
-      const position = req.startPosition + req.tokens.length;
-      tokens.set(req.reqId, sampleToken(sums[i], req.seed, position, this.vocabSize));
-    }
-    return tokens;
   }
 }

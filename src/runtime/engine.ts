@@ -4,13 +4,12 @@ import { resolveBackend } from '../device/native.js';
 import type { BackendName } from '../device/types.js';
 import { parseFaultPlan, rulesForRank, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
 import { createOffloadingConnector, type OffloadingSetup } from '../connector/create-connector.js';
-import type { OffloadingManagerStats } from '../offload/manager.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
-import type { KVCacheUsage } from '../scheduler/kv-cache-manager.js';
 import { Request, validateRequestParams, type RequestParams } from '../scheduler/request.js';
-import { Scheduler, type RequestUpdate, type SchedulerTestOnlyOptions } from '../scheduler/scheduler.js';
+import { Scheduler, type RequestUpdate } from '../scheduler/scheduler.js';
 import { KVOutputAggregator } from './aggregator.js';
 import { resolveEngineConfig, type EngineConfig } from './engine-config.js';
+import { behaviourSwitchesOf, registerEngineParts, type EngineSwitches } from './engine-internals.js';
 import type {
   EngineConfigInput,
   EngineMetrics,
@@ -25,37 +24,15 @@ import { TransferMetrics } from './metrics.js';
 import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
-import type { RankReady, RankSetup, RankState, RankTestSwitches } from '../rank/rank-protocol.js';
-
-/** Engine-level switches that turn a recovery behaviour off (tests only). */
-export interface EngineTestSwitches {
-  /** After a rank-loss reset, keep the aggregator's partial reports of the lost state. */
-  readonly keepPartialReportsOnRankLoss?: boolean;
-}
+import type { RankReady, RankSetup } from '../rank/rank-protocol.js';
 
 export interface EngineOptions {
   /** Called as each rank finished opening its device at start (to show start-up progress). */
   readonly onRankOpened?: (rank: number) => void;
-  /** Switches that turn reference behaviours off, for the tests that show they matter. */
-  readonly testOnly?: {
-    readonly worker?: RankTestSwitches;
-    readonly scheduler?: SchedulerTestOnlyOptions;
-    readonly engine?: EngineTestSwitches;
-  };
   /** Where rank deaths, restarts, fault-plan activations and slow steps are logged (e.g. a pino logger); none by default. */
   readonly logger?: EngineLogger | null;
   /** Steps slower than this (ms, wall time) are logged as warnings; default: none are. */
   readonly slowStepMs?: number | null;
-}
-
-/** What the scheduler side holds at a moment (diagnostics; after a rank-loss reset everything is empty). */
-export interface EngineHoldings {
-  /** The GPU block pool: free, cached (prefix cache), referenced, pending (being loaded). */
-  readonly gpu: KVCacheUsage;
-  /** The CPU tier as the offloading manager sees it; null without offloading. */
-  readonly cpuTier: OffloadingManagerStats | null;
-  /** Transfer jobs some but not all ranks reported finished. */
-  readonly partialJobs: number;
 }
 
 /** Rounds of restart-and-reset tried after a rank loss before the engine gives up. */
@@ -112,13 +89,16 @@ export class Engine {
     private readonly aggregator: KVOutputAggregator,
     private readonly hashPool: PromptHashPool,
     private readonly startedAt: number,
-    private readonly switches: EngineTestSwitches,
+    private readonly switches: EngineSwitches,
     private readonly monitor: EngineMonitor,
     private readonly events: EngineEventLog,
-  ) {}
+  ) {
+    registerEngineParts(this, { scheduler, offloading, executor, aggregator });
+  }
 
   static async create(input: EngineConfigInput = {}, options: EngineOptions = {}): Promise<Engine> {
     const config = resolveEngineConfig(input);
+    const switches = behaviourSwitchesOf(options);
     const backend = resolveBackend(config.backend);
     const plan = parseFaultPlan(config.faults, config.faultSeed);
     validateFaultPlanRanks(plan, config.tp);
@@ -152,7 +132,7 @@ export class Engine {
     const scheduler = new Scheduler(schedulerConfig, {
       connector: offloading?.connector ?? null,
       now: () => performance.now() - startedAt,
-      testOnly: options.testOnly?.scheduler,
+      testOnly: switches.scheduler,
       observer: monitor,
     });
     // Write-back of offloaded blocks larger than one GPU block reads the GPU prefix cache.
@@ -173,7 +153,7 @@ export class Engine {
         copyMethod: config.copyMethod,
         faultRules: rulesForRank(plan, rank),
         faultSeed: plan.seed,
-        testSwitches: options.testOnly?.worker,
+        testSwitches: switches.worker,
       });
     }
     const executor = await Executor.start({
@@ -191,7 +171,7 @@ export class Engine {
       new KVOutputAggregator(config.tp, config.model.vocabSize),
       new PromptHashPool(config.blockSize),
       startedAt,
-      options.testOnly?.engine ?? {},
+      switches.engine ?? {},
       monitor,
       new EngineEventLog(options.logger ?? null, plan.rules.length > 0 ? plan : null, { slowStepMs: options.slowStepMs }),
     );
@@ -348,38 +328,9 @@ export class Engine {
     };
   }
 
-  /** Jobs each rank still has in flight or deferred (0 everywhere once idle). */
-  async pendingJobsPerRank(): Promise<number[]> {
-    return this.executor.pendingJobs();
-  }
-
-  /** Test access: the ranks' transfer logs (recorded when the recordTransfers switch is on). */
-  async transferLogs(): Promise<unknown[][]> {
-    return this.executor.transferLogs();
-  }
-
   /** Rank worker threads still running (0 after shutdown). */
   liveRankThreads(): number {
     return this.executor.liveThreads();
-  }
-
-  /** What each rank holds between steps (tables, jobs); all zero right after a rank-loss reset. */
-  async rankStates(): Promise<RankState[]> {
-    return this.executor.rankStates();
-  }
-
-  /** What the scheduler side holds now (see EngineHoldings). */
-  holdings(): EngineHoldings {
-    return {
-      gpu: this.scheduler.kvCacheManager.usage(),
-      cpuTier: this.offloading?.manager.stats() ?? null,
-      partialJobs: this.aggregator.pendingJobIds().length,
-    };
-  }
-
-  /** Faults the ranks' devices injected so far. */
-  async faultStats(): Promise<{ loadBlocksFailed: number; storesFailed: number; jobsDelayed: number }[]> {
-    return this.executor.faultStats();
   }
 
   /** Stops every rank and frees their devices. */

@@ -1,6 +1,8 @@
 import * as Comlink from 'comlink';
 import { Worker } from 'node:worker_threads';
 import { RankError } from '../core/errors.js';
+import { RankFaultLedger } from '../faults/fault-ledger.js';
+import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 import { threadEndpoint } from './comlink-endpoint.js';
 import { DEFAULT_START_DEADLINE_MS } from './engine-limits.js';
@@ -42,15 +44,12 @@ export class Executor {
   /** Threads replaced by a restart; they count as live until they exited. */
   private readonly retired: RankHandle[] = [];
   private readyInfo: RankReady[] = [];
-  /** Device opens per rank so far (a restart opens a new device). */
-  private readonly openCounts: number[];
-  /** Block load failures each rank reported so far (a restarted rank keeps spending its fault budget). */
-  private readonly loadFailures: number[];
+  /** Device opens and load failures per rank, carried over a restart. */
+  private readonly faults: RankFaultLedger;
   private resetCount = 0;
 
   private constructor(private readonly options: ExecutorOptions) {
-    this.openCounts = options.ranks.map(() => 0);
-    this.loadFailures = options.ranks.map(() => 0);
+    this.faults = new RankFaultLedger(options.ranks.length);
   }
 
   static async start(options: ExecutorOptions): Promise<Executor> {
@@ -89,7 +88,7 @@ export class Executor {
     const settled = await Promise.allSettled(
       this.handles.map((h) => this.guard(h, 'step', h.api.executeStep(step), this.options.stepDeadlineMs, late)),
     );
-    for (const result of settled) if (result.status === 'fulfilled') this.countLoadFailures(result.value);
+    for (const result of settled) if (result.status === 'fulfilled') this.faults.stepAnswered(result.value);
     return this.valuesOrFirstFailure(settled);
   }
 
@@ -144,7 +143,7 @@ export class Executor {
     return this.askEveryRank((api) => api.state());
   }
 
-  async transferLogs(): Promise<unknown[][]> {
+  async transferLogs(): Promise<TransferLogEntry[][]> {
     return this.askEveryRank((api) => api.transferLog());
   }
 
@@ -195,8 +194,7 @@ export class Executor {
   private initRank(handle: RankHandle): Promise<RankReady> {
     const rank = handle.rank;
     const deadline = this.options.initDeadlineMs ?? DEFAULT_START_DEADLINE_MS;
-    this.openCounts[rank] += 1;
-    const init = { ...this.options.ranks[rank], openCount: this.openCounts[rank], loadFailuresBefore: this.loadFailures[rank] };
+    const init = { ...this.options.ranks[rank], ...this.faults.deviceOpened(rank) };
     return this.guard(handle, 'init', handle.api.init(init), deadline, `did not open its device within ${deadline} ms`);
   }
 
@@ -217,10 +215,6 @@ export class Executor {
 
   private async askEveryRank<T>(ask: (api: Comlink.Remote<RankWorkerApi>) => Promise<T>): Promise<T[]> {
     return Promise.all(this.handles.map((h) => this.guard(h, 'query', ask(h.api), this.options.stepDeadlineMs, 'did not answer')));
-  }
-
-  private countLoadFailures(output: RankStepOutput): void {
-    for (const job of output.connector.finishedJobs) this.loadFailures[output.rank] += job.failedGpuBlockIds.length;
   }
 
   private valuesOrFirstFailure<T>(settled: readonly PromiseSettledResult<T>[]): T[] {

@@ -1,8 +1,8 @@
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { TINY } from '../support/tiny.js';
 import { referenceGenerate } from '../../src/model/reference.js';
 import type { FinishReason, FinishedRequest } from '../../src/runtime/engine-types.js';
 
-export const TINY = MODEL_PRESETS.tiny;
+export { TINY };
 
 /** A finished request as the engine would report it; outputs default to the reference model's. */
 export function finishedRequest(overrides: Partial<FinishedRequest> & { id: string }): FinishedRequest {

@@ -4,6 +4,7 @@ import { bytesPerGpuBlock } from '../../src/model/shape.js';
 import { ArcOffloadingManager } from '../../src/offload/arc-manager.js';
 import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../src/connector/create-connector.js';
 import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
 import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
 import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { bareRequest, promptOf, TINY } from './helpers.js';
@@ -21,11 +22,12 @@ describe('createOffloadingConnector', () => {
     expect(createOffloadingConnector(config({ eviction: 'arc' })).manager).toBeInstanceOf(ArcOffloadingManager);
   });
 
-  it('wraps the manager in a reuse filter of threshold K for reuse:K', () => {
-    const { manager, connector } = createOffloadingConnector(config({ storePolicy: 'reuse:3' }));
+  it('builds reuse:K as the on-compute policy over the configured manager wrapped in a reuse filter of threshold K', () => {
+    const { manager, connector } = createOffloadingConnector(config({ storePolicy: 'reuse:3', eviction: 'arc' }));
     expect(manager).toBeInstanceOf(ReuseFilterManager);
     expect((manager as ReuseFilterManager).threshold).toBe(3);
-    expect(connector.policy.name).toBe('reuse:3');
+    expect(connector.policy).toBeInstanceOf(StoreOnComputePolicy);
+    expect(connector.policy.name).toBe('on-compute');
   });
 
   it('builds the write-back policy for on-evict', () => {

@@ -1,11 +1,11 @@
 export { promptOf } from '../support/random.js';
 import { tinyConfig } from '../scheduler/helpers.js';
 import { blockHashes, type BlockHash } from '../../src/core/block-hash.js';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { TINY } from '../support/tiny.js';
 import { chainStates, referenceGenerate } from '../../src/model/reference.js';
-import type { ModelShape } from '../../src/model/shape.js';
 import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
+import { offloadKeys } from '../../src/offload/geometry.js';
 import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../src/offload/manager.js';
 import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
@@ -18,7 +18,7 @@ import { createRequest, type Request } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { SimulatedRunner } from '../../src/sim/simulated-runner.js';
 
-export const TINY: ModelShape = MODEL_PRESETS.tiny;
+export { TINY };
 
 
 export interface RequestSketch {
@@ -78,9 +78,6 @@ export class ScriptedManager implements OffloadingManager {
   }
   completeStore(keys: readonly BlockHash[], success: boolean): void {
     this.backing.completeStore(keys, success);
-  }
-  takeEvents() {
-    return this.backing.takeEvents();
   }
   reset(): void {
     this.backing.reset();
@@ -334,8 +331,5 @@ export class OffloadHarness {
 
 /** The offloaded-block keys of a token sequence. */
 export function offloadedKeysOf(tokens: readonly number[], blockSize: number, offloadFactor: number): BlockHash[] {
-  const hashes = blockHashes(tokens, blockSize);
-  const keys: BlockHash[] = [];
-  for (let last = offloadFactor - 1; last < hashes.length; last += offloadFactor) keys.push(hashes[last]);
-  return keys;
+  return offloadKeys(blockHashes(tokens, blockSize), offloadFactor);
 }

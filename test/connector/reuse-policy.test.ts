@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { OffloadHarness, offloadedKeysOf, promptOf } from './helpers.js';
 
-describe('the reuse:K store policy', () => {
+describe('reuse:K: store on compute behind a reuse filter', () => {
   it('stores only blocks looked up K times', () => {
     const h = new OffloadHarness({ storePolicy: 'reuse:2' });
     expect(h.manager).toBeInstanceOf(ReuseFilterManager);

@@ -5,7 +5,7 @@ import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { rankDigest } from '../../src/model/reference.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
 import {
-  TINY,
+  TINY_NO_COMPUTE,
   JobIds,
   closeAll,
   fillGpuBlocks,
@@ -43,7 +43,7 @@ async function cudaDevice(overrides: Parameters<typeof openTestDevice>[0] = {}):
 }
 
 /** 100 ms of emulated compute per token: a forward of 3 tokens keeps the compute stream busy for 300 ms. */
-const SLOW = { ...TINY, computeNsPerToken: 100_000_000 };
+const SLOW = { ...TINY_NO_COMPUTE, computeNsPerToken: 100_000_000 };
 /** Blocks of 128 KiB (cross-layer) or 32 KiB per layer: runs of them span several copy kernel tiles. */
 const SMALL = { ...MODEL_PRESETS.small, computeNsPerToken: 0 };
 
@@ -61,16 +61,16 @@ describe.skipIf(!hasGpu)('the cuda backend', () => {
     ]);
     const digests = await Promise.all(devices.map((d) => d.forward(batch)));
     digests.forEach((g, rank) => {
-      expect(g[0]).toBe(rankDigest(TINY, 2, rank, first, first.length));
-      expect(g[1]).toBe(rankDigest(TINY, 2, rank, second, second.length));
+      expect(g[0]).toBe(rankDigest(TINY_NO_COMPUTE, 2, rank, first, first.length));
+      expect(g[1]).toBe(rankDigest(TINY_NO_COMPUTE, 2, rank, second, second.length));
     });
   });
 
   it('computes the same digests with emulated compute on every SM before the writes', async () => {
-    const d = await cudaDevice({ model: { ...TINY, computeNsPerToken: 2_000_000 } });
+    const d = await cudaDevice({ model: { ...TINY_NO_COMPUTE, computeNsPerToken: 2_000_000 } });
     const tokens = [4, 8, 15, 16, 23, 42];
     const digests = await d.forward(packBatch([{ blockTable: [0, 1], startPosition: 0, tokens, sample: true }]));
-    expect(digests[0]).toBe(rankDigest(TINY, 1, 0, tokens, tokens.length));
+    expect(digests[0]).toBe(rankDigest(TINY_NO_COMPUTE, 1, 0, tokens, tokens.length));
   });
 
   it('times a contiguous copy in each direction', async () => {
@@ -168,6 +168,6 @@ describe.skipIf(!hasGpu).each(CASES)('cuda transfers, copyMethod $copyMethod, $l
     const digest = await d.forward(packBatch([{ blockTable: [1, 2], startPosition: 4, tokens: [5], sample: true }]), {
       after: [reload.jobId],
     });
-    expect(digest[0]).toBe(rankDigest(TINY, 1, 0, [...tokens, 5], 5));
+    expect(digest[0]).toBe(rankDigest(TINY_NO_COMPUTE, 1, 0, [...tokens, 5], 5));
   });
 });

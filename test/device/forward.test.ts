@@ -8,7 +8,7 @@ import {
 } from '../../src/model/reference.js';
 import type { Device, KvLayout } from '../../src/device/types.js';
 import {
-  TINY,
+  TINY_NO_COMPUTE,
   JobIds,
   closeAll,
   load,
@@ -57,7 +57,7 @@ async function stepAndCheck(devices: Device[], batch: Array<{ seq: Sequence; cou
   devices.forEach((_, rank) => {
     batch.forEach(({ seq, count }, i) => {
       const end = seq.computed + count;
-      const expected = requests[i].sample ? rankDigest(TINY, devices.length, rank, seq.tokens, end) : 0;
+      const expected = requests[i].sample ? rankDigest(TINY_NO_COMPUTE, devices.length, rank, seq.tokens, end) : 0;
       expect(digests[rank][i], `rank ${rank} request ${i} at ${end}`).toBe(expected);
     });
   });
@@ -66,7 +66,7 @@ async function stepAndCheck(devices: Device[], batch: Array<{ seq: Sequence; cou
 }
 
 function randomTokens(random: () => number, n: number): number[] {
-  return Array.from({ length: n }, () => randomInt(random, 0, TINY.vocabSize - 1));
+  return Array.from({ length: n }, () => randomInt(random, 0, TINY_NO_COMPUTE.vocabSize - 1));
 }
 
 const LAYOUTS: KvLayout[] = ['cross-layer', 'per-layer'];
@@ -128,8 +128,8 @@ describe('the KV cache content', () => {
     expect(images[1][1].equals(images[0][1])).toBe(true);
 
     // [layer][k][local head][slot][dim]; rank 1 of 2 holds global heads 2 and 3.
-    const states = chainStates(TINY, tokens);
-    const { layers, headDim: D } = TINY;
+    const states = chainStates(TINY_NO_COMPUTE, tokens);
+    const { layers, headDim: D } = TINY_NO_COMPUTE;
     const localHeads = 2;
     for (let p = 0; p < tokens.length; p++) {
       const image = images[0][Math.floor(p / 4)];
@@ -139,7 +139,7 @@ describe('the KV cache content', () => {
           for (let h = 0; h < localHeads; h++) {
             for (let dim = 0; dim < D; dim++) {
               const index = ((((l * 2 + k) * localHeads + h) * 4 + slot) * D + dim) * 2;
-              expect(image.readUInt16LE(index)).toBe(elementValue(TINY, states[p], l, k, 2 + h, dim));
+              expect(image.readUInt16LE(index)).toBe(elementValue(TINY_NO_COMPUTE, states[p], l, k, 2 + h, dim));
             }
           }
         }
@@ -154,7 +154,7 @@ describe('generation across ranks', () => {
     const prompt = [17, 4, 3000, 21, 9, 9, 12];
     const maxTokens = 6;
     const seed = 0x5eed;
-    const expected = referenceGenerate(TINY, { promptTokens: prompt, maxTokens, seed });
+    const expected = referenceGenerate(TINY_NO_COMPUTE, { promptTokens: prompt, maxTokens, seed });
 
     const blockTable = [12, 30, 6, 51];
     const tokens = [...prompt];
@@ -174,7 +174,7 @@ describe('generation across ranks', () => {
       computed += count;
       if (!request.sample) continue;
       const sum = digests.reduce((acc, g) => (acc + g[0]) >>> 0, 0);
-      const token = sampleToken(sum, seed, computed, TINY.vocabSize);
+      const token = sampleToken(sum, seed, computed, TINY_NO_COMPUTE.vocabSize);
       outputs.push(token);
       tokens.push(token);
     }
@@ -191,7 +191,7 @@ describe('the digest reflects what the cache holds', () => {
     await d.forward(packBatch([{ blockTable: [1, 2, 3], startPosition: 0, tokens, sample: false }]));
     const decode = async () =>
       (await d.forward(packBatch([{ blockTable: [1, 2, 3], startPosition: 8, tokens: [4], sample: true }])))[0];
-    return { d, jobs: new JobIds(), decode, expected: rankDigest(TINY, 1, 0, [...tokens, 4], 9) };
+    return { d, jobs: new JobIds(), decode, expected: rankDigest(TINY_NO_COMPUTE, 1, 0, [...tokens, 4], 9) };
   }
 
   it('a block reloaded intact from the CPU tier gives the reference digest', async () => {

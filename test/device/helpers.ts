@@ -1,11 +1,10 @@
 import { mix } from '../../src/model/mix.js';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
-import type { ModelShape } from '../../src/model/shape.js';
+import { SeededRandom } from '../../src/core/prng.js';
 import { openDevice } from '../../src/device/device.js';
 import type { Device, DeviceOptions, ForwardBatch, TransferSubmission } from '../../src/device/types.js';
+import { TINY_NO_COMPUTE } from '../support/tiny.js';
 
-/** The tiny preset without emulated compute, so tests run at memcpy speed. */
-export const TINY: ModelShape = { ...MODEL_PRESETS.tiny, computeNsPerToken: 0 };
+export { TINY_NO_COMPUTE };
 
 export type TestDeviceOptions = Partial<DeviceOptions>;
 
@@ -16,7 +15,7 @@ export function openTestDevice(overrides: TestDeviceOptions = {}): Promise<Devic
     rank: 0,
     tp: 1,
     deviceIndex: 0,
-    model: TINY,
+    model: TINY_NO_COMPUTE,
     blockSize: 4,
     layout: 'cross-layer',
     numGpuBlocks: 16,
@@ -115,16 +114,10 @@ export function packBatch(requests: readonly StepRequest[]): ForwardBatch {
   };
 }
 
-/** A seeded generator (mulberry32) so random scenarios replay exactly. */
+/** Uniform draws in [0, 1) from the project's seeded generator, so random scenarios replay exactly. */
 export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const random = new SeededRandom(seed);
+  return () => random.next();
 }
 
 export function randomInt(random: () => number, lo: number, hiInclusive: number): number {

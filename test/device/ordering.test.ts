@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Device } from '../../src/device/types.js';
 import {
-  TINY,
+  TINY_NO_COMPUTE,
   JobIds,
   fillGpuBlocks,
   load,
@@ -20,7 +20,7 @@ afterEach(() => {
 });
 
 /** 100 ms of emulated compute per token: a forward of 3 tokens keeps the compute stream busy for 300 ms. */
-const SLOW = { ...TINY, computeNsPerToken: 100_000_000 };
+const SLOW = { ...TINY_NO_COMPUTE, computeNsPerToken: 100_000_000 };
 
 async function openSlow(): Promise<Device> {
   device = await openTestDevice({ model: SLOW });
@@ -59,7 +59,7 @@ describe('stores and compute', () => {
   });
 
   it('a forward waits for the loads it names before reading the cache', async () => {
-    device = await openTestDevice({ model: { ...TINY, computeNsPerToken: 0 } });
+    device = await openTestDevice({ model: { ...TINY_NO_COMPUTE, computeNsPerToken: 0 } });
     const d = device;
     const jobs = new JobIds();
     await d.forward(packBatch([{ blockTable: [1], startPosition: 0, tokens: [1, 2, 3, 4], sample: false }]));
@@ -165,7 +165,7 @@ describe('job bookkeeping', () => {
   });
 
   it('synchronize resolves once every stream has drained', async () => {
-    device = await openTestDevice({ model: { ...TINY, computeNsPerToken: 20_000_000 } });
+    device = await openTestDevice({ model: { ...TINY_NO_COMPUTE, computeNsPerToken: 20_000_000 } });
     const d = device;
     d.setFaults({ delayMs: 60 });
     d.submitTransfer(store(1, [0], [0], { orderAfterCompute: false }));

@@ -5,7 +5,7 @@ import { loadAddon, resolveBackend } from '../../src/device/native.js';
 import type { Device } from '../../src/device/types.js';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
-import { TINY, fillGpuBlocks, load, openTestDevice, packBatch, runJob, store, type StepRequest } from './helpers.js';
+import { TINY_NO_COMPUTE, fillGpuBlocks, load, openTestDevice, packBatch, runJob, store, type StepRequest } from './helpers.js';
 
 let device: Device | undefined;
 afterEach(() => {
@@ -47,13 +47,13 @@ describe('opening a device with a bad shape or layout', () => {
   it('names the field and value', async () => {
     await expectOpenRejects({ tp: 3 }, 'model.kvHeads = 4', 'tp = 3');
     await expectOpenRejects({ rank: 2, tp: 2 }, 'rank = 2');
-    await expectOpenRejects({ model: { ...TINY, headDim: 1 } }, 'model.headDim = 1');
+    await expectOpenRejects({ model: { ...TINY_NO_COMPUTE, headDim: 1 } }, 'model.headDim = 1');
     await expectOpenRejects({ layout: 'diagonal' as never }, "layout = 'diagonal'");
     await expectOpenRejects({ blockSize: 0 }, 'blockSize = 0');
     await expectOpenRejects({ numGpuBlocks: -1 }, 'numGpuBlocks = -1');
     await expectOpenRejects({ offloadFactor: 1.5 }, 'offloadFactor = 1.5');
     await expectOpenRejects({ cpuChunkBytes: 16 }, 'cpuChunkBytes = 16');
-    await expectOpenRejects({ model: { ...TINY, layers: 'two' as never } }, 'model.layers must be an integer');
+    await expectOpenRejects({ model: { ...TINY_NO_COMPUTE, layers: 'two' as never } }, 'model.layers must be an integer');
     await expectOpenRejects({ backend: 'tpu' as never }, 'tpu');
   });
 
@@ -84,7 +84,7 @@ describe('the copy method option', () => {
       backend: 'host',
       rank: 0,
       tp: 1,
-      model: TINY,
+      model: TINY_NO_COMPUTE,
       blockSize: 4,
       layout: 'cross-layer',
       numGpuBlocks: 4,
@@ -198,7 +198,7 @@ describe('forward with a bad batch', () => {
   });
 
   it('refuses a second forward while one is running', async () => {
-    device = await openTestDevice({ model: { ...TINY, computeNsPerToken: 10_000_000 } });
+    device = await openTestDevice({ model: { ...TINY_NO_COMPUTE, computeNsPerToken: 10_000_000 } });
     const running = device.forward(packBatch([good]));
     await expectForwardRejects([good], 'a forward is already running');
     await running;
@@ -217,7 +217,7 @@ describe('block access with bad arguments', () => {
 
 describe('a closed device', () => {
   it('throws "device is closed" from every call and rejects pending waits', async () => {
-    const d = await openTestDevice({ model: { ...TINY, computeNsPerToken: 50_000_000 } });
+    const d = await openTestDevice({ model: { ...TINY_NO_COMPUTE, computeNsPerToken: 50_000_000 } });
     const forward = d.forward(packBatch([{ blockTable: [0], startPosition: 0, tokens: [1], sample: true }]));
     d.setFaults({ delayMs: 1000 });
     d.submitTransfer(store(1, [0], [0]));

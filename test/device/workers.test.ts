@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { addonPath } from '../../src/device/native.js';
-import { TINY } from './helpers.js';
+import { TINY_NO_COMPUTE } from './helpers.js';
 
 const WORKER = new URL('./fixtures/device-worker.mjs', import.meta.url);
 
@@ -13,7 +13,7 @@ interface WorkerRun {
 
 function startWorker(mode: 'churn' | 'busy' | 'idle' | 'forever', extra: Record<string, unknown> = {}): WorkerRun {
   const worker = new Worker(WORKER, {
-    workerData: { addonPath: addonPath('host'), model: TINY, mode, ...extra },
+    workerData: { addonPath: addonPath('host'), model: TINY_NO_COMPUTE, mode, ...extra },
   });
   const messages: string[] = [];
   worker.on('message', (m: string) => messages.push(m));

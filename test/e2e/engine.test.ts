@@ -3,14 +3,12 @@ import { Engine } from '../../src/runtime/engine.js';
 import {
   expectAllMatchReference,
   expectIdle,
+  FAST,
   runWaves,
   sharedPrefixRequests,
   tokens,
   withEngine,
 } from './helpers.js';
-
-/** Light compute emulation keeps these runs fast; correctness does not depend on it. */
-const FAST = { computeNsPerToken: 2_000 } as const;
 
 describe.each([1, 2, 4])('the engine end to end with tp = %i (host backend)', (tp) => {
   it('serves requests sharing a prefix with the tokens of the reference model', async () => {

@@ -1,24 +1,19 @@
 import { expect } from 'vitest';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { SeededRandom } from '../../src/core/prng.js';
 import { referenceGenerate } from '../../src/model/reference.js';
 import { Engine, type EngineOptions } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
+import { probe } from '../../src/testing/index.js';
+import { TINY } from '../support/tiny.js';
 
-export const tiny = MODEL_PRESETS.tiny;
+export { TINY };
 
-/** A deterministic token stream (xorshift) for building prompts. */
-export function tokens(seed: number, count: number, vocab = tiny.vocabSize): number[] {
-  let x = (seed * 0x9e3779b1 + 0x6d2b79f5) >>> 0 || 1;
-  const out: number[] = [];
-  for (let i = 0; i < count; i++) {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    out.push(x % vocab);
-  }
-  return out;
+/** Light compute emulation keeps runs fast; correctness does not depend on it. */
+export const FAST = { computeNsPerToken: 2_000 } as const;
+
+/** A deterministic token stream for building prompts. */
+export function tokens(seed: number, count: number, vocab = TINY.vocabSize): number[] {
+  return Array.from(new SeededRandom(seed).tokens(count, vocab));
 }
 
 /** Requests that share `prefix` and differ after it. */
@@ -52,7 +47,7 @@ export function mismatches(finished: readonly FinishedRequest[]): string[] {
   const wrong: string[] = [];
   for (const f of finished) {
     if (f.finishReason !== 'length' && f.finishReason !== 'stopped') continue;
-    const expected = referenceGenerate(tiny, {
+    const expected = referenceGenerate(TINY, {
       promptTokens: f.promptTokens,
       maxTokens: f.maxTokens,
       seed: f.seed,
@@ -72,7 +67,7 @@ export function expectAllMatchReference(finished: readonly FinishedRequest[], ex
 export async function expectIdle(engine: Engine): Promise<void> {
   expect(engine.hasPendingWork()).toBe(false);
   expect(engine.metrics().leaks).toEqual({ gpuBlocks: 0, cpuBlocks: 0 });
-  for (const pending of await engine.pendingJobsPerRank()) expect(pending).toBe(0);
+  for (const pending of await probe(engine).pendingJobsPerRank()) expect(pending).toBe(0);
 }
 
 /** Adds requests in waves: each wave is added once the previous one finished. */

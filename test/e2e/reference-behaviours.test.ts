@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { RankTestSwitches } from '../../src/rank/rank-protocol.js';
+import { probe, withSwitches, type TransferLogEntry, type WorkerConnectorSwitches } from '../../src/testing/index.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { TransferLogEntry } from '../../src/connector/worker-connector.js';
 import { mismatches, runWaves, tokens, withEngine } from './helpers.js';
 
 /**
@@ -18,7 +17,7 @@ interface Outcome {
   readonly logs: TransferLogEntry[][];
 }
 
-async function run(config: EngineConfigInput, waves: RequestSpec[][], worker: RankTestSwitches = {}): Promise<Outcome> {
+async function run(config: EngineConfigInput, waves: RequestSpec[][], worker: WorkerConnectorSwitches = {}): Promise<Outcome> {
   return withEngine(
     config,
     async (engine) => {
@@ -29,10 +28,10 @@ async function run(config: EngineConfigInput, waves: RequestSpec[][], worker: Ra
         wrong: mismatches(finished),
         preemptions: m.preemptions,
         cpuHitTokens: m.hits.cpuTierTokens,
-        logs: (await engine.transferLogs()) as TransferLogEntry[][],
+        logs: await probe(engine).transferLogs(),
       };
     },
-    { testOnly: { worker: { recordTransfers: true, ...worker } } },
+    withSwitches({ worker: { recordTransfers: true, ...worker } }),
   );
 }
 

@@ -2,7 +2,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../src/runtime/engine.js';
 import type { FinishedRequest } from '../../src/runtime/engine-types.js';
 import { chaosRun, type ChaosRun } from './chaos-plan.js';
-import { expectIdle, mismatches, runWaves, tiny, withFailingEngine } from './helpers.js';
+import { expectIdle, mismatches, runWaves, TINY, withFailingEngine } from './helpers.js';
+import { probe } from '../../src/testing/index.js';
 
 /**
  * Chaos: seeded random mixes of failed loads, failed stores, delays and (in
@@ -47,7 +48,7 @@ async function runChaos(plan: ChaosRun): Promise<{ finished: FinishedRequest[]; 
   return withFailingEngine(plan.config, async (engine: Engine) => {
     const finished = await runWaves(engine, plan.waves);
     await expectIdle(engine);
-    const faults = await engine.faultStats();
+    const faults = await probe(engine).faultStats();
     const m = engine.metrics();
     const summary: RunSummary = {
       seed: plan.seed,
@@ -76,7 +77,7 @@ describe('chaos: random faults on every rank position, small pools, shared prefi
   });
 
   it.each(SEEDS)('seed %i: every request answers exactly and nothing leaks', async (seed) => {
-    const plan = chaosRun(seed, tiny.vocabSize);
+    const plan = chaosRun(seed, TINY.vocabSize);
     const requests = plan.waves.flat().length;
     const { finished, summary } = await withDeadline(runChaos(plan), RUN_DEADLINE_MS, `chaos seed ${seed}`);
     summaries.push(summary);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { evictThenReuse, expectCorrectOutputs, expectIdle, runWaves, SHARED_PREFIX_CONFIG, sharedPrefixAfterEviction, SMALL_GPU, withFailingEngine } from './helpers.js';
+import { probe } from '../../src/testing/index.js';
 
 /**
  * A rank whose transfers run late: the aggregator counts a job (and a
@@ -14,7 +15,7 @@ describe.each([0, 3])('transfers delayed on rank %i only (tp = 4)', (rank) => {
       const m = engine.metrics();
       expect(m.hits.cpuTierTokens).toBeGreaterThan(0);
       expect(m.transfers.cpuToGpu.failedJobs + m.transfers.gpuToCpu.failedJobs).toBe(0);
-      const delayed = (await engine.faultStats()).map((s) => s.jobsDelayed > 0);
+      const delayed = (await probe(engine).faultStats()).map((s) => s.jobsDelayed > 0);
       expect(delayed).toEqual([0, 1, 2, 3].map((r) => r === rank));
       await expectIdle(engine);
     });

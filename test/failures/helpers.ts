@@ -1,8 +1,8 @@
 import { expect } from 'vitest';
 import { EngineStoppedError, type Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { RankState } from '../../src/rank/rank-protocol.js';
-import { expectIdle, mismatches, runWaves, tiny, tokens, withEngine } from '../e2e/helpers.js';
+import { probe, type RankState } from '../../src/testing/index.js';
+import { expectIdle, FAST, mismatches, runWaves, TINY, tokens, withEngine } from '../e2e/helpers.js';
 
 /**
  * Scenario builders for failure tests: workloads that make the engine load
@@ -11,13 +11,10 @@ import { expectIdle, mismatches, runWaves, tiny, tokens, withEngine } from '../e
  * whether it finished or the engine stopped.
  */
 
-export { expectIdle, mismatches, runWaves, tiny, tokens };
+export { expectIdle, FAST, mismatches, runWaves, TINY, tokens };
 
 /** Creates a host-backend engine, runs the body, and always shuts the engine down (also after it stopped). */
 export const withFailingEngine = withEngine;
-
-/** Light compute emulation keeps runs fast; correctness does not depend on it. */
-export const FAST = { computeNsPerToken: 2_000 } as const;
 
 /** A small GPU pool (24 blocks of 16 tokens) over a large CPU tier: prompts cycle out of the GPU and come back from the CPU. */
 export const SMALL_GPU: EngineConfigInput = { ...FAST, gpuBlocks: 24, cpuBlocks: 512, maxNumSeqs: 2 };
@@ -120,8 +117,8 @@ const EMPTY_RANK: RankState = {
  * empty, and no job is half reported.
  */
 export async function expectEverythingForgotten(engine: Engine): Promise<void> {
-  for (const state of await engine.rankStates()) expect(state).toEqual(EMPTY_RANK);
-  const held = engine.holdings();
+  for (const state of await probe(engine).rankStates()) expect(state).toEqual(EMPTY_RANK);
+  const held = probe(engine).holdings();
   expect({ cached: held.gpu.cached, referenced: held.gpu.referenced, pending: held.gpu.pending }).toEqual({
     cached: 0,
     referenced: 0,
@@ -141,7 +138,7 @@ export async function idleUntilStep(engine: Engine, step: number): Promise<void>
 export async function stepUntilRestarted(engine: Engine, finished: FinishedRequest[]): Promise<RankState[]> {
   let before: RankState[] = [];
   while (engine.hasPendingWork() && engine.metrics().rankRestarts === 0) {
-    before = await engine.rankStates();
+    before = await probe(engine).rankStates();
     finished.push(...(await engine.step()).finished);
   }
   expect(engine.metrics().rankRestarts).toBe(1);

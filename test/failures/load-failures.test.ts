@@ -13,6 +13,7 @@ import {
   tokens,
   withFailingEngine,
 } from './helpers.js';
+import { probe } from '../../src/testing/index.js';
 
 /**
  * Failed loads through the engine (docs/architecture.md, "Failure recovery"): the ranks' devices
@@ -49,7 +50,7 @@ describe.each([2, 4])('failed loads with failurePolicy recompute, tp = %i', (tp)
       const m = engine.metrics();
       expect(m.loadFailures.blocks).toBe(1);
       expect(m.loadFailures.requestsRecovered).toBe(scenario.family.length);
-      expect((await engine.faultStats())[tp - 1].loadBlocksFailed).toBe(1);
+      expect((await probe(engine).faultStats())[tp - 1].loadBlocksFailed).toBe(1);
       await expectIdle(engine);
     });
   });
@@ -109,7 +110,7 @@ describe('load fault rules', () => {
     await withFailingEngine({ ...SMALL_GPU, tp: 2, faults: 'load-fail:p=1,count=3' }, async (engine) => {
       const finished = await runWaves(engine, evictThenReuse());
       expectCorrectOutputs(finished, 16);
-      expect((await engine.faultStats()).map((s) => s.loadBlocksFailed)).toEqual([3, 3]);
+      expect((await probe(engine).faultStats()).map((s) => s.loadBlocksFailed)).toEqual([3, 3]);
       expect(engine.metrics().loadFailures.blocks).toBeGreaterThan(0);
       await expectIdle(engine);
     });
@@ -121,7 +122,7 @@ describe('load fault rules', () => {
       expectCorrectOutputs(finished, 16);
       expect(engine.metrics().hits.cpuTierTokens).toBeGreaterThan(0);
       expect(engine.metrics().loadFailures.blocks).toBe(0);
-      expect((await engine.faultStats()).map((s) => s.loadBlocksFailed)).toEqual([0, 0]);
+      expect((await probe(engine).faultStats()).map((s) => s.loadBlocksFailed)).toEqual([0, 0]);
     });
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineOptions } from '../../src/runtime/engine.js';
 import { evictThenReuse, idleUntilStep, runWaves, SMALL_GPU, stepUntilRestarted, withFailingEngine } from './helpers.js';
+import { probe, withSwitches } from '../../src/testing/index.js';
 
 /**
  * Two steps of rank-loss recovery, each switched off in turn: the reset must
@@ -27,8 +28,8 @@ describe('rank-loss recovery with a step of it switched off (sensitivity)', () =
         await engine.addRequests(again);
         await stepUntilRestarted(engine, []);
         return {
-          deviceJobs: (await engine.rankStates()).map((s) => s.deviceJobs),
-          partialJobs: engine.holdings().partialJobs,
+          deviceJobs: (await probe(engine).rankStates()).map((s) => s.deviceJobs),
+          partialJobs: probe(engine).holdings().partialJobs,
         };
       },
       options,
@@ -40,12 +41,12 @@ describe('rank-loss recovery with a step of it switched off (sensitivity)', () =
   });
 
   it('a reset that does not drain leaves jobs of the lost state running on the device, free to land on reused blocks', async () => {
-    const state = await stateAfterRecovery({ testOnly: { worker: { resetWithoutDrain: true } } });
+    const state = await stateAfterRecovery(withSwitches({ worker: { resetWithoutDrain: true } }));
     expect(state.deviceJobs[0]).toBeGreaterThan(0);
   });
 
   it('an aggregator that is not reset keeps counting reports of the lost state', async () => {
-    const state = await stateAfterRecovery({ testOnly: { engine: { keepPartialReportsOnRankLoss: true } } });
+    const state = await stateAfterRecovery(withSwitches({ engine: { keepPartialReportsOnRankLoss: true } }));
     expect(state.partialJobs).toBeGreaterThan(0);
   });
 });

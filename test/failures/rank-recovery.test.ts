@@ -15,6 +15,7 @@ import {
   withFailingEngine,
 } from './helpers.js';
 import { DEATH_CONFIG, deathWorkload, WALL_BOUND_MS } from './rank-deaths.js';
+import { probe } from '../../src/testing/index.js';
 
 /**
  * What a rank restart must leave behind: the restarted rank, the other ranks
@@ -31,7 +32,7 @@ describe('after a rank restart, every rank and the scheduler agree that nothing 
     const [computed, again] = evictThenReuse();
     await withFailingEngine({ ...SMALL_GPU, tp: 4, rankRestart: true, faults: 'crash:rank=2,step=200' }, async (engine) => {
       const finished = await runWaves(engine, [computed]);
-      const before = engine.holdings();
+      const before = probe(engine).holdings();
       expect(before.cpuTier!.readyBlocks).toBeGreaterThan(0);
       expect(before.gpu.cached).toBeGreaterThan(0);
 
@@ -66,14 +67,14 @@ describe('after a rank restart, every rank and the scheduler agree that nothing 
     const faults = 'load-fail:rank=1,p=1,count=2;crash:rank=1,step=300';
     await withFailingEngine({ ...SMALL_GPU, tp: 2, rankRestart: true, faults }, async (engine) => {
       const finished = await runWaves(engine, [computed, again]);
-      expect((await engine.faultStats())[1].loadBlocksFailed).toBe(2);
+      expect((await probe(engine).faultStats())[1].loadBlocksFailed).toBe(2);
       await idleUntilStep(engine, 301);
       expect(engine.metrics().rankRestarts).toBe(1);
       const loadsBefore = engine.metrics().transfers.cpuToGpu.jobs;
       finished.push(...(await runWaves(engine, [computed.map((r) => ({ ...r, id: `third-${r.id}` })), again.map((r) => ({ ...r, id: `fourth-${r.id}` }))])));
       expect(engine.metrics().transfers.cpuToGpu.jobs).toBeGreaterThan(loadsBefore);
       // The fresh device of rank 1 injected nothing: the budget was spent before the restart.
-      expect((await engine.faultStats())[1].loadBlocksFailed).toBe(0);
+      expect((await probe(engine).faultStats())[1].loadBlocksFailed).toBe(0);
       expectCorrectOutputs(finished, 32);
       await expectIdle(engine);
     });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineOptions } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { SchedulerTestOnlyOptions } from '../../src/scheduler/scheduler.js';
+import { withSwitches, type SchedulerTestOnlyOptions } from '../../src/testing/index.js';
 import {
   byId,
   evictThenReuse,
@@ -27,7 +27,7 @@ interface Outcome {
 }
 
 async function run(config: EngineConfigInput, waves: RequestSpec[][], scheduler: SchedulerTestOnlyOptions = {}): Promise<Outcome> {
-  const options: EngineOptions = { testOnly: { scheduler } };
+  const options: EngineOptions = withSwitches({ scheduler });
   return withFailingEngine(
     config,
     async (engine) => {

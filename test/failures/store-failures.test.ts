@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineConfigInput, RequestSpec } from '../../src/runtime/engine-types.js';
 import { evictThenReuse, expectCorrectOutputs, expectIdle, mismatches, runWaves, SMALL_GPU, tokens, withFailingEngine } from './helpers.js';
+import { probe, withSwitches } from '../../src/testing/index.js';
 
 /**
  * Failed stores (docs/architecture.md, "Offloading"): a store job failed if any rank's part
@@ -24,8 +25,8 @@ describe('failed stores', () => {
       expect(m.storeFailures).toBe(m.transfers.gpuToCpu.jobs);
       expect(m.hits.cpuTierTokens).toBe(0);
       expect(m.transfers.cpuToGpu.jobs).toBe(0);
-      expect(engine.holdings().cpuTier!.readyBlocks).toBe(0);
-      expect((await engine.faultStats()).map((s) => s.storesFailed > 0)).toEqual([false, false, true, false]);
+      expect(probe(engine).holdings().cpuTier!.readyBlocks).toBe(0);
+      expect((await probe(engine).faultStats()).map((s) => s.storesFailed > 0)).toEqual([false, false, true, false]);
       await expectIdle(engine);
     });
   });
@@ -64,7 +65,7 @@ describe('failed stores, with the failure reported as success (sensitivity)', ()
         const finished = await runWaves(engine, evictThenReuse());
         return { wrong: mismatches(finished), cpuHitTokens: engine.metrics().hits.cpuTierTokens };
       },
-      { testOnly: { worker: { reportFailedStoresAsOk: true } } },
+      withSwitches({ worker: { reportFailedStoresAsOk: true } }),
     );
     expect(outcome.cpuHitTokens).toBeGreaterThan(0);
     expect(outcome.wrong.length).toBeGreaterThan(0);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { TINY } from '../support/tiny.js';
 import { rankDigest, referenceGenerate } from '../../src/model/reference.js';
 import { KVOutputAggregator } from '../../src/runtime/aggregator.js';
 import type {
@@ -10,7 +10,6 @@ import type {
   SchedulerOutput,
 } from '../../src/protocol/step-protocol.js';
 
-const tiny = MODEL_PRESETS.tiny;
 
 function stepOf(step: number, requests: ScheduledRequest[] = []): SchedulerOutput {
   return {
@@ -41,7 +40,7 @@ function job(jobId: number, ok = true, failedGpuBlockIds: number[] = [], bytes =
 
 describe('KVOutputAggregator', () => {
   it('finishes a job only when every rank reported it, possibly across steps', () => {
-    const agg = new KVOutputAggregator(2, tiny.vocabSize);
+    const agg = new KVOutputAggregator(2, TINY.vocabSize);
     const first = agg.aggregate([rankOutput(0, 1, { finishedJobs: [job(7)] }), rankOutput(1, 1)], stepOf(1));
     expect(first.finishedJobs).toEqual([]);
     expect(agg.pendingJobIds()).toEqual([7]);
@@ -52,7 +51,7 @@ describe('KVOutputAggregator', () => {
   });
 
   it('fails a job when any rank part failed, and unions the failed blocks', () => {
-    const agg = new KVOutputAggregator(3, tiny.vocabSize);
+    const agg = new KVOutputAggregator(3, TINY.vocabSize);
     const out = agg.aggregate(
       [
         rankOutput(0, 1, { finishedJobs: [job(1, true)], invalidBlockIds: [] }),
@@ -68,7 +67,7 @@ describe('KVOutputAggregator', () => {
   });
 
   it('counts finished sending and receiving requests down to the number of ranks', () => {
-    const agg = new KVOutputAggregator(2, tiny.vocabSize);
+    const agg = new KVOutputAggregator(2, TINY.vocabSize);
     const a = agg.aggregate(
       [rankOutput(0, 1, { finishedSending: ['r1'], finishedRecving: ['r2'] }), rankOutput(1, 1, { finishedRecving: ['r2'] })],
       stepOf(1),
@@ -82,7 +81,7 @@ describe('KVOutputAggregator', () => {
   it('combines the ranks digests into the reference model token', () => {
     const prompt = [5, 6, 7, 8, 9];
     const seed = 1234;
-    const expected = referenceGenerate(tiny, { promptTokens: prompt, maxTokens: 1, seed }).outputTokens[0];
+    const expected = referenceGenerate(TINY, { promptTokens: prompt, maxTokens: 1, seed }).outputTokens[0];
     const tp = 4;
     const request: ScheduledRequest = {
       reqId: 'r',
@@ -93,19 +92,19 @@ describe('KVOutputAggregator', () => {
       sample: true,
       seed,
     };
-    const agg = new KVOutputAggregator(tp, tiny.vocabSize);
+    const agg = new KVOutputAggregator(tp, TINY.vocabSize);
     const outputs = Array.from({ length: tp }, (_, rank) =>
-      rankOutput(rank, 1, {}, [['r', rankDigest(tiny, tp, rank, prompt, prompt.length)]]),
+      rankOutput(rank, 1, {}, [['r', rankDigest(TINY, tp, rank, prompt, prompt.length)]]),
     );
     expect(agg.aggregate(outputs, stepOf(1, [request])).sampledTokens.get('r')).toBe(expected);
     // Missing one rank's digest changes the token.
-    const partial = new KVOutputAggregator(tp, tiny.vocabSize);
+    const partial = new KVOutputAggregator(tp, TINY.vocabSize);
     const wrong = outputs.map((o, i) => (i === 2 ? { ...o, digests: [0] } : o));
     expect(partial.aggregate(wrong, stepOf(1, [request])).sampledTokens.get('r')).not.toBe(expected);
   });
 
   it('rejects outputs for another step or with missing digests', () => {
-    const agg = new KVOutputAggregator(1, tiny.vocabSize);
+    const agg = new KVOutputAggregator(1, TINY.vocabSize);
     expect(() => agg.aggregate([rankOutput(0, 3)], stepOf(4))).toThrow(/rank 0 answered step 3 for step 4/);
     const request: ScheduledRequest = { reqId: 'x', blockIds: [0], newBlockIds: [], startPosition: 0, tokens: [1], sample: true, seed: 1 };
     expect(() => agg.aggregate([rankOutput(0, 5)], stepOf(5, [request]))).toThrow(/returned 0 digests for 1 sampled/);

@@ -7,6 +7,7 @@ import { expectIdle, runWaves, tokens, withEngine } from '../e2e/helpers.js';
 import { evictThenReuse, FAST, SMALL_GPU } from '../failures/helpers.js';
 import { DEATH_STEP } from '../failures/rank-deaths.js';
 import { Exposition } from '../support/exposition.js';
+import { probe } from '../../src/testing/index.js';
 
 /**
  * createMetricsRegistry(engine) for embedders: the histograms, gauges and
@@ -107,7 +108,7 @@ describe('an engine registry', () => {
     await withEngine({ ...SMALL_GPU, tp: 2, faults: 'load-fail:rank=1,p=0.3', faultSeed: 5 }, async (engine) => {
       await runWaves(engine, evictThenReuse());
       const e = await scrapeRegistry(engine);
-      const injected = (await engine.faultStats()).reduce((sum, s) => sum + s.loadBlocksFailed, 0);
+      const injected = (await probe(engine).faultStats()).reduce((sum, s) => sum + s.loadBlocksFailed, 0);
       expect(injected).toBeGreaterThan(0);
       expect(e.value('kvtier_load_failed_blocks_total', { cause: 'injected' })).toBe(injected);
       expect(e.value('kvtier_load_failed_blocks_total', { cause: 'device' })).toBe(0);
@@ -123,7 +124,7 @@ describe('an engine registry', () => {
       await runWaves(engine, evictThenReuse());
       const e = await scrapeRegistry(engine);
       expect(e.value('kvtier_store_declined_blocks_total')).toBeGreaterThan(0);
-      expect(e.value('kvtier_store_declined_blocks_total')).toBe(engine.holdings().cpuTier!.storesDeclined);
+      expect(e.value('kvtier_store_declined_blocks_total')).toBe(probe(engine).holdings().cpuTier!.storesDeclined);
     });
   });
 

@@ -1,8 +1,7 @@
 export { promptOf, Rng } from '../support/random.js';
 import { blockHashes, type BlockHash } from '../../src/core/block-hash.js';
-import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { TINY } from '../support/tiny.js';
 import { chainStates, referenceGenerate } from '../../src/model/reference.js';
-import type { ModelShape } from '../../src/model/shape.js';
 import { parseSchedulerConfig, type SchedulerConfig, type SchedulerConfigInput } from '../../src/scheduler/config.js';
 import type {
   ExternalMatch,
@@ -20,7 +19,7 @@ import { createRequest, type Request, type RequestParams } from '../../src/sched
 import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { SimulatedRunner, type LoadFaultInjector } from '../../src/sim/simulated-runner.js';
 
-export const TINY: ModelShape = MODEL_PRESETS.tiny;
+export { TINY };
 
 /** A small scheduler config: blocks of 4 tokens, so scenarios stay short. */
 export function tinyConfig(overrides: Partial<SchedulerConfigInput> = {}): SchedulerConfig {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SchedulerTestOnlyOptions } from '../../src/scheduler/scheduler.js';
+import type { SchedulerTestOnlyOptions } from '../../src/testing/index.js';
 import type { LoadFaultInjector } from '../../src/sim/simulated-runner.js';
 import { Harness, promptOf, referenceTokens, SeededTierConnector } from './helpers.js';
 

@@ -15,11 +15,11 @@ interface Workload {
 /** A prompt that often starts with one of the shared prefixes (whole or cut), then a random suffix. */
 function randomSketch(w: Workload): RequestSketch {
   const { rng } = w;
-  const head = rng.chance(0.7) ? rng.pick(w.prefixes).slice(0, rng.int(1, 24)) : [];
-  const suffix = promptOf(rng.int(1, 16), rng.int(0, 1 << 30));
+  const head = rng.chance(0.7) ? rng.pick(w.prefixes).slice(0, rng.nextInt(1, 24)) : [];
+  const suffix = promptOf(rng.nextInt(1, 16), rng.nextInt(0, 1 << 30));
   const prompt = [...head, ...suffix].slice(0, MAX_MODEL_LEN - 1);
-  const maxTokens = rng.int(1, Math.min(16, MAX_MODEL_LEN - prompt.length));
-  const seed = rng.int(0, 0xffffffff);
+  const maxTokens = rng.nextInt(1, Math.min(16, MAX_MODEL_LEN - prompt.length));
+  const seed = rng.nextInt(0, 0xffffffff);
   let stopToken: number | null = null;
   if (rng.chance(0.2)) {
     // A stop token the reference really produces, so stopping is exercised.

@@ -1,6 +1,7 @@
 import type { BlockHash } from '../../core/block-hash.js';
 import type { StepView } from '../../scheduler/connector.js';
 import type { Request } from '../../scheduler/request.js';
+import { offloadKeyOf } from '../geometry.js';
 import type { OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from './store-policy.js';
 
 /**
@@ -12,21 +13,16 @@ import type { OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from 
  * step). When the manager has no room at all the mark stays and the whole
  * range is offered again next step.
  *
- * With a reuse-filtering manager this is the `reuse:K` policy: the manager
- * declines blocks seen fewer than K times, so they are retried until they
- * qualify or the request ends.
+ * `reuse:K` is this policy over a reuse-filtering manager: the manager
+ * declines blocks seen fewer than K times, so they stay below the mark and
+ * are offered again each step until they qualify or the request ends.
  */
 export class StoreOnComputePolicy implements StorePolicy {
-  readonly name: string;
+  readonly name = 'on-compute';
   /** Request id -> index of its first offloaded block not yet stored (absent: 0). */
   private readonly nextToStore = new Map<string, number>();
 
-  constructor(
-    private readonly geometry: OffloadGeometry,
-    name = 'on-compute',
-  ) {
-    this.name = name;
-  }
+  constructor(private readonly geometry: OffloadGeometry) {}
 
   storesFor(step: StepView, context: StoreContext): void {
     const { offloadFactor: f, offloadedBlockTokens } = this.geometry;
@@ -44,7 +40,7 @@ export class StoreOnComputePolicy implements StorePolicy {
       const candidates: StoreCandidate[] = [];
       for (let i = start; i < end; i++) {
         candidates.push({
-          key: request.blockHashes[i * f + f - 1],
+          key: offloadKeyOf(request.blockHashes, f, i),
           gpuBlockIds: view.blockIds.slice(i * f, (i + 1) * f),
         });
       }

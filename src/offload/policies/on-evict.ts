@@ -2,6 +2,7 @@ import type { BlockHash } from '../../core/block-hash.js';
 import { KvtierError } from '../../core/errors.js';
 import type { StepView } from '../../scheduler/connector.js';
 import type { Request } from '../../scheduler/request.js';
+import { offloadKeyOf } from '../geometry.js';
 import { FreedBlockGroups } from './freed-block-groups.js';
 import type { GpuPrefixCache, OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from './store-policy.js';
 
@@ -102,9 +103,10 @@ export class StoreOnEvictPolicy implements StorePolicy {
     const cache = this.gpuCache as GpuPrefixCache;
     const f = this.geometry.offloadFactor;
     const hashes = request.blockHashes;
-    for (let last = f - 1; last < hashes.length; last += f) {
-      if (cache.getCachedBlock(hashes[last]) === null) continue;
-      groups.remember(hashes.slice(last - f + 1, last + 1));
+    const fullGroups = Math.floor(hashes.length / f);
+    for (let i = 0; i < fullGroups; i++) {
+      if (cache.getCachedBlock(offloadKeyOf(hashes, f, i)) === null) continue;
+      groups.remember(hashes.slice(i * f, (i + 1) * f));
     }
   }
 

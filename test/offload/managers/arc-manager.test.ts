@@ -4,7 +4,7 @@ import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import { keys, loadable, prepareStore, storeEachReady, storeReady } from './helpers.js';
 
 function arc(capacityBlocks: number): ArcOffloadingManager {
-  return new ArcOffloadingManager({ capacityBlocks, enableEvents: true });
+  return new ArcOffloadingManager({ capacityBlocks });
 }
 
 /**

@@ -26,15 +26,6 @@ describe('createOffloadingManager', () => {
     expect(arc.stats().capacityBlocks).toBe(5);
   });
 
-  it('records events only when asked to', () => {
-    const quiet = createOffloadingManager({ eviction: 'arc', capacityBlocks: 2 });
-    const chatty = createOffloadingManager({ eviction: 'arc', capacityBlocks: 2, enableEvents: true });
-    storeReady(quiet, 1);
-    storeReady(chatty, 1);
-    expect(quiet.takeEvents()).toEqual([]);
-    expect(chatty.takeEvents()).toEqual([{ kind: 'stored', keys: keys(1), medium: 'cpu' }]);
-  });
-
   it('wraps the manager in a reuse filter when a reuse threshold is set', () => {
     const manager = createOffloadingManager({
       eviction: 'lru',
@@ -65,6 +56,5 @@ describe('createOffloadingManager', () => {
       /reuseTrackerSize must be an integer >= 1, got -1/,
     );
     expect(configError({ reuseTrackerSize: 10 })).toMatch(/reuseTrackerSize \(10\) needs reuseThreshold/);
-    expect(configError({ enableEvents: 'yes' as unknown as boolean })).toMatch(/enableEvents must be a boolean, got yes/);
   });
 });

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { TINY } from '../../support/tiny.js';
 import { blockHashes } from '../../../src/core/block-hash.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { MODEL_PRESETS } from '../../../src/model/presets.js';
 import type { ModelShape } from '../../../src/model/shape.js';
-import { cpuTierGeometry, offloadKeys, type CpuTierGeometryInput } from '../../../src/offload/geometry.js';
+import { cpuTierGeometry, offloadKeyOf, offloadKeys, type CpuTierGeometryInput } from '../../../src/offload/geometry.js';
 
-const tiny: ModelShape = MODEL_PRESETS.tiny;
 const llama8b: ModelShape = MODEL_PRESETS['llama-8b'];
 
 /** K and V of every layer and head of `rank`'s shard, 2 bytes per element, `tokens` positions. */
@@ -15,7 +15,7 @@ function shardBytes(model: ModelShape, tp: number, tokens: number): number {
 
 function geometryError(input: Partial<CpuTierGeometryInput> & Record<string, unknown>): string {
   try {
-    cpuTierGeometry({ model: tiny, tp: 2, blockSize: 16, offloadFactor: 1, cpuBlocks: 8, ...input });
+    cpuTierGeometry({ model: TINY, tp: 2, blockSize: 16, offloadFactor: 1, cpuBlocks: 8, ...input });
   } catch (error) {
     expect(error).toBeInstanceOf(ConfigError);
     return (error as Error).message;
@@ -41,9 +41,9 @@ describe('CPU tier geometry', () => {
   });
 
   it('fits as many whole offloaded blocks as the total bytes over all ranks allow', () => {
-    const perBlockAllRanks = shardBytes(tiny, 2, 16 * 3) * 2;
+    const perBlockAllRanks = shardBytes(TINY, 2, 16 * 3) * 2;
     const geometry = cpuTierGeometry({
-      model: tiny,
+      model: TINY,
       tp: 2,
       blockSize: 16,
       offloadFactor: 3,
@@ -55,8 +55,8 @@ describe('CPU tier geometry', () => {
   });
 
   it('does not depend on tp for the whole tier: more ranks hold smaller shards of the same blocks', () => {
-    const one = cpuTierGeometry({ model: tiny, tp: 1, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
-    const four = cpuTierGeometry({ model: tiny, tp: 4, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
+    const one = cpuTierGeometry({ model: TINY, tp: 1, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
+    const four = cpuTierGeometry({ model: TINY, tp: 4, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
     expect(four.capacityBlocks).toBe(one.capacityBlocks);
     expect(four.bytesPerCpuBlockPerRank * 4).toBe(one.bytesPerCpuBlockPerRank);
   });
@@ -74,7 +74,7 @@ describe('CPU tier geometry', () => {
   });
 
   it('rejects a byte budget too small for a single offloaded block, saying how much one takes', () => {
-    const perBlockAllRanks = shardBytes(tiny, 2, 16) * 2;
+    const perBlockAllRanks = shardBytes(TINY, 2, 16) * 2;
     expect(geometryError({ cpuBlocks: undefined, cpuBytes: perBlockAllRanks - 1 })).toMatch(
       new RegExp(`cpuBytes \\(${perBlockAllRanks - 1}\\) holds no offloaded block: one block takes ${perBlockAllRanks} bytes`),
     );
@@ -96,6 +96,12 @@ describe('offload keys', () => {
   it('are the GPU block hashes themselves when f is 1, and none for a partial first group', () => {
     expect(offloadKeys(gpuHashes, 1)).toEqual(gpuHashes);
     expect(offloadKeys(gpuHashes, 8)).toEqual([]);
+  });
+
+  it('name a range of offloaded blocks by the same rule, one block at a time or several', () => {
+    expect(offloadKeys(gpuHashes, 2, 1, 3)).toEqual([gpuHashes[3], gpuHashes[5]]);
+    expect(offloadKeyOf(gpuHashes, 2, 2)).toBe(gpuHashes[5]);
+    expect(offloadKeys(gpuHashes, 2, 2, 2)).toEqual([]);
   });
 
   it('reject an offload factor that is not a positive integer', () => {

@@ -15,8 +15,8 @@ export interface ManagerKind {
 }
 
 export const MANAGER_KINDS: readonly ManagerKind[] = [
-  { name: 'lru', create: (capacityBlocks) => new LruOffloadingManager({ capacityBlocks, enableEvents: true }) },
-  { name: 'arc', create: (capacityBlocks) => new ArcOffloadingManager({ capacityBlocks, enableEvents: true }) },
+  { name: 'lru', create: (capacityBlocks) => new LruOffloadingManager({ capacityBlocks }) },
+  { name: 'arc', create: (capacityBlocks) => new ArcOffloadingManager({ capacityBlocks }) },
 ];
 
 /** prepareStore that must succeed. */

@@ -12,8 +12,8 @@ import { keys, storeReady } from './helpers.js';
  */
 
 const PREFIX_AWARE = [
-  { name: 'S3-FIFO', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks, enableEvents: true }) },
-  { name: 'LHD', create: (capacityBlocks: number) => new HitDensityOffloadingManager({ capacityBlocks, enableEvents: true }) },
+  { name: 'S3-FIFO', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks }) },
+  { name: 'LHD', create: (capacityBlocks: number) => new HitDensityOffloadingManager({ capacityBlocks }) },
 ];
 
 /** A prompt of blocks `ns` looked up (as the connector does at admission), then stored. */
@@ -51,7 +51,7 @@ describe.each(PREFIX_AWARE)('$name manager over the prefix tree', ({ create }) =
 
 describe('S3-FIFO manager', () => {
   it('keeps a prompt reused while new over a stream of one-time prompts', () => {
-    const manager = new S3FifoOffloadingManager({ capacityBlocks: 20, enableEvents: true });
+    const manager = new S3FifoOffloadingManager({ capacityBlocks: 20 });
     storePrompt(manager, 1, 2);
     manager.touch(keys(1, 2)); // reused while in the small FIFO: it moves to the main FIFO
     for (let n = 100; n < 160; n++) storePrompt(manager, n);
@@ -61,7 +61,7 @@ describe('S3-FIFO manager', () => {
   });
 
   it('stores a block that comes back while its ghost is remembered straight into the main FIFO', () => {
-    const manager = new S3FifoOffloadingManager({ capacityBlocks: 10, enableEvents: true });
+    const manager = new S3FifoOffloadingManager({ capacityBlocks: 10 });
     storePrompt(manager, 1);
     for (let n = 100; n < 120; n++) storePrompt(manager, n);
     expect(manager.s3FifoState().ghosts).toContain('k1');

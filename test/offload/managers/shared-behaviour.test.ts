@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import { OffloadingManagerError } from '../../../src/offload/manager.js';
 import { MANAGER_KINDS, keys, loadable, prepareStore, storeEachReady, storeReady } from './helpers.js';
 
@@ -97,14 +96,12 @@ describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
       const manager = create(3);
       storeReady(manager, 1);
       prepareStore(manager, 2, 3);
-      manager.takeEvents();
       const before = manager.stats();
 
       // One block is evictable but two are needed: not even that one goes.
       expect(manager.prepareStore(keys(4, 5))).toBeNull();
       expect(manager.stats()).toEqual({ ...before, storesRejected: before.storesRejected + 1 });
       expect(loadable(manager, 1, 2, 3, 4, 5)).toEqual([1]);
-      expect(manager.takeEvents()).toEqual([]);
 
       manager.completeStore(keys(2, 3), true);
       const out = prepareStore(manager, 4, 5);
@@ -193,39 +190,19 @@ describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
       manager.prepareLoad(keys(1));
       manager.completeStore(keys(1, 9), false);
       manager.completeStore(keys(1, 9), true);
-      expect(manager.stats()).toMatchObject({ usedBlocks: 1, readyBlocks: 1, pinnedBlocks: 1 });
-      expect(manager.takeEvents()).toEqual([{ kind: 'stored', keys: keys(1), medium: 'cpu' }]);
-    });
-  });
-
-  describe('events', () => {
-    it('announces stores when they complete and evictions when they happen, in order', () => {
-      const manager = create(2);
-      const first = prepareStore(manager, 1);
-      expect(manager.takeEvents()).toEqual([]);
-      manager.completeStore(first.keysToStore, true);
-      storeReady(manager, 2);
-      const failed = prepareStore(manager, 3);
-      manager.completeStore(failed.keysToStore, false);
-      expect(manager.takeEvents()).toEqual([
-        { kind: 'stored', keys: keys(1), medium: 'cpu' },
-        { kind: 'stored', keys: keys(2), medium: 'cpu' },
-        { kind: 'removed', keys: keys(1), medium: 'cpu' },
-      ]);
-      expect(manager.takeEvents()).toEqual([]);
+      expect(manager.stats()).toMatchObject({ usedBlocks: 1, readyBlocks: 1, pinnedBlocks: 1, storesFailed: 0 });
+      expect(loadable(manager, 1, 9)).toEqual([1]);
     });
   });
 
   describe('reset', () => {
-    it('forgets every block, announces the removal of the ready ones and hands out ids from 0 again', () => {
+    it('forgets every block and hands out ids from 0 again', () => {
       const manager = create(3);
       storeReady(manager, 1, 2);
       manager.prepareLoad(keys(1));
       prepareStore(manager, 3);
-      manager.takeEvents();
 
       manager.reset();
-      expect(manager.takeEvents()).toEqual([{ kind: 'removed', keys: keys(1, 2), medium: 'cpu' }]);
       expect(manager.stats()).toMatchObject({ usedBlocks: 0, readyBlocks: 0, beingStoredBlocks: 0, pinnedBlocks: 0 });
       expect(loadable(manager, 1, 2, 3)).toEqual([]);
       expect(prepareStore(manager, 4, 5, 6).cpuBlockIds).toEqual([0, 1, 2]);
@@ -258,15 +235,5 @@ describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
       prepareStore(manager, 4);
       expect(manager.stats()).toMatchObject({ evictions: 1, storesAccepted: 4, storesCompleted: 3 });
     });
-  });
-});
-
-describe('events switched off', () => {
-  it('records nothing', () => {
-    const manager = new LruOffloadingManager({ capacityBlocks: 1 });
-    storeReady(manager, 1);
-    storeReady(manager, 2);
-    manager.reset();
-    expect(manager.takeEvents()).toEqual([]);
   });
 });
