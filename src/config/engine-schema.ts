@@ -31,7 +31,7 @@ import {
 /** The model a config that names none runs. */
 export const DEFAULT_MODEL: ModelPresetName = 'tiny';
 
-/** A store policy name (the grammar is src/offload/policies/store-policy-name.ts). */
+/** A store policy name (the grammar is store-policy-name.ts). */
 export const storePolicyField = () => z.custom<StorePolicyName>(isStorePolicyName, { error: STORE_POLICY_EXPECTED });
 
 export const engineConfigSchema = z
@@ -93,12 +93,12 @@ export type EngineSettings = z.output<typeof engineConfigSchema>;
 /** Every default of the engine's settings. */
 export const ENGINE_DEFAULTS: Readonly<EngineSettings> = Object.freeze(engineConfigSchema.parse({}));
 
-type Required<T> = T extends z.ZodDefault<infer U> ? U : T extends z.ZodOptional<infer U> ? U : T;
+type WithoutDefault<T> = T extends z.ZodDefault<infer U> ? U : T extends z.ZodOptional<infer U> ? U : T;
 
 /** One setting's own schema, without its default: for configs that give the value themselves or layer their own defaults. */
-export function engineField<K extends EngineSettingKey>(key: K): Required<EngineShape[K]> {
+export function engineField<K extends EngineSettingKey>(key: K): WithoutDefault<EngineShape[K]> {
   const field: z.ZodType = engineConfigSchema.shape[key];
-  return (field instanceof z.ZodDefault || field instanceof z.ZodOptional ? field.unwrap() : field) as Required<EngineShape[K]>;
+  return (field instanceof z.ZodDefault || field instanceof z.ZodOptional ? field.unwrap() : field) as WithoutDefault<EngineShape[K]>;
 }
 
 /** The range the schema allows an integer setting (for options that read it outside the schema, such as the benches'). */

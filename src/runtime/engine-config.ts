@@ -25,23 +25,23 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     throw new ConfigError(`invalid engine config: ${describeConfigIssue(issue, objectNaming(input))}`);
   };
   const parsed = engineConfigSchema.safeParse(input);
-  if (!parsed.success) fail(issueFromZod(parsed.error.issues[0]));
-  const { model: modelSetting, computeNsPerToken, maxModelLen: givenModelLen, ...settings } = parsed.data as EngineSettings;
+  if (!parsed.success) return fail(issueFromZod(parsed.error.issues[0]));
+  const { model: modelSetting, computeNsPerToken, maxModelLen: givenModelLen, ...settings } = parsed.data;
 
   let model: ModelShape;
   if (typeof modelSetting === 'string') {
-    if (!isModelPresetName(modelSetting)) fail(invalidSetting('model', `expected a model preset (${MODEL_PRESET_NAMES.join(', ')}) or a model shape`));
-    model = MODEL_PRESETS[modelSetting as keyof typeof MODEL_PRESETS];
+    if (!isModelPresetName(modelSetting)) return fail(invalidSetting('model', `expected a model preset (${MODEL_PRESET_NAMES.join(', ')}) or a model shape`));
+    model = MODEL_PRESETS[modelSetting];
   } else {
     model = modelSetting;
   }
   if (computeNsPerToken !== undefined) model = { ...model, computeNsPerToken };
   if (settings.cpuBlocks !== undefined && settings.cpuBytes !== undefined) {
-    fail(invalidSetting('cpuBytes', 'cpuBlocks is given too: give one of them, not both'));
+    return fail(invalidSetting('cpuBytes', 'cpuBlocks is given too: give one of them, not both'));
   }
   const maxModelLen = givenModelLen ?? defaultMaxModelLen(settings.gpuBlocks, settings.blockSize);
   const offload = settings.offload && ((settings.cpuBlocks ?? 0) > 0 || (settings.cpuBytes ?? 0) > 0);
   const issue = engineRuleIssue({ ...settings, model, maxModelLen, cpuBytes: offload ? settings.cpuBytes : undefined });
-  if (issue !== null) fail(issue);
+  if (issue !== null) return fail(issue);
   return { ...settings, model, maxModelLen, offload };
 }

@@ -42,11 +42,11 @@ export function parseSchedulerConfig(input: unknown): SchedulerConfig {
     throw new ConfigError(`scheduler config: ${describeConfigIssue(issue, objectNaming(input))}`, { cause });
   };
   const result = schedulerConfigSchema.safeParse(input);
-  if (!result.success) fail(issueFromZod(result.error.issues[0]), result.error);
-  const config = result.data as z.output<typeof schedulerConfigSchema>;
+  if (!result.success) return fail(issueFromZod(result.error.issues[0]), result.error);
+  const config = result.data;
   const issue =
     modelLenIssue(config.maxModelLen, config.numGpuBlocks, config.blockSize) ??
     stepBudgetIssue(config.maxNumBatchedTokens, config.maxModelLen, config.enableChunkedPrefill);
-  if (issue !== null) fail(issue);
+  if (issue !== null) return fail(issue);
   return Object.freeze(config);
 }

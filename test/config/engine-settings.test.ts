@@ -84,6 +84,20 @@ describe('rules across settings', () => {
   });
 });
 
+describe('a config giving every key', () => {
+  it('resolves with each value as given, the model resolved to its shape with the compute time applied', () => {
+    // cpuBytes is the other way to size the CPU tier than cpuBlocks, and cannot be given with it.
+    const every: Required<Omit<EngineConfigInput, 'cpuBytes'>> = {
+      model: 'small', tp: 2, backend: 'host', layout: 'per-layer', blockSize: 32, gpuBlocks: 64, offload: true, cpuBlocks: 128,
+      offloadFactor: 2, eviction: 'arc', storePolicy: 'reuse:3', maxNumBatchedTokens: 512, maxNumSeqs: 8, maxModelLen: 1024,
+      enableChunkedPrefill: true, enablePrefixCaching: false, failurePolicy: 'fail', faults: 'delay:ms=1', faultSeed: 7, rankRestart: true,
+      stepDeadlineMs: 5000, startDeadlineMs: 6000, computeNsPerToken: 10, copyMethod: 'dma',
+    };
+    const { model, computeNsPerToken, ...rest } = every;
+    expect(resolveEngineConfig(every)).toEqual({ ...rest, model: { ...MODEL_PRESETS[model as 'small'], computeNsPerToken } });
+  });
+});
+
 describe('names the library does not know', () => {
   it('an unknown key or model preset is refused naming it', () => {
     expect(engineRefusal({ gpu_blocks: 8 })).toBe('invalid engine config: unknown key "gpu_blocks"');

@@ -147,7 +147,9 @@ describe('the multi-turn workload', () => {
 
   it('names the bad option', () => {
     expect(() => workload({ userTurnTokens: { min: 9, max: 3 } })).toThrow(ConfigError);
-    expect(() => workload({ userTurnTokens: { min: 9, max: 3 } })).toThrow(/userTurnTokens: min must not exceed max/);
-    expect(() => workload({ rounds: 0 })).toThrow(/rounds/);
+    expect(() => workload({ userTurnTokens: { min: 9, max: 3 } })).toThrow(
+      'multiturn workload: userTurnTokens: invalid value {"min":9,"max":3}: min must not exceed max',
+    );
+    expect(() => workload({ rounds: 0 })).toThrow(/^multiturn workload: rounds: invalid value 0: /);
   });
 });
