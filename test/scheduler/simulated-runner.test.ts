@@ -33,13 +33,13 @@ const prompt = promptOf(8, 31);
 const expectedFirst = referenceTokens({ prompt, maxTokens: 1 })[0];
 
 describe('simulated runner', () => {
-  it('samples the reference token from KV it wrote through the block table', () => {
+  it('samples the reference token from KV it wrote through the block table', async () => {
     const sim = runner();
     const out = sim.execute(step([compute('a', [3, 9], 0, prompt)]));
     expect(out.sampledTokens.get('a')).toBe(expectedFirst);
   });
 
-  it('gives a wrong token when the table points at a block that does not hold the prefix', () => {
+  it('gives a wrong token when the table points at a block that does not hold the prefix', async () => {
     const sim = runner();
     sim.execute(step([compute('a', [3, 9], 0, prompt.slice(0, 4), false)]));
     // b claims the first four tokens are computed, but its table points at a block nobody wrote.
@@ -49,7 +49,7 @@ describe('simulated runner', () => {
     expect(shared.sampledTokens.get('c')).toBe(expectedFirst);
   });
 
-  it('round-trips blocks through the CPU tier: a store, then a load into other blocks', () => {
+  it('round-trips blocks through the CPU tier: a store, then a load into other blocks', async () => {
     const sim = runner({ storeLatencySteps: 0, loadLatencySteps: 0 });
     sim.execute(step([compute('a', [0, 1], 0, prompt, false)], { stores: [job(1, 'gpuToCpu', [0, 1], [4, 5], 'a')] }));
     const submitted = sim.execute(step([], {}));
@@ -61,7 +61,7 @@ describe('simulated runner', () => {
     expect(loaded.sampledTokens.get('b')).toBe(expectedFirst);
   });
 
-  it('poisons and reports the blocks of a failed load', () => {
+  it('poisons and reports the blocks of a failed load', async () => {
     const sim = runner({ storeLatencySteps: 0, loadLatencySteps: 0 });
     sim.execute(step([compute('a', [0, 1], 0, prompt, false)], { stores: [job(1, 'gpuToCpu', [0, 1], [4, 5], 'a')] }));
     sim.execute(step([], {}));
@@ -74,7 +74,7 @@ describe('simulated runner', () => {
     expect(out.sampledTokens.get('b')).not.toBe(expectedFirst);
   });
 
-  it('reads a store\'s blocks only when it completes, so a block reused before then is stored wrong', () => {
+  it('reads a store\'s blocks only when it completes, so a block reused before then is stored wrong', async () => {
     const sim = runner({ storeLatencySteps: 0 });
     sim.execute(step([compute('a', [0, 1], 0, prompt, false)], { stores: [job(1, 'gpuToCpu', [0], [2], 'a')] }));
     const before = sim.readGpuBlock(0);
@@ -84,7 +84,7 @@ describe('simulated runner', () => {
     expect(Array.from(sim.cpu.readBlock(2))).not.toEqual(Array.from(before));
   });
 
-  it('reports a finished request as done sending once its stores completed', () => {
+  it('reports a finished request as done sending once its stores completed', async () => {
     const sim = runner({ storeLatencySteps: 1 });
     sim.execute(step([compute('a', [0, 1], 0, prompt, false)], { stores: [job(1, 'gpuToCpu', [0, 1], [0, 1], 'a')] }));
     const finished: SchedulerOutput = { ...step([], {}), finishedReqIds: ['a'] };
@@ -92,12 +92,12 @@ describe('simulated runner', () => {
     expect(sim.execute(step([], {})).finishedSending).toEqual(new Set(['a']));
   });
 
-  it('rejects a request it has no block table for', () => {
+  it('rejects a request it has no block table for', async () => {
     const sim = runner();
     expect(() => sim.execute(step([compute('ghost', null, 0, [1])]))).toThrow(/request 'ghost' has no block table/);
   });
 
-  it('rejects tokens beyond the block table', () => {
+  it('rejects tokens beyond the block table', async () => {
     const sim = runner();
     expect(() => sim.execute(step([compute('a', [0], 0, prompt)]))).toThrow(/covers 4/);
   });
