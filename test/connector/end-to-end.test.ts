@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OffloadHarness, offloadedKeysOf, promptOf } from './helpers.js';
 
-/** The real Scheduler and connector over the simulated runner, blocks of 4 tokens. */
+/** The real Scheduler and connector over the simulated ranks, blocks of 4 tokens. */
 describe('offloading end to end', () => {
   it('serves a repeated prompt from the CPU tier once the GPU lost it, with the reference tokens', async () => {
     const h = new OffloadHarness();

@@ -16,6 +16,7 @@ import type { SchedulerConnector, StepView } from '../../src/scheduler/connector
 import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
+import type { WorkerConnectorSwitches } from '../../src/connector/worker-connector-switches.js';
 import { SimulatedEngine } from '../../src/sim/simulated-engine.js';
 import { SimulatedRanks, type PerRank } from '../../src/sim/simulated-ranks.js';
 
@@ -161,6 +162,8 @@ export interface OffloadHarnessOptions {
   readonly tp?: number;
   readonly loadLatencySteps?: PerRank<number>;
   readonly storeLatencySteps?: PerRank<number>;
+  /** Worker-side switches that turn one reference behaviour off (sensitivity runs). */
+  readonly switches?: WorkerConnectorSwitches;
   /** Wraps the connector the scheduler sees (e.g. to tamper with its metadata in a control run). */
   readonly wrapConnector?: (connector: OffloadingConnector) => SchedulerConnector;
 }
@@ -207,6 +210,7 @@ export class OffloadHarness {
       offloadFactor,
       loadLatencySteps: options.loadLatencySteps ?? 1,
       storeLatencySteps: options.storeLatencySteps ?? 1,
+      switches: options.switches,
     });
     let clock = 0;
     const seen = options.wrapConnector ? options.wrapConnector(this.connector) : this.connector;
