@@ -64,4 +64,30 @@ describe('a failed block reported by one rank before the others finished the loa
     expect(h.outputs.get('a')).toEqual(h.expectedTokens('a'));
     expect(h.scheduler.stats().loadFailures).toEqual({ blocks: 2, requestsRecovered: 1, requestsFailed: 0 });
   });
+
+  it("with two ranks whose loads take one and three steps, acts on the fast rank's report and completes the job at the slow rank's", async () => {
+    const h = new Harness({
+      tp: 2,
+      config: { failurePolicy: 'fail' },
+      connector: (ranks) => new SeededTierConnector(ranks, { loadAsync: true }),
+      loadLatencySteps: [1, 3],
+      loadFaults: failLoadOf('a', [1]),
+    });
+    const tier = h.connector as SeededTierConnector;
+    tier.seed(PREFIX);
+    h.add('a', { prompt: [...PREFIX, 1], maxTokens: 3 });
+    await h.step(); // step 0: a's load of three blocks is issued on both ranks
+    const failedBlock = tier.loadsFor('a')[0].gpuBlockIds[1];
+    await h.step(); // step 1: rank 0 finished the load, rank 1 has not
+    expect(h.results[1].invalidBlockIds).toEqual(new Set([failedBlock]));
+    expect(h.results[1].finishedJobs).toEqual([]);
+    expect(h.finishReasons.get('a')).toBe('error');
+    tier.reset();
+    h.add('sharer', { prompt: [...PREFIX, 2], maxTokens: 3 });
+    await h.runUntilIdle();
+    const completed = h.results.findIndex((r) => r.finishedJobs.some((j) => j.jobId === tier.loadsFor('a')[0].jobId));
+    expect(completed).toBe(3);
+    expect(h.outputs.get('sharer')).toEqual(h.expectedTokens('sharer'));
+    expect(h.scheduler.stats().loadFailures).toEqual({ blocks: 1, requestsRecovered: 0, requestsFailed: 1 });
+  });
 });
