@@ -172,6 +172,7 @@ export class SimulatedDevice implements Device {
     const isLoad = job.direction === 'cpuToGpu';
     const failed = isLoad ? this.chooseFailedLoadBlocks(job, gpuBlockIds) : [];
     const storeFails = !isLoad && this.faults.storeFailProbability !== undefined && this.draw() < this.faults.storeFailProbability;
+    // A delay is counted but takes no step: the clock is the engine step, not wall time.
     if ((this.faults.delayMs ?? 0) > 0) this.counters.jobsDelayed += 1;
     const simJob: SimJob = {
       jobId: job.jobId,

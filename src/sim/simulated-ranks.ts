@@ -1,6 +1,6 @@
 import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
 import type { TransferSubmission } from '../device/types.js';
-import type { FaultRule } from '../faults/plan.js';
+import { rulesForRank, type FaultPlan } from '../faults/plan.js';
 import type { RankDeath } from '../faults/rank-faults.js';
 import type { ModelShape } from '../model/shape.js';
 import type { ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../protocol/step-protocol.js';
@@ -28,9 +28,8 @@ export interface SimulatedRanksOptions {
   /** Steps a store takes when nothing waits for it (default 1). */
   readonly storeLatencySteps?: PerRank<number>;
   readonly loadFaults?: LoadFaultInjector | null;
-  /** The rank fault plan, as the engine gives it to its ranks. */
-  readonly faultRules?: readonly FaultRule[];
-  readonly faultSeed?: number;
+  /** A fault plan (parseFaultPlan): each rank gets its rules, as the engine gives them. */
+  readonly faultPlan?: FaultPlan;
   /** Position sums to share between runs (tp = 1 only: they cover every head). */
   readonly positionSums?: PositionSums;
   readonly switches?: WorkerConnectorSwitches;
@@ -183,8 +182,8 @@ export class SimulatedRanks {
         numGpuBlocks: o.numGpuBlocks,
         numCpuBlocks: o.numCpuBlocks ?? 0,
         offloadFactor: o.offloadFactor ?? 1,
-        faultRules: o.faultRules ?? [],
-        faultSeed: o.faultSeed ?? 0,
+        faultRules: o.faultPlan ? rulesForRank(o.faultPlan, rank) : [],
+        faultSeed: o.faultPlan?.seed ?? 0,
         openCount: this.openCount,
         loadFailuresBefore: 0,
         testSwitches: o.switches,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ScheduledRequest, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
+import { parseFaultPlan } from '../../src/faults/plan.js';
 import { SimulatedRanks, type SimulatedRanksOptions } from '../../src/sim/simulated-ranks.js';
 import { promptOf, referenceTokens, TINY } from '../scheduler/helpers.js';
 
@@ -126,6 +127,16 @@ describe('simulated ranks', () => {
     expect(out.finishedJobs[0]).toMatchObject({ jobId: 2, ok: false, failedGpuBlockIds: [6] });
     expect(sim.devices[0].faultCounters().loadBlocksFailed).toBe(1);
     expect(sim.rankOutputs[0].injectedLoadFailures).toBe(1);
+  });
+
+  it("fails a load on the rank the fault plan names, and the merged job fails with that rank's block", async () => {
+    const sim = ranks({ tp: 2, storeLatencySteps: 0, loadLatencySteps: 0, faultPlan: parseFaultPlan('load-fail:rank=1,blocks=7') });
+    const step = stepper();
+    await storedPrompt(sim, step);
+    const out = await sim.execute(step([compute('b', [6, 7], 7, prompt.slice(7))], { loads: [job(2, 'cpuToGpu', [6, 7], [4, 5], 'b')] }));
+    expect(out.finishedJobs[0]).toMatchObject({ jobId: 2, ok: false, failedGpuBlockIds: [7] });
+    expect(sim.rankOutputs.map((o) => o.injectedLoadFailures)).toEqual([0, 1]);
+    expect(out.sampledTokens.get('b')).not.toBe(expectedFirst);
   });
 
   it('with ranks of different speeds, reports a failed block at the first rank and the job once every rank finished it', async () => {
