@@ -12,14 +12,16 @@ import { parseSchedulerConfig } from '../scheduler/config.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { PositionSums } from '../sim/position-sums.js';
-import { SimulatedRunner } from '../sim/simulated-runner.js';
+import { SimulatedEngine } from '../sim/simulated-engine.js';
+import { SimulatedRanks } from '../sim/simulated-ranks.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { tracePromptTokens } from '../workload/trace-tokens.js';
 
 /**
  * Store and eviction policies compared on a slice of a Mooncake trace: the
  * same requests, arriving at the same steps, go through the Scheduler, the
- * OffloadingConnector and the SimulatedRunner once per configuration (and
+ * OffloadingConnector, the production rank workers over simulated devices and
+ * the aggregator (SimulatedEngine) once per configuration (and
  * once without a CPU tier, as the baseline). Every run checks each finished
  * request's tokens against the reference model.
  */
@@ -46,7 +48,7 @@ export interface ComparePoliciesOptions {
   readonly traceMsPerStep?: number;
   readonly maxNumBatchedTokens?: number;
   readonly maxNumSeqs?: number;
-  /** Steps a transfer job takes to complete (the simulated runner's latency). Default 1. */
+  /** Steps a transfer job takes to complete on the simulated devices. Default 1. */
   readonly transferLatencySteps?: number;
   /** Also run without a CPU tier (default true). */
   readonly baseline?: boolean;
@@ -113,7 +115,7 @@ export function replaySliceOf(trace: Trace, traceMsPerStep = 1000): ReplaySlice 
     seed: record.line,
   }));
   const expected = new Map(requests.map((r) => [r.id, referenceGenerate(MODEL, { promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed }).outputTokens]));
-  return { requests, expected, positionSums: new PositionSums(MODEL, 1 << 22) };
+  return { requests, expected, positionSums: new PositionSums(MODEL, { maxEntries: 1 << 22 }) };
 }
 
 export async function comparePolicies(options: ComparePoliciesOptions): Promise<PolicyComparison> {
@@ -124,7 +126,7 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
   const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
   const results: PolicyResult[] = [];
   for (const configuration of runs) {
-    const result = replay(options, requests, expected, configuration, slice.positionSums);
+    const result = await replay(options, requests, expected, configuration, slice.positionSums);
     options.onResult?.(result);
     results.push(result);
   }
@@ -139,13 +141,13 @@ export type ReplayOptions = Pick<
 >;
 
 /** Replays the requests through one configuration (null: no CPU tier). */
-export function replay(
+export async function replay(
   options: ReplayOptions,
   requests: readonly ReplayRequest[],
   expected: ReadonlyMap<string, readonly number[]>,
   configuration: PolicyConfiguration | null,
   positionSums?: PositionSums,
-): PolicyResult {
+): Promise<PolicyResult> {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   // The engine's maxModelLen rule, worded for the slice: the user set the pool, not a model length.
   if (modelLenIssue(longest, options.gpuBlocks, options.blockSize) !== null) {
@@ -177,7 +179,7 @@ export function replay(
     manager = parts.manager;
   }
   const latency = options.transferLatencySteps ?? 1;
-  const runner = new SimulatedRunner({
+  const ranks = new SimulatedRanks({
     shape: MODEL,
     blockSize: options.blockSize,
     numGpuBlocks: options.gpuBlocks,
@@ -190,6 +192,7 @@ export function replay(
   let clock = 0;
   const scheduler = new Scheduler(config, { connector, now: () => clock });
   connector?.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
+  const engine = new SimulatedEngine(scheduler, ranks);
 
   const outputs = new Map<string, number[]>();
   let verified = 0;
@@ -202,9 +205,8 @@ export function replay(
       scheduler.addRequest(createRequest({ id: r.id, promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed, arrivalTime: clock }, scheduler.requestLimits));
       outputs.set(r.id, []);
     }
-    const step = scheduler.schedule();
-    const result = runner.execute(step);
-    for (const update of scheduler.updateFromOutput(step, result)) {
+    const { updates } = await engine.step();
+    for (const update of updates) {
       const tokens = outputs.get(update.reqId) as number[];
       tokens.push(...update.newTokenIds);
       if (update.finishReason === undefined) continue;
@@ -214,6 +216,7 @@ export function replay(
     }
     clock++;
   }
+  await ranks.close();
 
   const stats = scheduler.stats();
   const metrics = connector?.metrics();

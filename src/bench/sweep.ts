@@ -14,7 +14,8 @@ import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, typ
  * that capacity (`kvtier analyze`), plus the slice's reuse-distance profile.
  *
  * The default mode replays through the Scheduler, the OffloadingConnector and
- * the SimulatedRunner (as the policy comparison does): fast, exact in hits
+ * the production rank workers over simulated devices (as the policy
+ * comparison does): fast, exact in hits
  * and prefill tokens, no timing. The engine mode runs the full Engine (ranks,
  * native transfers) per point and adds TTFT. Every point checks each
  * finished request against the reference model.
@@ -186,7 +187,7 @@ type PointRunner = (policy: SweepPolicy | null, cpuBlocks: number) => Promise<Po
 
 function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner {
   return async (policy, cpuBlocks) => {
-    const result: PolicyResult = replaySimulated(
+    const result: PolicyResult = await replaySimulated(
       { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor },
       slice.requests,
       slice.expected,

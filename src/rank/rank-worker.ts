@@ -20,6 +20,12 @@ export interface RankWorkerHost {
   openDevice(options: DeviceOptions): Promise<Device>;
   /** Carries out an injected death; the returned promise never settles. */
   die(death: RankDeath, when: string): Promise<never>;
+  /**
+   * How long a step with nothing to compute waits for an in-flight transfer
+   * (default 2 ms). 0 on a step-clocked device, where a job lands only when
+   * its step comes or something waits for it.
+   */
+  readonly idleWaitMs?: number;
 }
 
 /**
@@ -103,7 +109,8 @@ export class RankWorker implements RankWorkerApi {
       digests = await forward;
       forwardMs = performance.now() - t0;
     } else {
-      await connector.waitForProgress(IDLE_WAIT_MS);
+      const idleWaitMs = this.host.idleWaitMs ?? IDLE_WAIT_MS;
+      if (idleWaitMs > 0) await connector.waitForProgress(idleWaitMs);
     }
 
     // e. Report.

@@ -16,7 +16,9 @@ import type { SchedulerConnector, StepView } from '../../src/scheduler/connector
 import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
-import { SimulatedRunner } from '../../src/sim/simulated-runner.js';
+import type { WorkerConnectorSwitches } from '../../src/connector/worker-connector-switches.js';
+import { SimulatedEngine } from '../../src/sim/simulated-engine.js';
+import { SimulatedRanks, type PerRank } from '../../src/sim/simulated-ranks.js';
 
 export { TINY };
 
@@ -153,20 +155,26 @@ export interface OffloadHarnessOptions {
   readonly cpuBlocks?: number;
   readonly eviction?: EvictionPolicyName;
   readonly storePolicy?: string;
-  readonly loadLatencySteps?: number;
-  readonly storeLatencySteps?: number;
+  /** Tensor-parallel ranks (default 1). */
+  readonly tp?: number;
+  readonly loadLatencySteps?: PerRank<number>;
+  readonly storeLatencySteps?: PerRank<number>;
+  /** Worker-side switches that turn one reference behaviour off (sensitivity runs). */
+  readonly switches?: WorkerConnectorSwitches;
   /** Wraps the connector the scheduler sees (e.g. to tamper with its metadata in a control run). */
   readonly wrapConnector?: (connector: OffloadingConnector) => SchedulerConnector;
 }
 
 /**
- * The real Scheduler and OffloadingConnector driven by the SimulatedRunner,
- * which executes every step's transfers and forward faithfully, so a wrong
- * or stale block shows up as a wrong token.
+ * The real Scheduler and OffloadingConnector driven by the in-process engine
+ * loop: production rank workers over simulated devices, which execute every
+ * step's transfers and forward faithfully (a wrong or stale block shows up as
+ * a wrong token), and the production aggregator.
  */
 export class OffloadHarness {
   readonly scheduler: Scheduler;
-  readonly runner: SimulatedRunner;
+  readonly ranks: SimulatedRanks;
+  readonly engine: SimulatedEngine;
   readonly connector: OffloadingConnector;
   readonly manager: OffloadingManager;
   readonly outputs = new Map<string, number[]>();
@@ -190,19 +198,22 @@ export class OffloadHarness {
     });
     this.connector = parts.connector;
     this.manager = parts.manager;
-    this.runner = new SimulatedRunner({
+    this.ranks = new SimulatedRanks({
       shape: TINY,
+      tp: options.tp ?? 1,
       blockSize: config.blockSize,
       numGpuBlocks: config.numGpuBlocks,
       numCpuBlocks: parts.geometry.capacityBlocks,
       offloadFactor,
       loadLatencySteps: options.loadLatencySteps ?? 1,
       storeLatencySteps: options.storeLatencySteps ?? 1,
+      switches: options.switches,
     });
     let clock = 0;
     const seen = options.wrapConnector ? options.wrapConnector(this.connector) : this.connector;
     this.scheduler = new Scheduler(config, { connector: seen, now: () => clock++ });
     this.connector.attachGpuPrefixCache(this.scheduler.kvCacheManager.pool);
+    this.engine = new SimulatedEngine(this.scheduler, this.ranks);
   }
 
   add(id: string, sketch: RequestSketch): Request {
@@ -216,29 +227,28 @@ export class OffloadHarness {
     return request;
   }
 
-  step(): SchedulerOutput {
-    const scheduled = this.scheduler.schedule();
-    const result = this.runner.execute(scheduled);
+  async step(): Promise<SchedulerOutput> {
+    const { scheduled, output, updates } = await this.engine.step();
     this.steps.push(scheduled);
-    this.results.push(result);
-    for (const update of this.scheduler.updateFromOutput(scheduled, result)) {
+    this.results.push(output);
+    for (const update of updates) {
       this.outputs.get(update.reqId)?.push(...update.newTokenIds);
       if (update.finishReason !== undefined) this.finished.add(update.reqId);
     }
     return scheduled;
   }
 
-  runUntilIdle(maxSteps = 2_000): void {
+  async runUntilIdle(maxSteps = 2_000): Promise<void> {
     for (let n = 0; this.scheduler.hasPendingWork(); n++) {
       if (n >= maxSteps) throw new Error(`still busy after ${maxSteps} steps`);
-      this.step();
+      await this.step();
     }
   }
 
   /** Runs one request alone to the end (stores included). */
-  serve(id: string, sketch: RequestSketch): void {
+  async serve(id: string, sketch: RequestSketch): Promise<void> {
     this.add(id, sketch);
-    this.runUntilIdle();
+    await this.runUntilIdle();
   }
 
   /** Drops every cached GPU block, so the next lookups must go to the CPU tier. */
@@ -269,7 +279,7 @@ export class OffloadHarness {
   }
 
   /** Anything left behind once idle: held GPU blocks, pinned or half-stored CPU blocks, jobs. */
-  leaks(): string[] {
+  async leaks(): Promise<string[]> {
     const problems = [...this.scheduler.kvCacheManager.pool.checkConsistency()];
     const usage = this.scheduler.stats().kvCache;
     if (usage.referenced !== 0) problems.push(`${usage.referenced} GPU blocks still held`);
@@ -277,7 +287,8 @@ export class OffloadHarness {
     if (tier.pinnedBlocks !== 0) problems.push(`${tier.pinnedBlocks} CPU blocks still pinned`);
     if (tier.beingStoredBlocks !== 0) problems.push(`${tier.beingStoredBlocks} CPU blocks still being stored`);
     if (this.connector.hasPendingWork()) problems.push('connector still has jobs in flight');
-    if (this.runner.pendingJobs() !== 0) problems.push(`${this.runner.pendingJobs()} jobs still on the runner`);
+    const onRanks = await this.ranks.pendingJobs();
+    if (onRanks !== 0) problems.push(`${onRanks} jobs still on the ranks`);
     return problems;
   }
 
@@ -287,8 +298,8 @@ export class OffloadHarness {
    * CPU copy is wrong. (Uses lookup/prepareLoad, so run it at the end.)
    */
   wrongTierBlocks(): BlockHash[] {
-    const f = this.runner.cpu.offloadFactor;
-    const bs = this.runner.blockSize;
+    const f = this.connector.geometry.offloadFactor;
+    const bs = this.ranks.blockSize;
     const expected = new Map<BlockHash, Uint32Array>();
     for (const [id, sketch] of this.sketches) {
       const tokens = [...sketch.prompt, ...(this.outputs.get(id) as number[])];
@@ -303,8 +314,9 @@ export class OffloadHarness {
       if (this.manager.lookup([key]) !== 1) continue;
       const [cpuBlockId] = this.manager.prepareLoad([key]);
       this.manager.completeLoad([key]);
-      const held = this.runner.cpu.readBlock(cpuBlockId);
-      if (held.some((s, i) => s !== states[i])) wrong.push(key);
+      // Every rank holds its heads of the same positions: each must hold the right states.
+      const wrongOnSomeRank = this.ranks.devices.some((device) => device.cpu.readBlock(cpuBlockId).some((s, i) => s !== states[i]));
+      if (wrongOnSomeRank) wrong.push(key);
     }
     return wrong;
   }

@@ -8,7 +8,7 @@ import { OffloadHarness, promptOf } from './helpers.js';
  * still give the reference tokens, keep every block the tier claims to hold
  * exact, and leave nothing behind.
  */
-function mixedWorkload(h: OffloadHarness, seed: number): void {
+async function mixedWorkload(h: OffloadHarness, seed: number): Promise<void> {
   const prefixes = [12, 20, 8, 16, 12, 20].map((length, i) => promptOf(length, seed + i));
   let x = seed;
   const next = (n: number) => {
@@ -21,9 +21,9 @@ function mixedWorkload(h: OffloadHarness, seed: number): void {
       const tail = promptOf(1 + next(9), seed * 100 + wave * 10 + i);
       h.add(`w${wave}-${i}`, { prompt: [...prefix, ...tail], maxTokens: 1 + next(8), seed: wave * 3 + i });
     }
-    for (let s = 0; s < 3; s++) h.step();
+    for (let s = 0; s < 3; s++) await h.step();
   }
-  h.runUntilIdle();
+  await h.runUntilIdle();
 }
 
 const CONFIGURATIONS = [
@@ -40,7 +40,7 @@ const CONFIGURATIONS = [
 describe('a mixed workload under every store policy', () => {
   for (const configuration of CONFIGURATIONS) {
     for (const latency of [1, 2]) {
-      it(`gives the reference tokens and leaks nothing: ${configuration.eviction} + ${configuration.storePolicy}, f = ${configuration.offloadFactor}, job latency ${latency}`, () => {
+      it(`gives the reference tokens and leaks nothing: ${configuration.eviction} + ${configuration.storePolicy}, f = ${configuration.offloadFactor}, job latency ${latency}`, async () => {
         const h = new OffloadHarness({
           ...configuration,
           cpuBlocks: 24,
@@ -48,12 +48,12 @@ describe('a mixed workload under every store policy', () => {
           storeLatencySteps: latency,
           scheduler: { numGpuBlocks: 20, maxModelLen: 40, maxNumBatchedTokens: 32 },
         });
-        mixedWorkload(h, 11 + latency);
+        await mixedWorkload(h, 11 + latency);
         expect(h.finished.size).toBe(18);
         expect(h.connector.metrics().cpuHitTokens).toBeGreaterThan(0);
         expect(h.wrongOutputs()).toEqual([]);
         expect(h.wrongTierBlocks()).toEqual([]);
-        expect(h.leaks()).toEqual([]);
+        expect(await h.leaks()).toEqual([]);
       });
     }
   }

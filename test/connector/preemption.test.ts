@@ -11,25 +11,25 @@ function crowdedPool(): OffloadHarness {
 }
 
 describe('preemption with offloading', () => {
-  it('flushes a preempted request\'s stores in the step that preempts it', () => {
+  it('flushes a preempted request\'s stores in the step that preempts it', async () => {
     const h = crowdedPool();
-    const first = h.step();
+    const first = await h.step();
     const storeOfC = first.offload?.stores.find((s) => s.reqId === 'c');
     expect(storeOfC).toBeDefined();
-    const second = h.step();
+    const second = await h.step();
     expect(second.preemptedReqIds).toEqual(['c']);
     expect(second.offload?.flushReqIds).toEqual(['c']);
     // The store read c's blocks before this step's forward could overwrite them.
     expect(h.stepFinishing(storeOfC!.jobId)).toBe(1);
-    h.runUntilIdle();
+    await h.runUntilIdle();
     expect(h.wrongOutputs()).toEqual([]);
     expect(h.wrongTierBlocks()).toEqual([]);
-    expect(h.leaks()).toEqual([]);
+    expect(await h.leaks()).toEqual([]);
   });
 
-  it('reloads what a preempted request stored when it resumes instead of recomputing it', () => {
+  it('reloads what a preempted request stored when it resumes instead of recomputing it', async () => {
     const h = crowdedPool();
-    h.runUntilIdle();
+    await h.runUntilIdle();
     expect(h.scheduler.stats().preemptions).toBeGreaterThanOrEqual(1);
 
     const preemptedAt = h.steps.findIndex((s) => s.preemptedReqIds.includes('c'));
@@ -44,12 +44,12 @@ describe('preemption with offloading', () => {
 
     expect(h.wrongOutputs()).toEqual([]);
     expect(h.wrongTierBlocks()).toEqual([]);
-    expect(h.leaks()).toEqual([]);
+    expect(await h.leaks()).toEqual([]);
   });
 
-  it('stores what a resumed request computes after its reload', () => {
+  it('stores what a resumed request computes after its reload', async () => {
     const h = crowdedPool();
-    h.runUntilIdle();
+    await h.runUntilIdle();
     const preemptedAt = h.steps.findIndex((s) => s.preemptedReqIds.includes('c'));
     const storedAfterResume = h.steps
       .slice(preemptedAt + 1)
@@ -60,6 +60,6 @@ describe('preemption with offloading', () => {
     const tokens = [...promptOf(8, 3), ...(h.outputs.get('c') as number[])].slice(0, 19);
     expect(h.manager.lookup(offloadedKeysOf(tokens, 4, 1))).toBe(4);
     expect(h.wrongOutputs()).toEqual([]);
-    expect(h.leaks()).toEqual([]);
+    expect(await h.leaks()).toEqual([]);
   });
 });

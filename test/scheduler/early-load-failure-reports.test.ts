@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { LoadFaultInjector } from '../../src/sim/simulated-runner.js';
+import type { LoadFaultInjector } from '../../src/sim/simulated-ranks.js';
 import { Harness, promptOf, SeededTierConnector } from './helpers.js';
 
 /**
@@ -21,7 +21,7 @@ const PREFIX = promptOf(12, 101);
 function slowLoads(failurePolicy: 'recompute' | 'fail', failedIndices: number[]) {
   const h = new Harness({
     config: { failurePolicy },
-    connector: (runner) => new SeededTierConnector(runner, { loadAsync: true }),
+    connector: (ranks) => new SeededTierConnector(ranks, { loadAsync: true }),
     loadLatencySteps: 3,
     loadFaults: failLoadOf('a', failedIndices),
   });
@@ -29,45 +29,65 @@ function slowLoads(failurePolicy: 'recompute' | 'fail', failedIndices: number[])
 }
 
 /** One step in which a fast rank reports `blockIds` failed before the load completed on every rank. */
-function stepWithEarlyReport(h: Harness, blockIds: number[]): void {
-  const scheduled = h.scheduler.schedule();
-  const result = h.runner.execute(scheduled);
-  const updates = h.scheduler.updateFromOutput(scheduled, { ...result, invalidBlockIds: new Set(blockIds) });
-  for (const u of updates) {
-    h.outputs.get(u.reqId)?.push(...u.newTokenIds);
-    if (u.finishReason !== undefined) h.finishReasons.set(u.reqId, u.finishReason);
-  }
+async function stepWithEarlyReport(h: Harness, blockIds: number[]): Promise<void> {
+  await h.stepWithOutput((output) => ({ ...output, invalidBlockIds: new Set(blockIds) }));
 }
 
 describe('a failed block reported by one rank before the others finished the load', () => {
-  it("leaves the prefix cache at that first report, so a request admitted before the slow rank's report never reads it", () => {
+  it("leaves the prefix cache at that first report, so a request admitted before the slow rank's report never reads it", async () => {
     const { h, tier } = slowLoads('fail', [1]);
     tier.seed(PREFIX);
     h.add('a', { prompt: [...PREFIX, 1], maxTokens: 3 });
-    h.step(); // step 0: a's load of three blocks is issued
+    await h.step(); // step 0: a's load of three blocks is issued
     const failedBlock = tier.loadsFor('a')[0].gpuBlockIds[1];
-    stepWithEarlyReport(h, [failedBlock]); // step 1 (N): the fast rank reports block 1 failed
+    await stepWithEarlyReport(h, [failedBlock]); // step 1 (N): the fast rank reports block 1 failed
     expect(h.finishReasons.get('a')).toBe('error');
     // Step 2 (N + 1): a request sharing the whole prefix arrives; only the GPU prefix cache can serve it.
     tier.reset();
     h.add('sharer', { prompt: [...PREFIX, 2], maxTokens: 3 });
-    h.step();
+    await h.step();
     // Step 3 (N + 2): the slow rank completes the load, reporting the same block.
-    h.runUntilIdle();
+    await h.runUntilIdle();
     expect(h.finishReasons.get('sharer')).toBe('length');
     expect(h.outputs.get('sharer')).toEqual(h.expectedTokens('sharer'));
   });
 
-  it('counts each failed block once and a request truncated by several reports once', () => {
+  it('counts each failed block once and a request truncated by several reports once', async () => {
     const { h, tier } = slowLoads('recompute', [1, 3]);
     tier.seed(PREFIX.concat(promptOf(4, 55)));
     h.add('a', { prompt: [...PREFIX, ...promptOf(4, 55), 1], maxTokens: 3 });
-    h.step(); // step 0: a's load of four blocks is issued
+    await h.step(); // step 0: a's load of four blocks is issued
     const load = tier.loadsFor('a')[0];
-    stepWithEarlyReport(h, [load.gpuBlockIds[3]]); // one rank reports block 3: a is truncated to 12 tokens
-    stepWithEarlyReport(h, [load.gpuBlockIds[1]]); // another reports block 1: a is truncated to 4 tokens
-    h.runUntilIdle(); // the load completes everywhere, with both blocks failed
+    await stepWithEarlyReport(h, [load.gpuBlockIds[3]]); // one rank reports block 3: a is truncated to 12 tokens
+    await stepWithEarlyReport(h, [load.gpuBlockIds[1]]); // another reports block 1: a is truncated to 4 tokens
+    await h.runUntilIdle(); // the load completes everywhere, with both blocks failed
     expect(h.outputs.get('a')).toEqual(h.expectedTokens('a'));
     expect(h.scheduler.stats().loadFailures).toEqual({ blocks: 2, requestsRecovered: 1, requestsFailed: 0 });
+  });
+
+  it("with two ranks whose loads take one and three steps, acts on the fast rank's report and completes the job at the slow rank's", async () => {
+    const h = new Harness({
+      tp: 2,
+      config: { failurePolicy: 'fail' },
+      connector: (ranks) => new SeededTierConnector(ranks, { loadAsync: true }),
+      loadLatencySteps: [1, 3],
+      loadFaults: failLoadOf('a', [1]),
+    });
+    const tier = h.connector as SeededTierConnector;
+    tier.seed(PREFIX);
+    h.add('a', { prompt: [...PREFIX, 1], maxTokens: 3 });
+    await h.step(); // step 0: a's load of three blocks is issued on both ranks
+    const failedBlock = tier.loadsFor('a')[0].gpuBlockIds[1];
+    await h.step(); // step 1: rank 0 finished the load, rank 1 has not
+    expect(h.results[1].invalidBlockIds).toEqual(new Set([failedBlock]));
+    expect(h.results[1].finishedJobs).toEqual([]);
+    expect(h.finishReasons.get('a')).toBe('error');
+    tier.reset();
+    h.add('sharer', { prompt: [...PREFIX, 2], maxTokens: 3 });
+    await h.runUntilIdle();
+    const completed = h.results.findIndex((r) => r.finishedJobs.some((j) => j.jobId === tier.loadsFor('a')[0].jobId));
+    expect(completed).toBe(3);
+    expect(h.outputs.get('sharer')).toEqual(h.expectedTokens('sharer'));
+    expect(h.scheduler.stats().loadFailures).toEqual({ blocks: 1, requestsRecovered: 0, requestsFailed: 1 });
   });
 });

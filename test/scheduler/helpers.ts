@@ -17,7 +17,8 @@ import type {
 } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request, type RequestParams } from '../../src/scheduler/request.js';
 import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
-import { SimulatedRunner, type LoadFaultInjector } from '../../src/sim/simulated-runner.js';
+import { SimulatedEngine, type SimulatedStep } from '../../src/sim/simulated-engine.js';
+import { SimulatedRanks, type LoadFaultInjector, type PerRank } from '../../src/sim/simulated-ranks.js';
 
 export { TINY };
 
@@ -90,7 +91,7 @@ export class SeededTierConnector implements SchedulerConnector {
   readonly issuedLoads: TransferJobSpec[] = [];
   readonly finishedJobIds: number[] = [];
   lookups = 0;
-  private readonly runner: SimulatedRunner;
+  private readonly ranks: SimulatedRanks;
   private readonly blockSize: number;
   private readonly cpuByHash = new Map<BlockHash, number>();
   private nextCpuBlock = 0;
@@ -99,9 +100,9 @@ export class SeededTierConnector implements SchedulerConnector {
   private readonly inFlight = new Set<number>();
   private readonly matchStart = new Map<string, number>();
 
-  constructor(runner: SimulatedRunner, options: { loadAsync?: boolean } = {}) {
-    this.runner = runner;
-    this.blockSize = runner.blockSize;
+  constructor(ranks: SimulatedRanks, options: { loadAsync?: boolean } = {}) {
+    this.ranks = ranks;
+    this.blockSize = ranks.blockSize;
     this.loadAsync = options.loadAsync ?? true;
   }
 
@@ -112,7 +113,7 @@ export class SeededTierConnector implements SchedulerConnector {
     hashes.forEach((hash, i) => {
       if (this.cpuByHash.has(hash)) return;
       const cpuBlock = this.nextCpuBlock++;
-      this.runner.cpu.writeBlock(cpuBlock, states.subarray(i * this.blockSize, (i + 1) * this.blockSize));
+      this.ranks.writeCpuStates(cpuBlock, states.subarray(i * this.blockSize, (i + 1) * this.blockSize));
       this.cpuByHash.set(hash, cpuBlock);
     });
   }
@@ -180,17 +181,23 @@ export class SeededTierConnector implements SchedulerConnector {
 export interface HarnessOptions {
   readonly config?: Partial<SchedulerConfigInput>;
   readonly schedulerOptions?: Omit<SchedulerOptions, 'connector'>;
-  /** Builds a connector over the harness's runner. */
-  readonly connector?: (runner: SimulatedRunner) => SchedulerConnector;
+  /** Builds a connector over the harness's ranks. */
+  readonly connector?: (ranks: SimulatedRanks) => SchedulerConnector;
   readonly numCpuBlocks?: number;
-  readonly loadLatencySteps?: number;
+  readonly tp?: number;
+  readonly loadLatencySteps?: PerRank<number>;
   readonly loadFaults?: LoadFaultInjector;
 }
 
-/** A scheduler driven by the simulated runner, recording every step and every request's tokens. */
+/**
+ * A scheduler driven by the in-process engine loop (production rank workers
+ * over simulated devices, and the aggregator), recording every step and every
+ * request's tokens.
+ */
 export class Harness {
   readonly scheduler: Scheduler;
-  readonly runner: SimulatedRunner;
+  readonly ranks: SimulatedRanks;
+  readonly engine: SimulatedEngine;
   readonly connector: SchedulerConnector | null;
   readonly outputs = new Map<string, number[]>();
   readonly finishReasons = new Map<string, string>();
@@ -201,21 +208,23 @@ export class Harness {
 
   constructor(options: HarnessOptions = {}) {
     const config = tinyConfig(options.config);
-    this.runner = new SimulatedRunner({
+    this.ranks = new SimulatedRanks({
       shape: TINY,
+      tp: options.tp ?? 1,
       blockSize: config.blockSize,
       numGpuBlocks: config.numGpuBlocks,
       numCpuBlocks: options.numCpuBlocks ?? 256,
       loadLatencySteps: options.loadLatencySteps ?? 1,
       loadFaults: options.loadFaults,
     });
-    this.connector = options.connector ? options.connector(this.runner) : null;
+    this.connector = options.connector ? options.connector(this.ranks) : null;
     let clock = 0;
     this.scheduler = new Scheduler(config, {
       ...options.schedulerOptions,
       connector: this.connector,
       now: () => clock++,
     });
+    this.engine = new SimulatedEngine(this.scheduler, this.ranks);
   }
 
   add(id: string, sketch: RequestSketch): Request {
@@ -226,29 +235,48 @@ export class Harness {
     return request;
   }
 
-  /** One engine step: schedule, run on the simulated workers, apply the output. */
-  step(): { scheduled: SchedulerOutput; updates: RequestUpdate[] } {
+  /** One engine step: schedule, run on the ranks, apply the merged output. */
+  async step(): Promise<SimulatedStep> {
+    const step = await this.engine.step();
+    this.record(step.scheduled, step.output, step.updates);
+    return step;
+  }
+
+  /**
+   * One step whose merged output is altered before the scheduler sees it
+   * (e.g. to report what a faster rank would have reported already).
+   */
+  async stepWithOutput(alter: (output: ModelRunnerOutput) => ModelRunnerOutput): Promise<RequestUpdate[]> {
     const scheduled = this.scheduler.schedule();
-    const result = this.runner.execute(scheduled);
+    const output = alter(await this.ranks.execute(scheduled));
+    const updates = this.scheduler.updateFromOutput(scheduled, output);
+    this.record(scheduled, output, updates);
+    return updates;
+  }
+
+  /** Steps until nothing is left to do; returns the number of steps taken. */
+  async runUntilIdle(maxSteps = 10_000): Promise<number> {
+    let n = 0;
+    while (this.scheduler.hasPendingWork()) {
+      if (n++ >= maxSteps) throw new Error(`still busy after ${maxSteps} steps`);
+      await this.step();
+    }
+    return n;
+  }
+
+  /** Every rank is lost: the ranks restart on fresh devices and the scheduler drops what they held. */
+  async loseRanks(): Promise<void> {
+    await this.engine.loseRanks();
+  }
+
+  private record(scheduled: SchedulerOutput, output: ModelRunnerOutput, updates: readonly RequestUpdate[]): void {
     this.steps.push(scheduled);
-    this.results.push(result);
-    const updates = this.scheduler.updateFromOutput(scheduled, result);
+    this.results.push(output);
     for (const u of updates) {
       this.outputs.get(u.reqId)?.push(...u.newTokenIds);
       if (u.finishReason !== undefined) this.finishReasons.set(u.reqId, u.finishReason);
       if (u.errorMessage !== undefined) this.errors.set(u.reqId, u.errorMessage);
     }
-    return { scheduled, updates };
-  }
-
-  /** Steps until nothing is left to do; returns the number of steps taken. */
-  runUntilIdle(maxSteps = 10_000): number {
-    let n = 0;
-    while (this.scheduler.hasPendingWork()) {
-      if (n++ >= maxSteps) throw new Error(`still busy after ${maxSteps} steps`);
-      this.step();
-    }
-    return n;
   }
 
   /** The step in which request `id` was scheduled last, or undefined. */

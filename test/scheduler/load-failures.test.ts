@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SchedulerTestOnlyOptions } from '../../src/testing/index.js';
-import type { LoadFaultInjector } from '../../src/sim/simulated-runner.js';
+import type { LoadFaultInjector } from '../../src/sim/simulated-ranks.js';
 import { Harness, promptOf, referenceTokens, SeededTierConnector } from './helpers.js';
 
 /** Fails the blocks at `indices` of every load issued for request `reqId`. */
@@ -20,7 +20,7 @@ function tierHarness(options: ScenarioOptions) {
   const h = new Harness({
     config: { failurePolicy: options.failurePolicy ?? 'recompute' },
     schedulerOptions: { testOnly: options.testOnly },
-    connector: (runner) => new SeededTierConnector(runner, { loadAsync: options.loadAsync ?? true }),
+    connector: (ranks) => new SeededTierConnector(ranks, { loadAsync: options.loadAsync ?? true }),
     loadLatencySteps: options.loadLatencySteps ?? 1,
     loadFaults: options.loadFaults,
   });
@@ -31,80 +31,80 @@ const PREFIX_A = promptOf(12, 101);
 const PREFIX_C = promptOf(12, 103);
 
 /** a and c load their prefixes from the tier while b computes; the second block of a's load fails. */
-function asyncFailureScenario(testOnly?: SchedulerTestOnlyOptions) {
+async function asyncFailureScenario(testOnly?: SchedulerTestOnlyOptions) {
   const { h, tier } = tierHarness({ loadFaults: failLoadOf('a', [1]), testOnly });
   tier.seed(PREFIX_A);
   tier.seed(PREFIX_C);
   h.add('a', { prompt: [...PREFIX_A, 1, 2], maxTokens: 4 });
   h.add('b', { prompt: promptOf(10, 102), maxTokens: 4 });
   h.add('c', { prompt: [...PREFIX_C, 3], maxTokens: 4 });
-  h.step(); // step 0: loads issued, b prefills
-  h.step(); // step 1: both loads land, a's with one failed block
+  await h.step(); // step 0: loads issued, b prefills
+  await h.step(); // step 1: both loads land, a's with one failed block
   const afterFailure = {
     a: h.scheduler.getRequest('a')!.numComputedTokens,
     c: h.scheduler.getRequest('c')!.numComputedTokens,
     failedBlock: tier.loadsFor('a')[0].gpuBlockIds[1],
     failedHashCached: h.scheduler.kvCacheManager.pool.getCachedBlock(h.scheduler.getRequest('a')!.blockHashes[1]),
   };
-  h.runUntilIdle();
+  await h.runUntilIdle();
   return { h, tier, afterFailure };
 }
 
 /** a loads its prefix synchronously and samples in the same step; the second loaded block fails. */
-function syncFailureScenario(options: { stopToken?: number; testOnly?: SchedulerTestOnlyOptions } = {}) {
+async function syncFailureScenario(options: { stopToken?: number; testOnly?: SchedulerTestOnlyOptions } = {}) {
   const { h } = tierHarness({ loadAsync: false, loadFaults: failLoadOf('a', [1]), testOnly: options.testOnly });
   (h.connector as SeededTierConnector).seed(PREFIX_A);
   h.add('a', { prompt: [...PREFIX_A, 9], maxTokens: 4, stopToken: options.stopToken ?? null });
-  const first = h.step();
+  const first = await h.step();
   const afterFailure = {
     status: h.scheduler.getRequest('a')?.status,
     computed: h.scheduler.getRequest('a')?.numComputedTokens,
     sampledThatStep: h.results[0].sampledTokens.get('a'),
     updates: first.updates,
   };
-  h.runUntilIdle();
+  await h.runUntilIdle();
   return { h, afterFailure };
 }
 
 describe('failed loads: recompute', () => {
-  it('truncates only the request whose asynchronous load failed, to the start of the failed block', () => {
-    const { h, afterFailure } = asyncFailureScenario();
+  it('truncates only the request whose asynchronous load failed, to the start of the failed block', async () => {
+    const { h, afterFailure } = await asyncFailureScenario();
     expect(afterFailure.a).toBe(4);
     expect(afterFailure.c).toBe(12);
     for (const id of ['a', 'b', 'c']) expect(h.outputs.get(id)).toEqual(h.expectedTokens(id));
     expect(h.scheduler.stats().loadFailures).toEqual({ blocks: 1, requestsRecovered: 1, requestsFailed: 0 });
   });
 
-  it('takes a failed block out of the prefix cache at once', () => {
-    const { afterFailure } = asyncFailureScenario();
+  it('takes a failed block out of the prefix cache at once', async () => {
+    const { afterFailure } = await asyncFailureScenario();
     expect(afterFailure.failedHashCached).toBeNull();
   });
 
-  it('keeps a request using a failed block in the same step running, truncated, and drops its token', () => {
-    const { h, afterFailure } = syncFailureScenario();
+  it('keeps a request using a failed block in the same step running, truncated, and drops its token', async () => {
+    const { h, afterFailure } = await syncFailureScenario();
     expect(afterFailure.status).toBe('running');
     expect(afterFailure.computed).toBe(4);
     expect(afterFailure.updates).toEqual([]);
     expect(h.outputs.get('a')).toEqual(h.expectedTokens('a'));
   });
 
-  it('drops a token sampled from failed KV even when it is the stop token', () => {
-    const pilot = syncFailureScenario({ testOnly: { keepTokensSampledFromInvalidKv: true } });
+  it('drops a token sampled from failed KV even when it is the stop token', async () => {
+    const pilot = await syncFailureScenario({ testOnly: { keepTokensSampledFromInvalidKv: true } });
     const poisoned = pilot.afterFailure.sampledThatStep as number;
     const sketch = { prompt: [...PREFIX_A, 9], maxTokens: 4, stopToken: poisoned };
     expect(referenceTokens(sketch)).not.toContain(poisoned);
-    const { h } = syncFailureScenario({ stopToken: poisoned });
+    const { h } = await syncFailureScenario({ stopToken: poisoned });
     expect(h.outputs.get('a')).toEqual(referenceTokens(sketch));
     expect(h.finishReasons.get('a')).toBe('length');
   });
 
-  it('truncates each request sharing a failed block through the prefix cache to its own first failed block', () => {
+  it('truncates each request sharing a failed block through the prefix cache to its own first failed block', async () => {
     const { h, tier } = tierHarness({ loadAsync: false, loadFaults: failLoadOf('a', [1]) });
     tier.seed(PREFIX_A);
     h.add('a', { prompt: [...PREFIX_A, 1], maxTokens: 3 });
     h.add('b', { prompt: [...PREFIX_A.slice(0, 8), ...promptOf(5, 7)], maxTokens: 3 }); // shares blocks 0-1
     h.add('c', { prompt: [...PREFIX_A.slice(0, 4), ...promptOf(5, 8)], maxTokens: 3 }); // shares block 0
-    const { scheduled } = h.step();
+    const { scheduled } = await h.step();
     expect(scheduled.requests.map((r) => [r.reqId, r.startPosition])).toEqual([
       ['a', 12],
       ['b', 8],
@@ -113,12 +113,12 @@ describe('failed loads: recompute', () => {
     expect(h.scheduler.getRequest('a')!.numComputedTokens).toBe(4);
     expect(h.scheduler.getRequest('b')!.numComputedTokens).toBe(4);
     expect(h.outputs.get('c')).toHaveLength(1);
-    h.runUntilIdle();
+    await h.runUntilIdle();
     for (const id of ['a', 'b', 'c']) expect(h.outputs.get(id)).toEqual(h.expectedTokens(id));
     expect(h.scheduler.stats().loadFailures.requestsRecovered).toBe(2);
   });
 
-  it('keeps the lowest invalid block when failures are reported over several steps, in either order', () => {
+  it('keeps the lowest invalid block when failures are reported over several steps, in either order', async () => {
     for (const order of [
       [3, 1],
       [1, 3],
@@ -126,33 +126,31 @@ describe('failed loads: recompute', () => {
       const { h, tier } = tierHarness({ loadLatencySteps: 3, loadFaults: failLoadOf('a', [1, 3]) });
       tier.seed(PREFIX_A.concat(promptOf(4, 55)));
       h.add('a', { prompt: [...PREFIX_A, ...promptOf(4, 55), 1], maxTokens: 3 });
-      h.step(); // step 0: the load of four blocks is issued
+      await h.step(); // step 0: the load of four blocks is issued
       const load = tier.loadsFor('a')[0];
       const computed: number[] = [];
       for (const index of order) {
         // One rank reports its failed block before the job finished everywhere.
-        const scheduled = h.scheduler.schedule();
-        const result = h.runner.execute(scheduled);
-        h.scheduler.updateFromOutput(scheduled, { ...result, invalidBlockIds: new Set([load.gpuBlockIds[index]]) });
+        await h.stepWithOutput((output) => ({ ...output, invalidBlockIds: new Set([load.gpuBlockIds[index]]) }));
         computed.push(h.scheduler.getRequest('a')!.numComputedTokens);
       }
       expect(computed).toEqual(order[0] === 3 ? [12, 4] : [4, 4]);
-      h.runUntilIdle();
+      await h.runUntilIdle();
       expect(h.outputs.get('a')).toEqual(h.expectedTokens('a'));
     }
   });
 });
 
 describe("failed loads: policy 'fail'", () => {
-  it('ends exactly the requests using a failed block, with an error naming it', () => {
+  it('ends exactly the requests using a failed block, with an error naming it', async () => {
     const { h, tier } = tierHarness({ failurePolicy: 'fail', loadLatencySteps: 2, loadFaults: failLoadOf('a', [1]) });
     tier.seed(PREFIX_A);
     h.add('a', { prompt: [...PREFIX_A, 1], maxTokens: 3 });
     h.add('b', { prompt: promptOf(9, 5), maxTokens: 3 });
-    h.step();
+    await h.step();
     h.add('sharer', { prompt: [...PREFIX_A, 2, 3], maxTokens: 3 }); // waits on a's load
     h.add('prefix-only', { prompt: [...PREFIX_A.slice(0, 4), 4, 5], maxTokens: 3 }); // hits block 0 only
-    h.runUntilIdle();
+    await h.runUntilIdle();
     const failedBlock = tier.loadsFor('a')[0].gpuBlockIds[1];
     expect(h.finishReasons.get('a')).toBe('error');
     expect(h.finishReasons.get('sharer')).toBe('error');
@@ -165,40 +163,40 @@ describe("failed loads: policy 'fail'", () => {
 });
 
 /** Under 'fail', a's load fails; a later request with the same prompt must not hit the poisoned block. */
-function laterRequestAfterFailure(testOnly?: SchedulerTestOnlyOptions) {
+async function laterRequestAfterFailure(testOnly?: SchedulerTestOnlyOptions) {
   const { h, tier } = tierHarness({ failurePolicy: 'fail', loadFaults: failLoadOf('a', [1]), testOnly });
   tier.seed(PREFIX_A);
   h.add('a', { prompt: [...PREFIX_A, 1], maxTokens: 3 });
-  h.runUntilIdle();
+  await h.runUntilIdle();
   tier.reset(); // the later request can only use the GPU prefix cache
   h.add('later', { prompt: [...PREFIX_A, 1], maxTokens: 3 });
-  h.runUntilIdle();
+  await h.runUntilIdle();
   return h;
 }
 
 describe('failed loads: invalid blocks leave the prefix cache', () => {
-  it('gives a later request with the same prompt the reference tokens', () => {
-    const h = laterRequestAfterFailure();
+  it('gives a later request with the same prompt the reference tokens', async () => {
+    const h = await laterRequestAfterFailure();
     expect(h.finishReasons.get('a')).toBe('error');
     expect(h.outputs.get('later')).toEqual(h.expectedTokens('later'));
   });
 });
 
 describe('failed-load recovery: each behaviour matters (sensitivity)', () => {
-  it('without truncation, the request whose load failed produces wrong tokens', () => {
-    const { h } = asyncFailureScenario({ skipInvalidBlockRecovery: true });
+  it('without truncation, the request whose load failed produces wrong tokens', async () => {
+    const { h } = await asyncFailureScenario({ skipInvalidBlockRecovery: true });
     expect(h.outputs.get('a')).not.toEqual(h.expectedTokens('a'));
   });
 
-  it('without uncaching, the failed block stays cached and a later request hitting it goes wrong', () => {
-    const { afterFailure } = asyncFailureScenario({ keepInvalidBlocksCached: true });
+  it('without uncaching, the failed block stays cached and a later request hitting it goes wrong', async () => {
+    const { afterFailure } = await asyncFailureScenario({ keepInvalidBlocksCached: true });
     expect(afterFailure.failedHashCached?.id).toBe(afterFailure.failedBlock);
-    const h = laterRequestAfterFailure({ keepInvalidBlocksCached: true });
+    const h = await laterRequestAfterFailure({ keepInvalidBlocksCached: true });
     expect(h.outputs.get('later')).not.toEqual(h.expectedTokens('later'));
   });
 
-  it('without dropping, a token sampled from failed KV ends up in the output', () => {
-    const { h } = syncFailureScenario({ testOnly: { keepTokensSampledFromInvalidKv: true } });
+  it('without dropping, a token sampled from failed KV ends up in the output', async () => {
+    const { h } = await syncFailureScenario({ testOnly: { keepTokensSampledFromInvalidKv: true } });
     expect(h.outputs.get('a')).not.toEqual(h.expectedTokens('a'));
   });
 });

@@ -29,7 +29,7 @@ function randomSketch(w: Workload): RequestSketch {
   return { prompt, maxTokens, seed, stopToken, arrivalTime: w.nextId };
 }
 
-function drive(w: Workload, steps: number, extra: (step: number) => void = () => {}): void {
+async function drive(w: Workload, steps: number, extra: (step: number) => void | Promise<void> = () => {}): Promise<void> {
   for (let step = 0; step < steps; step++) {
     if (w.rng.chance(0.35)) {
       const id = `r${w.nextId}`;
@@ -41,13 +41,13 @@ function drive(w: Workload, steps: number, extra: (step: number) => void = () =>
       const id = w.rng.pick([...w.live]);
       if (w.h.scheduler.abortRequest(id)) w.aborted.add(id);
     }
-    extra(step);
-    w.h.step();
+    await extra(step);
+    await w.h.step();
     if (step % 25 === 0) expect(w.h.scheduler.kvCacheManager.pool.checkConsistency()).toEqual([]);
     for (const id of w.h.finishReasons.keys()) w.live.delete(id);
     for (const id of w.aborted) w.live.delete(id);
   }
-  w.h.runUntilIdle();
+  await w.h.runUntilIdle();
 }
 
 function expectEveryRequestMatchesTheReference(w: Workload): void {
@@ -83,12 +83,12 @@ function workload(h: Harness, seed: number): Workload {
 }
 
 describe('randomized workloads on a tiny block pool', () => {
-  it('produces the reference tokens for every request through prefix hits, chunking, preemption and aborts', () => {
+  it('produces the reference tokens for every request through prefix hits, chunking, preemption and aborts', async () => {
     const h = new Harness({
       config: { numGpuBlocks: 24, maxNumBatchedTokens: 24, maxNumSeqs: 6, maxModelLen: MAX_MODEL_LEN },
     });
     const w = workload(h, 12345);
-    drive(w, 3000);
+    await drive(w, 3000);
     expectEveryRequestMatchesTheReference(w);
     expectEveryBlockFree(w);
     const stats = h.scheduler.stats();
@@ -96,11 +96,11 @@ describe('randomized workloads on a tiny block pool', () => {
     expect(stats.gpuPrefixHitTokens).toBeGreaterThan(0);
   });
 
-  it('also does so with CPU-tier loads that land late, share blocks, fail, and a rank lost now and then', () => {
+  it('also does so with CPU-tier loads that land late, share blocks, fail, and a rank lost now and then', async () => {
     const rngFaults = new Rng(777);
     const h = new Harness({
       config: { numGpuBlocks: 24, maxNumBatchedTokens: 24, maxNumSeqs: 6, maxModelLen: MAX_MODEL_LEN },
-      connector: (runner) => new SeededTierConnector(runner),
+      connector: (ranks) => new SeededTierConnector(ranks),
       loadLatencySteps: 2,
       loadFaults: (job) => job.gpuBlockIds.filter(() => rngFaults.chance(0.08)),
     });
@@ -108,7 +108,7 @@ describe('randomized workloads on a tiny block pool', () => {
     const w = workload(h, 4242);
     const seedTier = () => w.prefixes.forEach((p) => tier.seed(p));
     seedTier();
-    drive(w, 3000, (step) => {
+    await drive(w, 3000, async (step) => {
       // Aborts while loading are the delicate case: the load still writes the blocks.
       const loading = [...w.live].filter((id) => h.scheduler.getRequest(id)?.status === 'waitingForRemoteKvs');
       if (loading.length > 0 && w.rng.chance(0.1)) {
@@ -116,8 +116,7 @@ describe('randomized workloads on a tiny block pool', () => {
         if (h.scheduler.abortRequest(id)) w.aborted.add(id);
       }
       if (step > 0 && step % 1000 === 0) {
-        h.scheduler.resetForRankLoss();
-        h.runner.reset();
+        await h.loseRanks();
         seedTier();
       }
     });

@@ -1,0 +1,219 @@
+import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
+import type { TransferSubmission } from '../device/types.js';
+import { rulesForRank, type FaultPlan } from '../faults/plan.js';
+import type { RankDeath } from '../faults/rank-faults.js';
+import type { ModelShape } from '../model/shape.js';
+import type { ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../protocol/step-protocol.js';
+import { RankWorker, type RankWorkerHost } from '../rank/rank-worker.js';
+import { KVOutputAggregator } from '../runtime/aggregator.js';
+import type { PositionSums } from './position-sums.js';
+import { SimulatedDevice } from './simulated-device.js';
+
+/** Chooses which GPU blocks of a load job fail on a rank (they are poisoned and reported invalid). */
+export type LoadFaultInjector = (job: TransferJobSpec, step: number, rank: number) => readonly number[];
+
+/** A value for every rank, or one per rank. */
+export type PerRank<T> = T | readonly T[];
+
+export interface SimulatedRanksOptions {
+  readonly shape: ModelShape;
+  /** Tensor-parallel ranks (default 1). */
+  readonly tp?: number;
+  readonly blockSize: number;
+  readonly numGpuBlocks: number;
+  readonly numCpuBlocks?: number;
+  readonly offloadFactor?: number;
+  /** Steps a load takes when nothing waits for it (default 1); per rank, ranks can finish a job in different steps. */
+  readonly loadLatencySteps?: PerRank<number>;
+  /** Steps a store takes when nothing waits for it (default 1). */
+  readonly storeLatencySteps?: PerRank<number>;
+  readonly loadFaults?: LoadFaultInjector | null;
+  /** A fault plan (parseFaultPlan): each rank gets its rules, as the engine gives them. */
+  readonly faultPlan?: FaultPlan;
+  /** Position sums to share between runs (tp = 1 only: they cover every head). */
+  readonly positionSums?: PositionSums;
+  readonly switches?: WorkerConnectorSwitches;
+}
+
+/** A rank's injected death, surfaced to the caller of the step it happened in. */
+export class SimulatedRankDeath extends Error {
+  constructor(
+    readonly rank: number,
+    readonly death: RankDeath,
+    when: string,
+  ) {
+    super(`rank ${rank} ${death.kind === 'hang' ? 'hung' : 'crashed'} ${when}`);
+    this.name = 'SimulatedRankDeath';
+  }
+}
+
+/**
+ * The executor's in-process counterpart: one production RankWorker per rank,
+ * each over a SimulatedDevice, run in the calling thread, their outputs
+ * merged by the production KVOutputAggregator. Every step runs the worker side
+ * of the step protocol exactly as a rank thread does (docs/architecture.md,
+ * "One engine step"), only on a step clock instead of a GPU.
+ */
+export class SimulatedRanks {
+  readonly tp: number;
+  private readonly options: SimulatedRanksOptions;
+  private workers: RankWorker[] = [];
+  private deviceList: SimulatedDevice[] = [];
+  private aggregator: KVOutputAggregator;
+  private ready: Promise<void>;
+  private loadFaults: LoadFaultInjector | null;
+  private readonly specs = new Map<number, TransferJobSpec>();
+  private openCount = 0;
+  private resetCount = 0;
+  private lastOutputs: readonly RankStepOutput[] = [];
+
+  constructor(options: SimulatedRanksOptions) {
+    this.options = options;
+    this.tp = options.tp ?? 1;
+    if (!Number.isInteger(this.tp) || this.tp < 1) throw new RangeError(`tp ${this.tp} must be a positive integer`);
+    if (options.positionSums !== undefined && this.tp !== 1) throw new RangeError('shared positionSums cover every head: tp must be 1');
+    this.loadFaults = options.loadFaults ?? null;
+    this.aggregator = new KVOutputAggregator(this.tp, options.shape.vocabSize);
+    this.ready = this.open();
+  }
+
+  get blockSize(): number {
+    return this.options.blockSize;
+  }
+
+  /** The ranks' devices, in rank order (replaced by restart()). */
+  get devices(): readonly SimulatedDevice[] {
+    return this.deviceList;
+  }
+
+  /** Each rank's output of the last step, in rank order (before aggregation). */
+  get rankOutputs(): readonly RankStepOutput[] {
+    return this.lastOutputs;
+  }
+
+  setLoadFaults(injector: LoadFaultInjector | null): void {
+    this.loadFaults = injector;
+  }
+
+  /** Writes a CPU block's chain states on every rank (each rank holds its heads of the same positions). */
+  writeCpuStates(cpuBlockId: number, states: ArrayLike<number>): void {
+    for (const device of this.deviceList) device.cpu.writeBlock(cpuBlockId, states);
+  }
+
+  /** Runs one step on every rank (in rank order) and merges their outputs. */
+  async execute(step: SchedulerOutput): Promise<ModelRunnerOutput> {
+    await this.ready;
+    if (step.offload !== null) {
+      for (const spec of step.offload.loads) this.specs.set(spec.jobId, spec);
+    }
+    const outputs: RankStepOutput[] = [];
+    for (let rank = 0; rank < this.tp; rank++) {
+      this.deviceList[rank].advanceTo(step.step);
+      outputs.push(await this.workers[rank].executeStep(step));
+    }
+    this.lastOutputs = outputs;
+    const merged = this.aggregator.aggregate(outputs, step);
+    for (const job of merged.finishedJobs) this.specs.delete(job.jobId);
+    return merged;
+  }
+
+  /** Jobs submitted or deferred and not yet reported, summed over ranks. */
+  async pendingJobs(): Promise<number> {
+    await this.ready;
+    let total = 0;
+    for (const worker of this.workers) total += await worker.pendingJobs();
+    return total;
+  }
+
+  /**
+   * Every rank was lost: each is replaced by a fresh RankWorker over a fresh
+   * device (GPU blocks hold garbage, the CPU tier is empty), and partial
+   * reports of the old ranks are forgotten, as the engine does after restarting
+   * its ranks. The caller resets the scheduler (Scheduler.resetForRankLoss).
+   */
+  async restart(): Promise<void> {
+    await this.ready;
+    for (const worker of this.workers) await worker.shutdown();
+    this.aggregator.reset();
+    this.specs.clear();
+    this.ready = this.open();
+    await this.ready;
+    this.resetCount += 1;
+    for (const worker of this.workers) await worker.reset(this.resetCount);
+  }
+
+  async close(): Promise<void> {
+    await this.ready.catch(() => undefined);
+    for (const worker of this.workers) await worker.shutdown();
+  }
+
+  private async open(): Promise<void> {
+    const o = this.options;
+    this.openCount += 1;
+    const devices: SimulatedDevice[] = [];
+    const workers: RankWorker[] = [];
+    for (let rank = 0; rank < this.tp; rank++) {
+      const device = new SimulatedDevice({
+        shape: o.shape,
+        rank,
+        tp: this.tp,
+        blockSize: o.blockSize,
+        numGpuBlocks: o.numGpuBlocks,
+        numCpuBlocks: o.numCpuBlocks ?? 0,
+        offloadFactor: o.offloadFactor ?? 1,
+        loadLatencySteps: perRank(o.loadLatencySteps, rank, 1),
+        storeLatencySteps: perRank(o.storeLatencySteps, rank, 1),
+        loadFaults: (job, step) => this.injectedFailures(job, step, rank),
+        positionSums: o.positionSums,
+      });
+      devices.push(device);
+      workers.push(new RankWorker(inProcessHost(device)));
+    }
+    this.deviceList = devices;
+    this.workers = workers;
+    for (let rank = 0; rank < this.tp; rank++) {
+      await workers[rank].init({
+        rank,
+        tp: this.tp,
+        backend: 'host',
+        model: o.shape,
+        blockSize: o.blockSize,
+        layout: 'cross-layer',
+        numGpuBlocks: o.numGpuBlocks,
+        numCpuBlocks: o.numCpuBlocks ?? 0,
+        offloadFactor: o.offloadFactor ?? 1,
+        faultRules: o.faultPlan ? rulesForRank(o.faultPlan, rank) : [],
+        faultSeed: o.faultPlan?.seed ?? 0,
+        openCount: this.openCount,
+        loadFailuresBefore: 0,
+        testSwitches: o.switches,
+      });
+    }
+  }
+
+  private injectedFailures(job: TransferSubmission, step: number, rank: number): readonly number[] {
+    if (this.loadFaults === null) return [];
+    const spec = this.specs.get(job.jobId);
+    if (spec === undefined) throw new Error(`rank ${rank} loads job ${job.jobId}, which no step issued`);
+    return this.loadFaults(spec, step, rank);
+  }
+}
+
+function perRank(value: PerRank<number> | undefined, rank: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value === 'number') return value;
+  const v = (value as readonly number[])[rank];
+  if (v === undefined) throw new RangeError(`no value given for rank ${rank}`);
+  return v;
+}
+
+/** Opens the prepared device; an injected death surfaces as an error of the step it happened in. */
+function inProcessHost(device: SimulatedDevice): RankWorkerHost {
+  return {
+    openDevice: async () => device,
+    idleWaitMs: 0,
+    die: async (death, when) => {
+      throw new SimulatedRankDeath(device.rank, death, when);
+    },
+  };
+}
