@@ -62,6 +62,21 @@ function parseLane(text: string, offset: number): number {
  * characters instead, so a table lookup must still confirm the string.
  */
 export function blockHashLane(hash: BlockHash, lane: 0 | 1): number {
+  // A key is usually looked up in both lanes and in several tables in a row (prefix cache, CPU tier,
+  // eviction order): the last key's lanes are kept rather than parsed again.
+  if (hash !== lastLaneKey) {
+    lastLaneA = computeLane(hash, 0);
+    lastLaneB = computeLane(hash, 1);
+    lastLaneKey = hash;
+  }
+  return lane === 0 ? lastLaneA : lastLaneB;
+}
+
+let lastLaneKey: BlockHash | null = null;
+let lastLaneA = 0;
+let lastLaneB = 0;
+
+function computeLane(hash: BlockHash, lane: 0 | 1): number {
   if (hash.length === 16) {
     const value = parseLane(hash, lane * 8);
     if (value === value) return value;

@@ -63,11 +63,12 @@ export class SampledTokenUpdate {
 }
 
 /**
- * Distinct token ids kept as shared one-token arrays; past this many, a
- * one-token array is built per use (the ids of a sane vocabulary stay far below).
+ * Token ids below this get a shared one-token array; a larger one (no sane
+ * vocabulary has one) is given a new array per use.
  */
-const MAX_SHARED_TOKENS = 1 << 18;
-const sharedSingleTokens = new Map<number, readonly number[]>();
+const MAX_SHARED_TOKEN = 1 << 18;
+/** The shared arrays by token id; filled densely (undefined where none yet), so it stays a flat array. */
+const sharedSingleTokens: (readonly number[] | undefined)[] = [];
 
 /**
  * `[token]`, frozen and shared by every step record that carries that one
@@ -75,10 +76,16 @@ const sharedSingleTokens = new Map<number, readonly number[]>();
  * arrays were most of what such a step allocated.
  */
 export function singleToken(token: number): readonly number[] {
-  const shared = sharedSingleTokens.get(token);
-  if (shared !== undefined) return shared;
+  const shared = sharedSingleTokens;
+  if (token < shared.length) {
+    const ids = shared[token];
+    if (ids !== undefined) return ids;
+  }
   const ids = Object.freeze([token]);
-  if (sharedSingleTokens.size < MAX_SHARED_TOKENS) sharedSingleTokens.set(token, ids);
+  if (Number.isInteger(token) && token >= 0 && token < MAX_SHARED_TOKEN) {
+    while (shared.length <= token) shared.push(undefined);
+    shared[token] = ids;
+  }
   return ids;
 }
 

@@ -63,6 +63,35 @@ describe('store on compute', () => {
     expect(retried.stores[0].gpuBlockIds).toEqual([0, 1]);
   });
 
+  it('offers a refused store again in the next decode step, though that step completes no block', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 5);
+    const request = bareRequest('r', prompt, 4);
+    const table = blockRange(0, 3);
+    manager.refusals = 1;
+    expect(connector.buildConnectorMeta(computeStep(0, request, table, 8)).stores).toEqual([]);
+    // Decoding: one sampled token per step, the third block still short of full.
+    request.appendOutputToken(7);
+    const retried = connector.buildConnectorMeta(computeStep(1, request, table, 1));
+    expect(retried.stores[0].gpuBlockIds).toEqual([0, 1]);
+    request.appendOutputToken(7);
+    expect(connector.buildConnectorMeta(computeStep(2, request, table, 1)).stores).toEqual([]);
+    expect(manager.storeOffers).toHaveLength(2);
+  });
+
+  it('offers a declined block again in the next decode step, though that step completes no block', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 6);
+    const keys = offloadedKeysOf(prompt, 4, 1);
+    const request = bareRequest('r', prompt, 4);
+    const table = blockRange(0, 3);
+    manager.declined = new Set([keys[1]]);
+    expect(connector.buildConnectorMeta(computeStep(0, request, table, 8)).stores[0].gpuBlockIds).toEqual([0]);
+    manager.declined = new Set();
+    request.appendOutputToken(7);
+    expect(connector.buildConnectorMeta(computeStep(1, request, table, 1)).stores[0].gpuBlockIds).toEqual([1]);
+  });
+
   it('moves past blocks the tier already holds without issuing a job', () => {
     const { connector, manager } = scriptedConnector({ blockSize: 4 });
     const prompt = promptOf(8, 5);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { blockHashes, extendBlockHashes, hashBlock } from '../../src/core/block-hash.js';
+import { blockHashes, blockHashLane, extendBlockHashes, formatBlockHash, hashBlock } from '../../src/core/block-hash.js';
 
 describe('chained block hashes', () => {
   const tokens = Array.from({ length: 64 }, (_, i) => (i * 37) % 1000);
@@ -53,5 +53,20 @@ describe('chained block hashes', () => {
     for (let i = 1; i < hashes.length; i++) {
       expect(hashBlock(hashes[i - 1], tokens, i * 8, (i + 1) * 8)).toBe(hashes[i]);
     }
+  });
+
+  it("gives every key its own lanes however the lanes of different keys are asked for in turn", () => {
+    const keys = [...blockHashes(Array.from({ length: 64 }, (_, i) => i), 8), 'not-hex', 'p:1', 'not-hex'];
+    const alone = keys.map((key) => [blockHashLane(`${key}`, 0), blockHashLane(`${key}`, 1)]);
+    // Interleaved: lane 1 of one key right after lane 0 of another, and a key asked twice in a row.
+    for (let i = 0; i < keys.length; i++) {
+      const next = keys[(i + 1) % keys.length];
+      expect(blockHashLane(keys[i], 0)).toBe(alone[i][0]);
+      expect(blockHashLane(next, 1)).toBe(alone[(i + 1) % keys.length][1]);
+      expect(blockHashLane(keys[i], 1)).toBe(alone[i][1]);
+      expect(blockHashLane(keys[i], 1)).toBe(alone[i][1]);
+    }
+    // A 16-hex-digit key's lanes are its value.
+    expect(formatBlockHash(alone[0][0], alone[0][1])).toBe(keys[0]);
   });
 });

@@ -21,6 +21,13 @@ export class StoreOnComputePolicy implements StorePolicy {
   readonly name = 'on-compute';
   /** Request id -> index of its first offloaded block not yet stored (absent: 0). */
   private readonly nextToStore = new Map<string, number>();
+  /**
+   * Requests whose mark stayed behind their computed blocks at their last
+   * offer (refused for room, or a block declined). Every other request had
+   * all its computed blocks offered and accepted, so a step in which it
+   * completes no block has nothing to offer and its mark is not looked up.
+   */
+  private readonly behind = new Set<string>();
 
   constructor(private readonly geometry: OffloadGeometry) {}
 
@@ -34,8 +41,17 @@ export class StoreOnComputePolicy implements StorePolicy {
       // Tokens whose KV exists once this step's forward ran; a block one token short is not full.
       const computed = Math.min(request.numComputedTokens, request.numTokens);
       const end = Math.floor(computed / offloadedBlockTokens);
+      // A request's first view after it was (re)admitted is fresh; later ones follow an offer of everything
+      // computed up to the previous step (within one token: the sampled one).
+      if (!view.fresh && (this.behind.size === 0 || !this.behind.has(request.id))) {
+        const before = Math.min(request.numComputedTokens - view.numScheduledTokens, request.numTokens - 1);
+        if (Math.floor(before / offloadedBlockTokens) >= end) continue;
+      }
       const start = this.nextToStore.get(request.id) ?? 0;
-      if (end <= start) continue;
+      if (end <= start) {
+        if (this.behind.size > 0) this.behind.delete(request.id);
+        continue;
+      }
 
       const candidates: StoreCandidate[] = [];
       for (let i = start; i < end; i++) {
@@ -45,8 +61,14 @@ export class StoreOnComputePolicy implements StorePolicy {
         });
       }
       const result = context.store(request.id, candidates, false);
-      if (result === null) continue;
-      this.nextToStore.set(request.id, start + acceptedRun(candidates, result.declinedKeys));
+      if (result === null) {
+        this.behind.add(request.id);
+        continue;
+      }
+      const mark = start + acceptedRun(candidates, result.declinedKeys);
+      this.nextToStore.set(request.id, mark);
+      if (mark < end) this.behind.add(request.id);
+      else if (this.behind.size > 0) this.behind.delete(request.id);
     }
   }
 
@@ -57,10 +79,12 @@ export class StoreOnComputePolicy implements StorePolicy {
 
   onPreempted(request: Request): void {
     this.nextToStore.delete(request.id);
+    this.behind.delete(request.id);
   }
 
   onRequestFinished(request: Request): void {
     this.nextToStore.delete(request.id);
+    this.behind.delete(request.id);
   }
 
   onGpuBlockEvicted(): void {
@@ -73,6 +97,7 @@ export class StoreOnComputePolicy implements StorePolicy {
 
   reset(): void {
     this.nextToStore.clear();
+    this.behind.clear();
   }
 }
 
