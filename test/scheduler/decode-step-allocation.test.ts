@@ -1,9 +1,9 @@
 import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
-import { createOffloadingConnector } from '../../src/offload/create-connector.js';
+import { createOffloadingConnector } from '../../src/connector/create-connector.js';
 import { parseSchedulerConfig } from '../../src/scheduler/config.js';
-import type { JobResult, ModelRunnerOutput, SchedulerOutput } from '../../src/scheduler/outputs.js';
+import type { JobResult, ModelRunnerOutput, SchedulerOutput } from '../../src/protocol/step-protocol.js';
 import { createRequest } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { singleToken } from '../../src/scheduler/step-records.js';
