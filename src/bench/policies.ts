@@ -136,13 +136,18 @@ export type ReplayOptions = Pick<
   'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps'
 >;
 
-/** Replays the requests through one configuration (null: no CPU tier). */
+/**
+ * Replays the requests through one configuration (null: no CPU tier);
+ * `wrapConnector` may replace the connector built for it by one over the
+ * same manager and store policy (e.g. one that records what the tier sees).
+ */
 export function replay(
   options: ReplayOptions,
   requests: readonly ReplayRequest[],
   expected: ReadonlyMap<string, readonly number[]>,
   configuration: PolicyConfiguration | null,
   positionSums?: PositionSums,
+  wrapConnector?: (built: OffloadingConnector) => OffloadingConnector,
 ): PolicyResult {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   if (Math.ceil(longest / options.blockSize) > options.gpuBlocks) {
@@ -170,7 +175,7 @@ export function replay(
       eviction: configuration.eviction,
       storePolicy: configuration.storePolicy,
     });
-    connector = parts.connector;
+    connector = wrapConnector === undefined ? parts.connector : wrapConnector(parts.connector);
     manager = parts.manager;
   }
   const latency = options.transferLatencySteps ?? 1;

@@ -6,6 +6,9 @@ import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-type
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
+import type { TierStream } from './tier-stream.js';
+import { recordTierStream, replayRecordingTierStream } from './tier-stream-replay.js';
+import { simulateTierStreamBelady } from './tier-stream-belady.js';
 
 /**
  * A capacity x policy sweep: one trace slice replayed at every CPU-tier
@@ -49,10 +52,14 @@ export interface SweepPoint {
   readonly cpuHitTokens: number;
   readonly gpuPrefixHitTokens: number;
   readonly prefillTokensComputed: number;
-  /** Belady's CPU-tier hit tokens at this capacity (no GPU tier in front). */
+  /** Belady's CPU-tier hit tokens at this capacity over the whole trace (no GPU tier in front; `kvtier analyze`). */
   readonly optimalCpuHitTokens: number;
   /** cpuHitTokens / optimalCpuHitTokens (0 when the optimum is 0). */
   readonly shareOfOptimal: number;
+  /** Belady's CPU-tier hit tokens at this capacity over the stream the tier sees behind the GPU tier. */
+  readonly tierOptimalCpuHitTokens: number;
+  /** cpuHitTokens / tierOptimalCpuHitTokens (0 when that optimum is 0). */
+  readonly shareOfTierOptimal: number;
   readonly requests: number;
   /** Finished requests whose tokens equal the reference model's. */
   readonly verified: number;
@@ -73,9 +80,16 @@ export interface SweepResult {
   readonly policies: readonly string[];
   /** The same slice without a CPU tier. */
   readonly baseline: { readonly gpuPrefixHitTokens: number; readonly prefillTokensComputed: number; readonly ttftP50Ms: number | null };
-  /** Belady's optimum per capacity, and the infinite cache's prefix hits. */
+  /** Belady's optimum per capacity over the whole trace, and the infinite cache's prefix hits. */
   readonly optimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
   readonly infiniteCacheHitTokens: number;
+  /**
+   * Belady's optimum per capacity over the lookups and stores the tier sees
+   * behind the GPU tier (tier-stream.ts): the most over the stream of a tier
+   * that never hits and, in the simulated mode, the streams each policy's
+   * replay at that capacity recorded.
+   */
+  readonly tierOptimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
   /** Reuse distances of offloaded blocks: [from, to) in powers of two. */
   readonly reuseHistogram: readonly { readonly from: number; readonly to: number; readonly count: number }[];
   readonly points: readonly SweepPoint[];
@@ -121,13 +135,25 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     hitTokens: cpuBlocks === largest ? profile.optimal.hitTokens : analyzeLoadedTrace(trace, { cpuBlocks, ...geometry }).optimal.hitTokens,
   }));
 
-  const run = options.engine == null ? simulatedRunner(options, replaySliceOf(trace)) : engineRunner(options, trace);
+  const slice = replaySliceOf(trace);
+  const stream = recordTierStream(slice, { gpuBlocks: options.gpuBlocks, cpuBlocks: largest, ...geometry });
+  const tierOptimum: { cpuBlocks: number; hitTokens: number }[] = [];
+
+  const run = options.engine == null ? simulatedRunner(options, slice) : engineRunner(options, trace);
   const baseline = await run(null, 0);
   const points: SweepPoint[] = [];
   const total = options.cpuBlocks.length * options.policies.length;
   for (const { cpuBlocks, hitTokens } of optimum) {
+    const outcomes: PointOutcome[] = [];
+    let tierHitTokens = simulateTierStreamBelady(stream, cpuBlocks).hitTokens;
     for (const policy of options.policies) {
       const outcome = await run(policy, cpuBlocks);
+      outcomes.push(outcome);
+      if (outcome.stream !== null) tierHitTokens = Math.max(tierHitTokens, simulateTierStreamBelady(outcome.stream, cpuBlocks).hitTokens);
+    }
+    tierOptimum.push({ cpuBlocks, hitTokens: tierHitTokens });
+    for (const [i, policy] of options.policies.entries()) {
+      const { stream: _stream, ...outcome } = outcomes[i];
       const point: SweepPoint = {
         policy: policy.label,
         eviction: policy.eviction,
@@ -136,6 +162,8 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
         ...outcome,
         optimalCpuHitTokens: hitTokens,
         shareOfOptimal: hitTokens === 0 ? 0 : outcome.cpuHitTokens / hitTokens,
+        tierOptimalCpuHitTokens: tierHitTokens,
+        shareOfTierOptimal: tierHitTokens === 0 ? 0 : outcome.cpuHitTokens / tierHitTokens,
       };
       points.push(point);
       options.onPoint?.(point, points.length, total);
@@ -161,13 +189,14 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     },
     optimum,
     infiniteCacheHitTokens: profile.blocks.infiniteCacheHitTokens,
+    tierOptimum,
     reuseHistogram: profile.reuseDistance.histogram,
     points,
     elapsedSeconds: (performance.now() - started) / 1000,
   };
 }
 
-type PointOutcome = Pick<
+type PointOutcome = { readonly stream: TierStream | null } & Pick<
   SweepPoint,
   | 'cpuHitTokens'
   | 'gpuPrefixHitTokens'
@@ -185,14 +214,16 @@ type PointRunner = (policy: SweepPolicy | null, cpuBlocks: number) => Promise<Po
 
 function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner {
   return async (policy, cpuBlocks) => {
-    const result: PolicyResult = replaySimulated(
-      { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor },
-      slice.requests,
-      slice.expected,
-      policy,
-      slice.positionSums,
-    );
+    const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor };
+    let result: PolicyResult;
+    let stream: TierStream | null = null;
+    if (policy === null) {
+      result = replaySimulated(replayOptions, slice.requests, slice.expected, null, slice.positionSums);
+    } else {
+      ({ result, stream } = replayRecordingTierStream(slice, replayOptions, policy));
+    }
     return {
+      stream,
       cpuHitTokens: result.cpuHitTokens,
       gpuPrefixHitTokens: result.gpuPrefixHitTokens,
       prefillTokensComputed: result.prefillTokensComputed,
@@ -239,6 +270,7 @@ function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
       ttftP50Ms: report.latency.ttftMs.p50,
       ttftP99Ms: report.latency.ttftMs.p99,
       wallSeconds: report.wallSeconds,
+      stream: null,
     };
   };
 }

@@ -199,6 +199,8 @@ export function formatSweepTable(result: SweepResult): string {
     ['prefill tok', (p) => n(p.prefillTokensComputed)],
     ['optimum', (p) => n(p.optimalCpuHitTokens)],
     ['of optimum', (p) => `${(100 * p.shareOfOptimal).toFixed(1)}%`],
+    ['tier optimum', (p) => n(p.tierOptimalCpuHitTokens)],
+    ['of tier opt', (p) => `${(100 * p.shareOfTierOptimal).toFixed(1)}%`],
     ['verified', (p) => `${p.verified}/${p.requests}`],
     ...(engine
       ? ([
@@ -215,7 +217,8 @@ export function formatSweepTable(result: SweepResult): string {
       `${n(result.gpuBlocks)} GPU blocks`,
     `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
       (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
-    `optimum: Belady MIN at each capacity with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
+    `optimum: Belady MIN at each capacity over the whole trace, with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
+    'tier optimum: Belady MIN at each capacity over the lookups and stores the CPU tier sees behind the GPU tier (recorded from the simulated replay)',
     '',
   ];
   return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');
