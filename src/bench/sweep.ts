@@ -96,7 +96,7 @@ export interface SweepResult {
   readonly elapsedSeconds: number;
 }
 
-const POLICY_PATTERN = /^([a-z0-9]+)(?:\/(.+))?$/;
+const POLICY_PATTERN = /^([a-z0-9+]+)(?:\/(.+))?$/;
 
 /**
  * Parses one policy name: an eviction policy ('lru', 'arc', 'lhd', 's3fifo';

@@ -119,6 +119,14 @@ class RecordingManager implements OffloadingManager {
     return this.inner.takeEvents();
   }
 
+  protect(owner: string, keys: readonly BlockHash[], front?: boolean): void {
+    this.inner.protect?.(owner, keys, front);
+  }
+
+  release(owner: string): void {
+    this.inner.release?.(owner);
+  }
+
   reset(): void {
     this.inner.reset();
   }

@@ -18,7 +18,7 @@ export const RUN_DEFAULTS = {
   gpuBlocks: 2048,
   cpuBlocks: 32768,
   offloadFactor: 1,
-  eviction: 's3fifo' as EvictionPolicyName,
+  eviction: 's3fifo+queue' as EvictionPolicyName,
   storePolicy: 'on-compute' as StorePolicyName,
   faultSeed: 0,
   failurePolicy: 'recompute' as FailurePolicy,

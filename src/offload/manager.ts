@@ -2,6 +2,7 @@ import type { BlockHash } from '../core/block-hash.js';
 import { KvtierError } from '../core/errors.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
 import { OffloadingEventLog, type OffloadingEvent } from './events.js';
+import { ProtectedKeys } from './protected-keys.js';
 
 /**
  * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
@@ -74,6 +75,17 @@ export interface OffloadingManager {
 
   /** Events recorded since the last call, oldest first (none when events are disabled). */
   takeEvents(): OffloadingEvent[];
+
+  /**
+   * Optional: `owner`, a request joining the back of the waiting queue (or
+   * with `front` its head), will look up `keys` when admitted. Eviction
+   * passes over them; one goes only to make room for blocks a request nearer
+   * the head will read. Replaces what `owner` protected before.
+   */
+  protect?(owner: string, keys: readonly BlockHash[], front?: boolean): void;
+
+  /** Optional: ends what `protect` did for `owner` (admitted, finished). Unknown owners are ignored. */
+  release?(owner: string): void;
 
   /**
    * Forgets every block (a rank's CPU shard was lost, so every rank must treat
@@ -164,6 +176,8 @@ export interface CpuOffloadingManagerOptions {
   readonly capacityBlocks: number;
   /** Record stored/removed events for takeEvents (default false). */
   readonly enableEvents?: boolean;
+  /** Honour `protect`: keep the blocks queued requests will read (default false: `protect` does nothing). */
+  readonly protectQueued?: boolean;
 }
 
 /** Reference count of a block being stored; ready blocks count their in-flight loads from 0. */
@@ -183,6 +197,8 @@ export class CpuOffloadingManager implements OffloadingManager {
   private readonly blocks = new Map<BlockHash, CpuBlock>();
   private readonly allocator: CpuBlockAllocator;
   private readonly events: OffloadingEventLog;
+  private readonly protectedKeys = new ProtectedKeys();
+  private readonly protectQueued: boolean;
   private beingStoredBlocks = 0;
   private pinnedBlocks = 0;
   private lookupHitBlocks = 0;
@@ -199,6 +215,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   ) {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
     this.events = new OffloadingEventLog(options.enableEvents ?? false);
+    this.protectQueued = options.protectQueued ?? false;
   }
 
   lookup(keys: readonly BlockHash[]): number {
@@ -281,7 +298,8 @@ export class CpuOffloadingManager implements OffloadingManager {
     let evictedKeys: BlockHash[] = [];
     if (shortfall > 0) {
       const isInput = inputKeys === null ? (key: BlockHash) => key === keys[0] : (key: BlockHash) => inputKeys.has(key);
-      const victims = this.policy.chooseVictims(shortfall, (key) => !isInput(key) && this.blocks.get(key)?.refCnt === 0);
+      const evictable = (key: BlockHash) => !isInput(key) && this.blocks.get(key)?.refCnt === 0;
+      const victims = this.protectedKeys.size === 0 ? this.policy.chooseVictims(shortfall, evictable) : this.chooseAroundProtected(shortfall, evictable, keysToStore);
       if (victims === null) {
         this.storesRejected++;
         return null;
@@ -326,6 +344,14 @@ export class CpuOffloadingManager implements OffloadingManager {
     return this.events.take();
   }
 
+  protect(owner: string, keys: readonly BlockHash[], front = false): void {
+    if (this.protectQueued) this.protectedKeys.protect(owner, keys, front);
+  }
+
+  release(owner: string): void {
+    this.protectedKeys.release(owner);
+  }
+
   reset(): void {
     const announced: BlockHash[] = [];
     for (const [key, block] of this.blocks) {
@@ -355,6 +381,21 @@ export class CpuOffloadingManager implements OffloadingManager {
       storesRejected: this.storesRejected,
       evictions: this.evictions,
     };
+  }
+
+  /**
+   * Victims when queued requests protect blocks: unprotected blocks first; a
+   * protected block goes only for blocks a request nearer the head of the
+   * queue will read (never for blocks nobody queued asked for).
+   */
+  private chooseAroundProtected(count: number, evictable: (key: BlockHash) => boolean, keysToStore: readonly BlockHash[]): BlockHash[] | null {
+    const protectedKeys = this.protectedKeys;
+    const unprotected = this.policy.chooseVictims(count, (key) => evictable(key) && !protectedKeys.has(key));
+    if (unprotected !== null) return unprotected;
+    let nearest = Infinity;
+    for (const key of keysToStore) nearest = Math.min(nearest, protectedKeys.rankOf(key));
+    if (nearest === Infinity) return null;
+    return this.policy.chooseVictims(count, (key) => evictable(key) && protectedKeys.rankOf(key) > nearest);
   }
 
   private evict(keys: readonly BlockHash[]): void {

@@ -78,6 +78,14 @@ export class ReuseFilterManager implements OffloadingManager {
     return this.backing.takeEvents();
   }
 
+  protect(owner: string, keys: readonly BlockHash[], front?: boolean): void {
+    this.backing.protect?.(owner, keys, front);
+  }
+
+  release(owner: string): void {
+    this.backing.release?.(owner);
+  }
+
   reset(): void {
     this.backing.reset();
   }

@@ -28,7 +28,7 @@ export const engineConfigSchema = z
     cpuBlocks: z.number().int().min(0).max(MAX_CPU_BLOCKS).optional(),
     cpuBytes: z.number().int().min(0).optional(),
     offloadFactor: positiveInt.max(64).default(1),
-    eviction: z.enum(EVICTION_POLICY_NAMES).default('s3fifo'),
+    eviction: z.enum(EVICTION_POLICY_NAMES).default('s3fifo+queue'),
     storePolicy: storePolicySchema.default('on-compute'),
     maxNumBatchedTokens: positiveInt.default(2048),
     maxNumSeqs: positiveInt.default(256),

@@ -6,7 +6,7 @@ import type { ModelShape } from '../model/shape.js';
  * engine and gets back.
  */
 
-export type EvictionPolicyName = 'lru' | 'arc' | 'lhd' | 's3fifo';
+export type EvictionPolicyName = 'lru' | 'arc' | 'lhd' | 's3fifo' | 'lru+queue' | 's3fifo+queue';
 /** 'on-compute' (default), 'on-evict' (write-back), or { reuse: k } (store blocks seen at least k times). */
 export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
 export type FailurePolicy = 'recompute' | 'fail';

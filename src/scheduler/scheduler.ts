@@ -156,6 +156,7 @@ export class Scheduler {
     this.requests.set(request.id, request);
     this.addOrder.set(request.id, this.nextAddOrder++);
     this.waiting.push(request);
+    this.connector?.requestQueued?.(request);
     this.counters.requestsAdded++;
   }
 
