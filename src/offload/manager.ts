@@ -197,8 +197,12 @@ export class CpuOffloadingManager implements OffloadingManager {
   private readonly blocks = new Map<BlockHash, CpuBlock>();
   private readonly allocator: CpuBlockAllocator;
   private readonly events: OffloadingEventLog;
-  private readonly protectedKeys = new ProtectedKeys();
+  private readonly protectedKeys = new ProtectedKeys((key, isProtected) => {
+    if (this.blocks.get(key)?.refCnt === 0) this.freeUnprotected += isProtected ? -1 : 1;
+  });
   private readonly protectQueued: boolean;
+  /** With protectQueued: ready, unpinned blocks no queued request protects (what eviction takes first). */
+  private freeUnprotected = 0;
   private beingStoredBlocks = 0;
   private pinnedBlocks = 0;
   private lookupHitBlocks = 0;
@@ -240,8 +244,12 @@ export class CpuOffloadingManager implements OffloadingManager {
       }
       return block;
     });
-    for (const block of loaded) {
-      if (block.refCnt === 0) this.pinnedBlocks++;
+    for (let i = 0; i < loaded.length; i++) {
+      const block = loaded[i];
+      if (block.refCnt === 0) {
+        this.pinnedBlocks++;
+        if (this.protectQueued && !this.protectedKeys.has(keys[i])) this.freeUnprotected--;
+      }
       block.refCnt++;
     }
     return loaded.map((block) => block.cpuBlockId);
@@ -274,7 +282,10 @@ export class CpuOffloadingManager implements OffloadingManager {
     for (const [key, count] of unpins) {
       const block = this.blocks.get(key) as CpuBlock;
       block.refCnt -= count;
-      if (block.refCnt === 0) this.pinnedBlocks--;
+      if (block.refCnt === 0) {
+        this.pinnedBlocks--;
+        if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected++;
+      }
     }
   }
 
@@ -299,7 +310,7 @@ export class CpuOffloadingManager implements OffloadingManager {
     if (shortfall > 0) {
       const isInput = inputKeys === null ? (key: BlockHash) => key === keys[0] : (key: BlockHash) => inputKeys.has(key);
       const evictable = (key: BlockHash) => !isInput(key) && this.blocks.get(key)?.refCnt === 0;
-      const victims = this.protectedKeys.size === 0 ? this.policy.chooseVictims(shortfall, evictable) : this.chooseAroundProtected(shortfall, evictable, keysToStore);
+      const victims = this.protectedKeys.size === 0 ? this.policy.chooseVictims(shortfall, evictable) : this.chooseAroundProtected(shortfall, evictable, keysToStore, keys);
       if (victims === null) {
         this.storesRejected++;
         return null;
@@ -328,6 +339,7 @@ export class CpuOffloadingManager implements OffloadingManager {
       this.beingStoredBlocks--;
       if (success) {
         block.refCnt = 0;
+        if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected++;
         stored.push(key);
         this.storesCompleted++;
       } else {
@@ -358,6 +370,7 @@ export class CpuOffloadingManager implements OffloadingManager {
       if (block.refCnt !== BEING_STORED) announced.push(key);
     }
     this.blocks.clear();
+    this.freeUnprotected = 0;
     this.allocator.reset();
     this.policy.reset();
     this.beingStoredBlocks = 0;
@@ -388,10 +401,18 @@ export class CpuOffloadingManager implements OffloadingManager {
    * protected block goes only for blocks a request nearer the head of the
    * queue will read (never for blocks nobody queued asked for).
    */
-  private chooseAroundProtected(count: number, evictable: (key: BlockHash) => boolean, keysToStore: readonly BlockHash[]): BlockHash[] | null {
+  private chooseAroundProtected(
+    count: number,
+    evictable: (key: BlockHash) => boolean,
+    keysToStore: readonly BlockHash[],
+    inputKeys: readonly BlockHash[],
+  ): BlockHash[] | null {
     const protectedKeys = this.protectedKeys;
-    const unprotected = this.policy.chooseVictims(count, (key) => evictable(key) && !protectedKeys.has(key));
-    if (unprotected !== null) return unprotected;
+    // Ask the policy for unprotected victims only when there are enough (a failed choice walks the whole tier);
+    // the store's own held keys are not evictable for it.
+    let available = this.freeUnprotected;
+    for (const key of inputKeys.length > 1 ? new Set(inputKeys) : inputKeys) if (this.blocks.get(key)?.refCnt === 0 && !protectedKeys.has(key)) available--;
+    if (available >= count) return this.policy.chooseVictims(count, (key) => evictable(key) && !protectedKeys.has(key));
     let nearest = Infinity;
     for (const key of keysToStore) nearest = Math.min(nearest, protectedKeys.rankOf(key));
     if (nearest === Infinity) return null;
@@ -401,6 +422,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   private evict(keys: readonly BlockHash[]): void {
     for (const key of keys) {
       const block = this.blocks.get(key) as CpuBlock;
+      if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected--;
       this.blocks.delete(key);
       this.allocator.free(block.cpuBlockId);
     }

@@ -16,6 +16,9 @@ export class ProtectedKeys {
   private lastRank = 0;
   private firstRank = 0;
 
+  /** `changed(key, isProtected)` hears each key that becomes protected or stops being protected. */
+  constructor(private readonly changed: (key: BlockHash, isProtected: boolean) => void = () => {}) {}
+
   /**
    * `owner` will look up `keys` (replacing what it protected before): it
    * joined the back of the queue, or with `front` its head (a preempted
@@ -28,8 +31,12 @@ export class ProtectedKeys {
     this.byOwner.set(owner, { rank, keys });
     for (const key of keys) {
       const ranks = this.ranks.get(key);
-      if (ranks === undefined) this.ranks.set(key, [rank]);
-      else ranks.push(rank);
+      if (ranks !== undefined) {
+        ranks.push(rank);
+        continue;
+      }
+      this.ranks.set(key, [rank]);
+      this.changed(key, true);
     }
   }
 
@@ -42,6 +49,7 @@ export class ProtectedKeys {
       const ranks = this.ranks.get(key) as number[];
       if (ranks.length === 1) {
         this.ranks.delete(key);
+        this.changed(key, false);
         continue;
       }
       const at = ranks.indexOf(entry.rank);
@@ -68,7 +76,9 @@ export class ProtectedKeys {
   }
 
   clear(): void {
+    const keys = [...this.ranks.keys()];
     this.byOwner.clear();
     this.ranks.clear();
+    for (const key of keys) this.changed(key, false);
   }
 }
