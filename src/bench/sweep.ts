@@ -87,7 +87,9 @@ export interface SweepResult {
    * Belady's optimum per capacity over the lookups and stores the tier sees
    * behind the GPU tier (tier-stream.ts): the most over the stream of a tier
    * that never hits and, in the simulated mode, the streams each policy's
-   * replay at that capacity recorded.
+   * replay recorded at that capacity or a smaller one (recorded at a smaller
+   * capacity, a stream is bounded at the smaller one, which more room never
+   * lowers).
    */
   readonly tierOptimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
   /** Reuse distances of offloaded blocks: [from, to) in powers of two. */
@@ -145,7 +147,8 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const total = options.cpuBlocks.length * options.policies.length;
   for (const { cpuBlocks, hitTokens } of optimum) {
     const outcomes: PointOutcome[] = [];
-    let tierHitTokens = simulateTierStreamBelady(stream, cpuBlocks).hitTokens;
+    // Streams recorded at a smaller capacity count too: more room never serves fewer of their hits.
+    let tierHitTokens = Math.max(simulateTierStreamBelady(stream, cpuBlocks).hitTokens, tierOptimum.at(-1)?.hitTokens ?? 0);
     for (const policy of options.policies) {
       const outcome = await run(policy, cpuBlocks);
       outcomes.push(outcome);

@@ -218,7 +218,7 @@ export function formatSweepTable(result: SweepResult): string {
     `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
       (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
     `optimum: Belady MIN at each capacity over the whole trace, with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
-    'tier optimum: Belady MIN at each capacity over the lookups and stores the CPU tier sees behind the GPU tier (recorded from the simulated replay)',
+    'tier optimum: Belady MIN at each capacity over the lookups and stores the CPU tier sees behind the GPU tier (recorded from the simulated replays)',
     '',
   ];
   return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');
