@@ -12,7 +12,8 @@ import { UsageError } from './usage-error.js';
 
 /**
  * `kvtier sweep`: one trace slice over a grid of CPU-tier capacities and
- * policies, each point against Belady's optimum at its capacity; a table,
+ * policies, each point against Belady's optima at its capacity (whole
+ * trace, and behind the GPU tier); a table,
  * and optionally JSON and a self-contained HTML report.
  */
 
@@ -32,7 +33,8 @@ export function createSweepCommand(): Command {
   return new Command('sweep')
     .description(
       'replay one trace slice over a grid of CPU-tier capacities and policies; per point CPU-tier and GPU-prefix hit tokens, ' +
-        'prefill tokens computed and Belady\'s optimum at that capacity (simulated ranks unless --engine)',
+        'prefill tokens computed and Belady\'s optimum at that capacity, over the whole trace and over what the CPU tier sees ' +
+        'behind the GPU tier (simulated ranks unless --engine)',
     )
     .requiredOption('--trace <file>', 'Mooncake trace (JSONL)')
     .option('--cpu-blocks <list>', `CPU tier capacities in offloaded blocks (default ${SWEEP_DEFAULTS.cpuBlocks.join(',')})`)
