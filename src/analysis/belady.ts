@@ -106,7 +106,7 @@ export function simulateBelady(accesses: OffloadBlockAccesses, capacityBlocks: n
 }
 
 /** A max-heap of (key, block) pairs in typed arrays; stale entries are skipped by the caller. */
-class MaxHeap {
+export class MaxHeap {
   private readonly keys: Float64Array;
   private readonly values: Int32Array;
   private length = 0;

@@ -140,13 +140,18 @@ export type ReplayOptions = Pick<
   'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps'
 >;
 
-/** Replays the requests through one configuration (null: no CPU tier). */
+/**
+ * Replays the requests through one configuration (null: no CPU tier);
+ * `wrapConnector` may replace the connector built for it by one over the
+ * same manager and store policy (e.g. one that records what the tier sees).
+ */
 export async function replay(
   options: ReplayOptions,
   requests: readonly ReplayRequest[],
   expected: ReadonlyMap<string, readonly number[]>,
   configuration: PolicyConfiguration | null,
   positionSums?: PositionSums,
+  wrapConnector?: (built: OffloadingConnector) => OffloadingConnector,
 ): Promise<PolicyResult> {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   // The engine's maxModelLen rule, worded for the slice: the user set the pool, not a model length.
@@ -175,7 +180,7 @@ export async function replay(
       eviction: configuration.eviction,
       storePolicy: configuration.storePolicy,
     });
-    connector = parts.connector;
+    connector = wrapConnector === undefined ? parts.connector : wrapConnector(parts.connector);
     manager = parts.manager;
   }
   const latency = options.transferLatencySteps ?? 1;

@@ -7,6 +7,9 @@ import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-type
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
+import type { TierStream } from './tier-stream.js';
+import { recordTierStream, replayRecordingTierStream } from './tier-stream-replay.js';
+import { simulateTierStreamBelady } from './tier-stream-belady.js';
 
 /**
  * A capacity x policy sweep: one trace slice replayed at every CPU-tier
@@ -51,10 +54,14 @@ export interface SweepPoint {
   readonly cpuHitTokens: number;
   readonly gpuPrefixHitTokens: number;
   readonly prefillTokensComputed: number;
-  /** Belady's CPU-tier hit tokens at this capacity (no GPU tier in front). */
+  /** Belady's CPU-tier hit tokens at this capacity over the whole trace (no GPU tier in front; `kvtier analyze`). */
   readonly optimalCpuHitTokens: number;
   /** cpuHitTokens / optimalCpuHitTokens (0 when the optimum is 0). */
   readonly shareOfOptimal: number;
+  /** Belady's CPU-tier hit tokens at this capacity over the stream the tier sees behind the GPU tier. */
+  readonly tierOptimalCpuHitTokens: number;
+  /** cpuHitTokens / tierOptimalCpuHitTokens (0 when that optimum is 0). */
+  readonly shareOfTierOptimal: number;
   readonly requests: number;
   /** Finished requests whose tokens equal the reference model's. */
   readonly verified: number;
@@ -75,16 +82,25 @@ export interface SweepResult {
   readonly policies: readonly string[];
   /** The same slice without a CPU tier. */
   readonly baseline: { readonly gpuPrefixHitTokens: number; readonly prefillTokensComputed: number; readonly ttftP50Ms: number | null };
-  /** Belady's optimum per capacity, and the infinite cache's prefix hits. */
+  /** Belady's optimum per capacity over the whole trace, and the infinite cache's prefix hits. */
   readonly optimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
   readonly infiniteCacheHitTokens: number;
+  /**
+   * Belady's optimum per capacity over the lookups and stores the tier sees
+   * behind the GPU tier (tier-stream.ts): the most over the stream of a tier
+   * that never hits and, in the simulated mode, the streams each policy's
+   * replay recorded at that capacity or a smaller one (recorded at a smaller
+   * capacity, a stream is bounded at the smaller one, which more room never
+   * lowers).
+   */
+  readonly tierOptimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
   /** Reuse distances of offloaded blocks: [from, to) in powers of two. */
   readonly reuseHistogram: readonly { readonly from: number; readonly to: number; readonly count: number }[];
   readonly points: readonly SweepPoint[];
   readonly elapsedSeconds: number;
 }
 
-const POLICY_PATTERN = /^([a-z0-9]+)(?:\/(.+))?$/;
+const POLICY_PATTERN = /^([a-z0-9+]+)(?:\/(.+))?$/;
 
 /**
  * Parses one policy name: an eviction policy ('lru', 'arc', 'lhd', 's3fifo';
@@ -123,13 +139,26 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     hitTokens: cpuBlocks === largest ? profile.optimal.hitTokens : analyzeLoadedTrace(trace, { cpuBlocks, ...geometry }).optimal.hitTokens,
   }));
 
-  const run = options.engine == null ? simulatedRunner(options, replaySliceOf(trace)) : engineRunner(options, trace);
+  const slice = replaySliceOf(trace);
+  const stream = await recordTierStream(slice, { gpuBlocks: options.gpuBlocks, cpuBlocks: largest, ...geometry });
+  const tierOptimum: { cpuBlocks: number; hitTokens: number }[] = [];
+
+  const run = options.engine == null ? simulatedRunner(options, slice) : engineRunner(options, trace);
   const baseline = await run(null, 0);
   const points: SweepPoint[] = [];
   const total = options.cpuBlocks.length * options.policies.length;
   for (const { cpuBlocks, hitTokens } of optimum) {
+    const outcomes: PointOutcome[] = [];
+    // Streams recorded at a smaller capacity count too: more room never serves fewer of their hits.
+    let tierHitTokens = Math.max(simulateTierStreamBelady(stream, cpuBlocks).hitTokens, tierOptimum.at(-1)?.hitTokens ?? 0);
     for (const policy of options.policies) {
       const outcome = await run(policy, cpuBlocks);
+      outcomes.push(outcome);
+      if (outcome.stream !== null) tierHitTokens = Math.max(tierHitTokens, simulateTierStreamBelady(outcome.stream, cpuBlocks).hitTokens);
+    }
+    tierOptimum.push({ cpuBlocks, hitTokens: tierHitTokens });
+    for (const [i, policy] of options.policies.entries()) {
+      const { stream: _stream, ...outcome } = outcomes[i];
       const point: SweepPoint = {
         policy: policy.label,
         eviction: policy.eviction,
@@ -138,6 +167,8 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
         ...outcome,
         optimalCpuHitTokens: hitTokens,
         shareOfOptimal: hitTokens === 0 ? 0 : outcome.cpuHitTokens / hitTokens,
+        tierOptimalCpuHitTokens: tierHitTokens,
+        shareOfTierOptimal: tierHitTokens === 0 ? 0 : outcome.cpuHitTokens / tierHitTokens,
       };
       points.push(point);
       options.onPoint?.(point, points.length, total);
@@ -163,13 +194,14 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     },
     optimum,
     infiniteCacheHitTokens: profile.blocks.infiniteCacheHitTokens,
+    tierOptimum,
     reuseHistogram: profile.reuseDistance.histogram,
     points,
     elapsedSeconds: (performance.now() - started) / 1000,
   };
 }
 
-type PointOutcome = Pick<
+type PointOutcome = { readonly stream: TierStream | null } & Pick<
   SweepPoint,
   | 'cpuHitTokens'
   | 'gpuPrefixHitTokens'
@@ -187,14 +219,16 @@ type PointRunner = (policy: SweepPolicy | null, cpuBlocks: number) => Promise<Po
 
 function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner {
   return async (policy, cpuBlocks) => {
-    const result: PolicyResult = await replaySimulated(
-      { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor },
-      slice.requests,
-      slice.expected,
-      policy,
-      slice.positionSums,
-    );
+    const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor };
+    let result: PolicyResult;
+    let stream: TierStream | null = null;
+    if (policy === null) {
+      result = await replaySimulated(replayOptions, slice.requests, slice.expected, null, slice.positionSums);
+    } else {
+      ({ result, stream } = await replayRecordingTierStream(slice, replayOptions, policy));
+    }
     return {
+      stream,
       cpuHitTokens: result.cpuHitTokens,
       gpuPrefixHitTokens: result.gpuPrefixHitTokens,
       prefillTokensComputed: result.prefillTokensComputed,
@@ -241,6 +275,7 @@ function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
       ttftP50Ms: report.latency.ttftMs.p50,
       ttftP99Ms: report.latency.ttftMs.p99,
       wallSeconds: report.wallSeconds,
+      stream: null,
     };
   };
 }

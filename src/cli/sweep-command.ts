@@ -18,7 +18,8 @@ import { UsageError } from './usage-error.js';
 
 /**
  * `kvtier sweep`: one trace slice over a grid of CPU-tier capacities and
- * policies, each point against Belady's optimum at its capacity; a table,
+ * policies, each point against Belady's optima at its capacity (whole
+ * trace, and behind the GPU tier); a table,
  * and optionally JSON and a self-contained HTML report.
  */
 
@@ -38,7 +39,8 @@ export function createSweepCommand(): Command {
   return new Command('sweep')
     .description(
       'replay one trace slice over a grid of CPU-tier capacities and policies; per point CPU-tier and GPU-prefix hit tokens, ' +
-        'prefill tokens computed and Belady\'s optimum at that capacity (simulated ranks unless --engine)',
+        'prefill tokens computed and Belady\'s optimum at that capacity, over the whole trace and over what the CPU tier sees ' +
+        'behind the GPU tier (simulated ranks unless --engine)',
     )
     .requiredOption('--trace <file>', 'Mooncake trace (JSONL)')
     .option('--cpu-blocks <list>', `CPU tier capacities in offloaded blocks (default ${SWEEP_DEFAULTS.cpuBlocks.join(',')})`)
@@ -211,6 +213,8 @@ export function formatSweepTable(result: SweepResult): string {
     ['prefill tok', (p) => n(p.prefillTokensComputed)],
     ['optimum', (p) => n(p.optimalCpuHitTokens)],
     ['of optimum', (p) => `${(100 * p.shareOfOptimal).toFixed(1)}%`],
+    ['tier optimum', (p) => n(p.tierOptimalCpuHitTokens)],
+    ['of tier opt', (p) => `${(100 * p.shareOfTierOptimal).toFixed(1)}%`],
     ['verified', (p) => `${p.verified}/${p.requests}`],
     ...(engine
       ? ([
@@ -227,7 +231,8 @@ export function formatSweepTable(result: SweepResult): string {
       `${n(result.gpuBlocks)} GPU blocks`,
     `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
       (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
-    `optimum: Belady MIN at each capacity with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
+    `optimum: Belady MIN at each capacity over the whole trace, with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
+    'tier optimum: Belady MIN at each capacity over the lookups and stores the CPU tier sees behind the GPU tier (recorded from the simulated replays)',
     '',
   ];
   return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');

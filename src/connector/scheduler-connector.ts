@@ -216,14 +216,19 @@ export class OffloadingConnector implements SchedulerConnector {
         if (scheduledIds.has(reqId) || this.loadedSinceMeta.has(reqId)) continue;
         this.offered.delete(reqId);
         const request = this.live.get(reqId);
-        if (request !== undefined) this.policy.onPreempted(request);
+        if (request === undefined) continue;
+        this.policy.onPreempted(request);
+        // Back at the head of the queue: it resumes first, reading what was stored for it.
+        this.protectQueued(request, true);
       }
     }
     // Requests scheduled before are known already; only (re)admitted ones are new here.
     const scheduled = step.scheduled;
     for (let v = 0; v < scheduled.length; v++) {
       const view = scheduled[v];
-      if (view.fresh) this.live.set(view.request.id, view.request);
+      if (!view.fresh) continue;
+      this.live.set(view.request.id, view.request);
+      this.manager.release?.(view.request.id);
     }
     this.policy.storesFor(step, this.storeContext);
     const meta: OffloadStepMetadata = {
@@ -235,6 +240,10 @@ export class OffloadingConnector implements SchedulerConnector {
     this.loadsToSend = [];
     this.loadedSinceMeta.clear();
     return meta;
+  }
+
+  requestQueued(request: Request): void {
+    this.protectQueued(request, false);
   }
 
   onGpuBlockEvicted(blockId: number, hash: BlockHash): void {
@@ -273,6 +282,7 @@ export class OffloadingConnector implements SchedulerConnector {
   requestFinished(request: Request, _blockIds: readonly number[]): boolean {
     this.offered.delete(request.id);
     this.live.delete(request.id);
+    this.manager.release?.(request.id);
     this.policy.onRequestFinished(request);
     // Its blocks may be freed only once every store reading them completed on every rank.
     return this.jobs.hasStoresInFlight(request.id);
@@ -312,6 +322,13 @@ export class OffloadingConnector implements SchedulerConnector {
   }
 
   // ---------------------------------------------------------------- stores
+
+  /** Protects the tier's blocks a queued request will look up (with `front`, at the head of the queue). */
+  private protectQueued(request: Request, front: boolean): void {
+    if (this.manager.protect === undefined) return;
+    const numBlocks = Math.floor(request.numTokens / this.geometry.offloadedBlockTokens);
+    this.manager.protect(request.id, offloadKeys(request.blockHashes, this.geometry.offloadFactor, 0, numBlocks), front);
+  }
 
   /** The StoreContext's store: one prepareStore, and one job (into this step's metadata) for what it accepted. */
   private store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean): StoreResult | null {

@@ -1,7 +1,7 @@
 import { ConfigError } from '../core/errors.js';
 import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import { ArcOffloadingManager } from './arc-manager.js';
-import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
+import { EVICTION_POLICY_NAMES, QUEUE_PROTECTION_SUFFIX } from '../config/eviction-policy-names.js';
 import { HitDensityOffloadingManager } from './hit-density-manager.js';
 import { LruOffloadingManager } from './lru-manager.js';
 import type { OffloadingManager } from './manager.js';
@@ -26,19 +26,26 @@ export interface OffloadingManagerConfig {
 const MIN_DEFAULT_TRACKER_SIZE = 65_536;
 const TRACKER_SIZE_PER_CAPACITY_BLOCK = 4;
 
+function unknownEviction(eviction: unknown): never {
+  throw new ConfigError(`eviction must be one of ${EVICTION_POLICY_NAMES.join(', ')}, got ${JSON.stringify(eviction)}`);
+}
+
 /** Builds the manager a config asks for; errors name the field and value. */
 export function createOffloadingManager(config: OffloadingManagerConfig): OffloadingManager {
   const { eviction, capacityBlocks, reuseThreshold, reuseTrackerSize } = config;
   if (!Number.isSafeInteger(capacityBlocks) || capacityBlocks < 1) {
     throw new ConfigError(`capacityBlocks must be an integer >= 1, got ${String(capacityBlocks)}`);
   }
-  const options = { capacityBlocks };
+  const protectQueued = typeof eviction === 'string' && eviction.endsWith(QUEUE_PROTECTION_SUFFIX);
+  const order = protectQueued ? eviction.slice(0, -QUEUE_PROTECTION_SUFFIX.length) : eviction;
+  const options = { capacityBlocks, protectQueued };
   let manager: OffloadingManager;
-  if (eviction === 'lru') manager = new LruOffloadingManager(options);
-  else if (eviction === 'arc') manager = new ArcOffloadingManager(options);
-  else if (eviction === 'lhd') manager = new HitDensityOffloadingManager(options);
-  else if (eviction === 's3fifo') manager = new S3FifoOffloadingManager(options);
-  else throw new ConfigError(`eviction must be one of ${EVICTION_POLICY_NAMES.join(', ')}, got ${JSON.stringify(eviction)}`);
+  if (!(EVICTION_POLICY_NAMES as readonly string[]).includes(eviction)) manager = unknownEviction(eviction);
+  else if (order === 'lru') manager = new LruOffloadingManager(options);
+  else if (order === 'arc') manager = new ArcOffloadingManager(options);
+  else if (order === 'lhd') manager = new HitDensityOffloadingManager(options);
+  else if (order === 's3fifo') manager = new S3FifoOffloadingManager(options);
+  else manager = unknownEviction(eviction);
 
   if (reuseThreshold === undefined) {
     if (reuseTrackerSize !== undefined) {

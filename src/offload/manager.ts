@@ -3,6 +3,7 @@ import { BlockHashIndex } from '../core/block-hash-index.js';
 import { KvtierError } from '../core/errors.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
+import { ProtectedKeys } from './protected-keys.js';
 
 /**
  * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
@@ -72,6 +73,17 @@ export interface OffloadingManager {
    * caused stay done.
    */
   completeStore(keys: readonly BlockHash[], success: boolean): void;
+
+  /**
+   * Optional: `owner`, a request joining the back of the waiting queue (or
+   * with `front` its head), will look up `keys` when admitted. Eviction
+   * passes over them; one goes only to make room for blocks a request nearer
+   * the head will read. Replaces what `owner` protected before.
+   */
+  protect?(owner: string, keys: readonly BlockHash[], front?: boolean): void;
+
+  /** Optional: ends what `protect` did for `owner` (admitted, finished). Unknown owners are ignored. */
+  release?(owner: string): void;
 
   /**
    * Forgets every block (a rank's CPU shard was lost, so every rank must treat
@@ -159,6 +171,8 @@ export interface EvictionPolicy {
 export interface CpuOffloadingManagerOptions {
   /** Offloaded blocks the CPU tier holds (see cpuTierGeometry). */
   readonly capacityBlocks: number;
+  /** Honour `protect`: keep the blocks queued requests will read (default false: `protect` does nothing). */
+  readonly protectQueued?: boolean;
 }
 
 /** Reference count of a block being stored; ready blocks count their in-flight loads from 0. */
@@ -188,6 +202,12 @@ export class CpuOffloadingManager implements OffloadingManager {
   private readonly refCnt: Int32Array;
   private readonly index: BlockHashIndex;
   private usedBlocks = 0;
+  private readonly protectedKeys = new ProtectedKeys((key, isProtected) => {
+    if (this.isReady(key)) this.freeUnprotected += isProtected ? -1 : 1;
+  });
+  private readonly protectQueued: boolean;
+  /** With protectQueued: ready, unpinned blocks no queued request protects (what eviction takes first). */
+  private freeUnprotected = 0;
   private beingStoredBlocks = 0;
   private pinnedBlocks = 0;
   private lookupHitBlocks = 0;
@@ -213,6 +233,7 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
     this.refCnt = new Int32Array(options.capacityBlocks);
     this.index = new BlockHashIndex((id) => this.keyById[id], Math.min(options.capacityBlocks, INITIAL_INDEX_ENTRIES));
+    this.protectQueued = options.protectQueued ?? false;
   }
 
   lookup(keys: readonly BlockHash[]): number {
@@ -240,7 +261,10 @@ export class CpuOffloadingManager implements OffloadingManager {
       ids[i] = id;
     }
     for (let i = 0; i < ids.length; i++) {
-      if (this.refCnt[ids[i]] === 0) this.pinnedBlocks++;
+      if (this.refCnt[ids[i]] === 0) {
+        this.pinnedBlocks++;
+        if (this.protectQueued && !this.protectedKeys.has(keys[i])) this.freeUnprotected--;
+      }
       this.refCnt[ids[i]]++;
     }
     return ids;
@@ -273,7 +297,10 @@ export class CpuOffloadingManager implements OffloadingManager {
     for (const [key, count] of unpins) {
       const id = this.index.get(key);
       this.refCnt[id] -= count;
-      if (this.refCnt[id] === 0) this.pinnedBlocks--;
+      if (this.refCnt[id] === 0) {
+        this.pinnedBlocks--;
+        if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected++;
+      }
     }
   }
 
@@ -299,7 +326,10 @@ export class CpuOffloadingManager implements OffloadingManager {
     if (shortfall > 0) {
       this.storeInput = keys;
       this.storeInputSet = inputKeys;
-      const victims = this.policy.chooseVictims(shortfall, this.isEvictable);
+      const victims =
+        this.protectedKeys.size === 0
+          ? this.policy.chooseVictims(shortfall, this.isEvictable)
+          : this.chooseAroundProtected(shortfall, keysToStore, keys);
       this.storeInput = NO_KEYS;
       this.storeInputSet = null;
       if (victims === null) {
@@ -334,6 +364,7 @@ export class CpuOffloadingManager implements OffloadingManager {
       this.beingStoredBlocks--;
       if (success) {
         this.refCnt[id] = 0;
+        if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected++;
         this.storesCompleted++;
       } else {
         this.forget(key, id);
@@ -343,10 +374,19 @@ export class CpuOffloadingManager implements OffloadingManager {
     }
   }
 
+  protect(owner: string, keys: readonly BlockHash[], front = false): void {
+    if (this.protectQueued) this.protectedKeys.protect(owner, keys, front);
+  }
+
+  release(owner: string): void {
+    this.protectedKeys.release(owner);
+  }
+
   reset(): void {
     this.keyById.length = 0;
     this.refCnt.fill(0);
     this.index.clear();
+    this.freeUnprotected = 0;
     this.allocator.reset();
     this.policy.reset();
     this.usedBlocks = 0;
@@ -372,8 +412,35 @@ export class CpuOffloadingManager implements OffloadingManager {
     };
   }
 
+  /**
+   * Victims when queued requests protect blocks: unprotected blocks first; a
+   * protected block goes only for blocks a request nearer the head of the
+   * queue will read (never for blocks nobody queued asked for).
+   */
+  private chooseAroundProtected(count: number, keysToStore: readonly BlockHash[], inputKeys: readonly BlockHash[]): readonly BlockHash[] | null {
+    const protectedKeys = this.protectedKeys;
+    // Ask the policy for unprotected victims only when there are enough (a failed choice walks the whole tier);
+    // the store's own held keys are not evictable for it.
+    let available = this.freeUnprotected;
+    for (const key of inputKeys.length > 1 ? new Set(inputKeys) : inputKeys) if (this.isReady(key) && !protectedKeys.has(key)) available--;
+    if (available >= count) return this.policy.chooseVictims(count, (key) => this.isEvictable(key) && !protectedKeys.has(key));
+    let nearest = Infinity;
+    for (const key of keysToStore) nearest = Math.min(nearest, protectedKeys.rankOf(key));
+    if (nearest === Infinity) return null;
+    return this.policy.chooseVictims(count, (key) => this.isEvictable(key) && protectedKeys.rankOf(key) > nearest);
+  }
+
+  /** Whether `key` is held, stored and not pinned by a load (refCnt 0). */
+  private isReady(key: BlockHash): boolean {
+    const id = this.index.get(key);
+    return id !== ABSENT && this.refCnt[id] === 0;
+  }
+
   private evict(keys: readonly BlockHash[]): void {
-    for (let i = 0; i < keys.length; i++) this.forget(keys[i], this.index.get(keys[i]));
+    for (let i = 0; i < keys.length; i++) {
+      if (this.protectQueued && !this.protectedKeys.has(keys[i])) this.freeUnprotected--;
+      this.forget(keys[i], this.index.get(keys[i]));
+    }
     this.policy.evicted(keys);
     this.evictions += keys.length;
   }

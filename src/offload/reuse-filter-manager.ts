@@ -73,6 +73,14 @@ export class ReuseFilterManager implements OffloadingManager {
     this.backing.completeStore(keys, success);
   }
 
+  protect(owner: string, keys: readonly BlockHash[], front?: boolean): void {
+    this.backing.protect?.(owner, keys, front);
+  }
+
+  release(owner: string): void {
+    this.backing.release?.(owner);
+  }
+
   reset(): void {
     this.backing.reset();
   }

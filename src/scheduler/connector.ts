@@ -65,6 +65,9 @@ export interface SchedulerConnector {
   /** Connector metadata for the step that was just scheduled. */
   buildConnectorMeta(step: StepView): OffloadStepMetadata;
 
+  /** Optional: a request joined the waiting queue (its block hashes are known; it runs later). */
+  requestQueued?(request: Request): void;
+
   /** Applies the merged worker output of a step (job completions). */
   updateConnectorOutput(output: ModelRunnerOutput): void;
 

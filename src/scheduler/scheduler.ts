@@ -163,6 +163,7 @@ export class Scheduler {
     this.requests.set(request.id, request);
     this.addOrder.set(request.id, this.nextAddOrder++);
     this.waiting.push(request);
+    this.connector?.requestQueued?.(request);
     this.counters.requestsAdded++;
   }
 

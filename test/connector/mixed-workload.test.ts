@@ -35,6 +35,9 @@ const CONFIGURATIONS = [
   { storePolicy: 'on-compute', eviction: 'lhd', offloadFactor: 1 },
   { storePolicy: 'on-evict', eviction: 's3fifo', offloadFactor: 1 },
   { storePolicy: 'on-evict', eviction: 'arc', offloadFactor: 2 },
+  { storePolicy: 'on-compute', eviction: 's3fifo+queue', offloadFactor: 2 },
+  { storePolicy: 'on-evict', eviction: 'lru+queue', offloadFactor: 1 },
+  { storePolicy: 'reuse:2', eviction: 's3fifo+queue', offloadFactor: 1 },
 ] as const;
 
 describe('a mixed workload under every store policy', () => {

@@ -1,7 +1,7 @@
 import { parseHTML } from 'linkedom';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SweepResult } from '../../src/bench/sweep.js';
-import { OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/bench/sweep-report.js';
+import { OPTIMUM_SERIES, TIER_OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/bench/sweep-report.js';
 import { smallConversationSweep } from '../support/sweep-fixture.js';
 
 /** The report read back as a person would read it: charts by title, their axes, legends and series. */
@@ -28,12 +28,12 @@ beforeAll(async () => {
 });
 
 describe('the sweep report', () => {
-  it('draws hits against capacity with one line per policy and the optimum, on labelled axes', () => {
+  it('draws hits against capacity with one line per policy and both optima, on labelled axes', () => {
     const hits = chartsOf(html).chart('CPU-tier hit tokens by CPU capacity');
     expect(hits).toBeDefined();
     expect(hits?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU-tier hit tokens']);
-    expect(hits?.legend).toEqual([...POLICIES, OPTIMUM_SERIES]);
-    expect(hits?.lines).toBe(POLICIES.length + 1);
+    expect(hits?.legend).toEqual([...POLICIES, OPTIMUM_SERIES, TIER_OPTIMUM_SERIES]);
+    expect(hits?.lines).toBe(POLICIES.length + 2);
     for (const capacity of ['8', '32', '256']) expect(hits?.axisLabels).toContain(capacity);
   });
 
@@ -43,6 +43,13 @@ describe('the sweep report', () => {
     expect(share?.bars).toBe(POLICIES.length * 3);
     expect(share?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU hits / optimum']);
     expect(share?.axisLabels).toContain('100%');
+  });
+
+  it('shows each point\'s share of the optimum behind the GPU tier beside it', () => {
+    const share = chartsOf(html).chart('Share of the Belady optimum behind the GPU tier');
+    expect(share?.legend).toEqual(POLICIES);
+    expect(share?.bars).toBe(POLICIES.length * 3);
+    expect(share?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU hits / optimum']);
   });
 
   it('shows the reuse-distance histogram of the slice', () => {
@@ -65,6 +72,6 @@ describe('the sweep report', () => {
   it('renders the hits chart alone as a standalone SVG document', async () => {
     const svg = await sweepHitsSvg(result);
     expect(svg.startsWith('<svg')).toBe(true);
-    expect(chartsOf(`<html><body>${svg}</body></html>`).charts[0].legend).toEqual([...POLICIES, OPTIMUM_SERIES]);
+    expect(chartsOf(`<html><body>${svg}</body></html>`).charts[0].legend).toEqual([...POLICIES, OPTIMUM_SERIES, TIER_OPTIMUM_SERIES]);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
 import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
 import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
@@ -37,6 +37,8 @@ interface Subject {
   noteLookup(keys: readonly BlockHash[]): void;
   /** Policy-specific checks against the keys held. */
   checkPolicy(held: ReadonlySet<BlockHash>): void;
+  /** Whether the manager keeps the blocks queued requests protect (otherwise `protect` must change nothing). */
+  readonly protectsQueued?: boolean;
 }
 
 function sameKeys(actual: readonly BlockHash[], expected: ReadonlySet<BlockHash>): void {
@@ -44,14 +46,15 @@ function sameKeys(actual: readonly BlockHash[], expected: ReadonlySet<BlockHash>
   expect(actual).toHaveLength(expected.size);
 }
 
-function lruSubject(): Subject {
-  const manager = new LruOffloadingManager({ capacityBlocks: CAPACITY });
+function lruSubject(protectQueued = false): Subject {
+  const manager = new LruOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
   return {
     manager,
     probe: manager,
     admits: () => true,
     noteLookup: () => {},
     checkPolicy: (held) => sameKeys(manager.keysOldestFirst(), held),
+    protectsQueued: protectQueued,
   };
 }
 
@@ -110,8 +113,8 @@ function hitDensitySubject(): Subject {
   };
 }
 
-function s3FifoSubject(): Subject {
-  const manager = new S3FifoOffloadingManager({ capacityBlocks: CAPACITY });
+function s3FifoSubject(protectQueued = false): Subject {
+  const manager = new S3FifoOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
   return {
     manager,
     probe: manager,
@@ -123,6 +126,7 @@ function s3FifoSubject(): Subject {
       expect(state.ghosts.length).toBeLessThanOrEqual(4 * CAPACITY);
       for (const ghost of state.ghosts) expect(held.has(ghost)).toBe(false);
     },
+    protectsQueued: protectQueued,
   };
 }
 
@@ -130,13 +134,21 @@ class Scenario {
   private readonly model = new Map<BlockHash, ModelBlock>();
   private readonly storesInFlight: BlockHash[][] = [];
   private readonly loadsInFlight: BlockHash[][] = [];
+  /** Queued requests' protected keys and queue ranks (lower runs sooner), as the manager should keep them. */
+  private readonly queued = new Map<string, { rank: number; keys: BlockHash[] }>();
+  private backRank = 0;
+  private frontRank = 0;
   /** How often the interesting cases came up, so a run that never reached them fails. */
-  readonly seen = { refusedStores: 0, evictions: 0, declinedKeys: 0, failedStores: 0, resets: 0 };
+  readonly seen = { refusedStores: 0, evictions: 0, declinedKeys: 0, failedStores: 0, resets: 0, protectedKept: 0, protectedEvicted: 0 };
 
   constructor(
     private readonly subject: Subject,
     private readonly random: Rng,
   ) {}
+
+  get protectsQueued(): boolean {
+    return this.subject.protectsQueued === true;
+  }
 
   private get manager(): OffloadingManager {
     return this.subject.manager;
@@ -159,7 +171,9 @@ class Scenario {
     else if (roll < 0.44) this.completeLoad();
     else if (roll < 0.66) this.prepareStore();
     else if (roll < 0.84) this.completeStore();
-    else if (roll < 0.995) this.manager.touch(this.randomKeys(4));
+    else if (roll < 0.92) this.manager.touch(this.randomKeys(4));
+    else if (roll < 0.96) this.protect();
+    else if (roll < 0.995) this.release();
     else this.reset();
     this.checkInvariants();
   }
@@ -188,6 +202,29 @@ class Scenario {
     for (const key of done) (this.model.get(key) as ModelBlock).pins--;
   }
 
+  /** A request joins the queue (at its back, or its head as a preempted one does), protecting random keys. */
+  private protect(): void {
+    const owner = `r${this.random.below(4)}`;
+    const wanted = this.randomKeys(3);
+    const front = this.random.chance(0.3);
+    this.manager.protect?.(owner, wanted, front);
+    if (!this.subject.protectsQueued) return;
+    this.queued.set(owner, { rank: front ? --this.frontRank : ++this.backRank, keys: wanted });
+  }
+
+  private release(): void {
+    const owner = `r${this.random.below(4)}`;
+    this.manager.release?.(owner);
+    this.queued.delete(owner);
+  }
+
+  /** Rank of the nearest queued request protecting `key`, Infinity when none. */
+  private rankOf(key: BlockHash): number {
+    let rank = Infinity;
+    for (const entry of this.queued.values()) if (entry.keys.includes(key)) rank = Math.min(rank, entry.rank);
+    return rank;
+  }
+
   private prepareStore(): void {
     const wanted = this.randomKeys(4);
     const input = new Set(wanted);
@@ -195,8 +232,18 @@ class Scenario {
     const toStore = absent.filter((key) => this.subject.admits(key));
     const declined = absent.filter((key) => !this.subject.admits(key));
     const free = CAPACITY - this.model.size;
-    const candidates = [...this.model].filter(([key, block]) => !input.has(key) && !block.storing && block.pins === 0);
     const mustEvict = Math.max(0, toStore.length - free);
+    let candidates = [...this.model].filter(([key, block]) => !input.has(key) && !block.storing && block.pins === 0);
+    // Protected blocks go only when unprotected ones do not make room, and only for blocks a nearer request reads.
+    const unprotected = candidates.filter(([key]) => this.rankOf(key) === Infinity);
+    if (unprotected.length >= mustEvict) {
+      if (candidates.length > unprotected.length && mustEvict > 0) this.seen.protectedKept++;
+      candidates = unprotected;
+    } else {
+      const nearest = Math.min(...toStore.map((key) => this.rankOf(key)));
+      candidates = candidates.filter(([key]) => this.rankOf(key) > nearest);
+      if (candidates.length >= mustEvict && candidates.length > unprotected.length) this.seen.protectedEvicted++;
+    }
     const before = this.manager.stats();
 
     const out = this.manager.prepareStore(wanted);
@@ -246,6 +293,7 @@ class Scenario {
 
   /** The tier is lost: jobs still in flight are dropped, as the engine drops them. */
   private reset(): void {
+    // Queued requests still wait after the tier is lost: their protection stays.
     this.manager.reset();
     this.seen.resets++;
     this.model.clear();
@@ -269,22 +317,32 @@ class Scenario {
 }
 
 const SUBJECTS: readonly { name: string; create: () => Subject; declines: boolean }[] = [
-  { name: 'LRU manager', create: lruSubject, declines: false },
+  { name: 'LRU manager', create: () => lruSubject(), declines: false },
+  { name: 'LRU manager keeping queued requests\' blocks (lru+queue)', create: () => lruSubject(true), declines: false },
   { name: 'ARC manager', create: arcSubject, declines: false },
   { name: 'reuse filter over ARC', create: reuseFilterSubject, declines: true },
   { name: 'hit-density (LHD) manager', create: hitDensitySubject, declines: false },
-  { name: 'S3-FIFO manager', create: s3FifoSubject, declines: false },
+  { name: 'S3-FIFO manager', create: () => s3FifoSubject(), declines: false },
+  { name: 'S3-FIFO manager keeping queued requests\' blocks (s3fifo+queue)', create: () => s3FifoSubject(true), declines: false },
 ];
 
 describe.each(SUBJECTS)('$name under random call sequences', ({ create, declines }) => {
+  let protectedEvictions = 0;
+  afterAll(() => {
+    if (create().protectsQueued === true) expect(protectedEvictions).toBeGreaterThan(0);
+  });
   it.each(SEEDS)(
     'keeps its blocks, ids and lookups consistent with a model of the tier (seed %i)',
     (seed) => {
       const scenario = new Scenario(create(), new Rng(seed));
       for (let i = 0; i < STEPS; i++) scenario.step();
-      const { refusedStores, evictions, declinedKeys, failedStores, resets } = scenario.seen;
+      const { refusedStores, evictions, declinedKeys, failedStores, resets, protectedKept, protectedEvicted } = scenario.seen;
       expect(Math.min(refusedStores, evictions, failedStores, resets)).toBeGreaterThan(0);
       expect(declinedKeys > 0).toBe(declines);
+      // Where queued requests protect blocks, both cases came up: kept over others, and evicted for a nearer request.
+      // Where queued requests protect blocks, the protected ones were kept over others (and, over the seeds, evicted for a nearer request).
+      if (scenario.protectsQueued) expect(protectedKept).toBeGreaterThan(0);
+      protectedEvictions += protectedEvicted;
     },
   );
 });
