@@ -8,6 +8,7 @@ import { RankFaults, type RankDeath } from '../src/faults/rank-faults.js';
 import { threadEndpoint } from '../src/runtime/comlink-endpoint.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from '../src/runtime/rank-protocol.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../src/scheduler/outputs.js';
+import { RankRemoteTier } from '../src/remote/rank-remote.js';
 import { WorkerConnector } from './worker-connector.js';
 
 /** How long an idle step waits for an in-flight transfer before answering. */
@@ -21,6 +22,7 @@ class RankWorker implements RankWorkerApi {
   private device: Device | null = null;
   private connector: WorkerConnector | null = null;
   private faults: RankFaults | null = null;
+  private remote: RankRemoteTier | null = null;
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
@@ -46,6 +48,10 @@ class RankWorker implements RankWorkerApi {
     });
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
+    if (init.remote) {
+      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote);
+      this.remote.start();
+    }
     this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
     await die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
     const info = device.info;
@@ -69,6 +75,8 @@ class RankWorker implements RankWorkerApi {
     await this.applyFaults(step.step);
 
     const meta = step.offload;
+    // Remote writes copy their (ready) CPU blocks out before any transfer of this step can reuse them.
+    if (meta?.remote) this.remote?.startStep(meta.remote);
     // a. Preempted requests' stores read their blocks before anything can overwrite them.
     if (meta) await connector.flushPreempted(step.step, meta.flushReqIds);
     for (const reqId of step.preemptedReqIds) this.tables.delete(reqId);
@@ -94,10 +102,12 @@ class RankWorker implements RankWorkerApi {
       forwardMs = performance.now() - t0;
     } else {
       await connector.waitForProgress(IDLE_WAIT_MS);
+      await this.remote?.waitForProgress(IDLE_WAIT_MS);
     }
 
     // e. Report.
-    const output = connector.collect();
+    const collected = connector.collect();
+    const output = this.remote ? { ...collected, remoteJobs: this.remote.collect() } : collected;
     let failedBlocks = 0;
     for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
     let injectedLoadFailures = 0;
@@ -142,11 +152,12 @@ class RankWorker implements RankWorkerApi {
   async reset(resetCount: number): Promise<void> {
     if (this.faults) await die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
     await this.connector?.drainAndReset();
+    await this.remote?.drainAndReset();
     this.tables.clear();
   }
 
   async pendingJobs(): Promise<number> {
-    return this.connector?.pendingCount() ?? 0;
+    return (this.connector?.pendingCount() ?? 0) + (this.remote?.pendingCount() ?? 0);
   }
 
   async state(): Promise<RankState> {
@@ -172,6 +183,8 @@ class RankWorker implements RankWorkerApi {
   async shutdown(): Promise<void> {
     if (!this.device) return;
     await this.connector?.drainAndReset();
+    await this.remote?.close();
+    this.remote = null;
     await this.device.synchronize();
     this.device.close();
     this.device = null;

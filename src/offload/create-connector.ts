@@ -16,6 +16,8 @@ export interface OffloadingConnectorConfig extends CpuTierGeometryInput {
   readonly storePolicy: string;
   /** Record the manager's stored/removed events (default false). */
   readonly enableEvents?: boolean;
+  /** Wraps the manager the connector uses (the remote tier observes stores and evictions through it). */
+  readonly wrapManager?: (manager: OffloadingManager) => OffloadingManager;
 }
 
 export interface OffloadingSetup {
@@ -41,12 +43,13 @@ export function createOffloadingConnector(config: OffloadingConnectorConfig): Of
     cpuBlocks: config.cpuBlocks,
     cpuBytes: config.cpuBytes,
   });
-  const manager = createOffloadingManager({
+  const tierManager = createOffloadingManager({
     eviction: config.eviction,
     capacityBlocks: geometry.capacityBlocks,
     reuseThreshold: policySpec.kind === 'reuse' ? policySpec.threshold : undefined,
     enableEvents: config.enableEvents,
   });
+  const manager = config.wrapManager ? config.wrapManager(tierManager) : tierManager;
   const blocks = offloadGeometry(config.blockSize, config.offloadFactor);
   let policy: StorePolicy;
   if (policySpec.kind === 'on-compute') policy = new StoreOnComputePolicy(blocks);

@@ -75,13 +75,13 @@ export function chainSeed(ns: RemoteNamespace, cacheSalt: string | null): Buffer
 
 /**
  * Extends `chain` (digests of offloaded blocks 0..chain.length-1) to cover
- * every full offloaded block of `tokens`. Tokens are hashed as 32-bit little-endian integers.
+ * every full offloaded block of the first `numTokens` tokens. Tokens are hashed as 32-bit little-endian integers.
  */
 export function extendChain(
   ns: RemoteNamespace,
   seed: Buffer,
   chain: Buffer[],
-  tokens: ArrayLike<number>,
+  tokenAt: (position: number) => number,
   numTokens: number,
 ): void {
   const per = ns.blockTokens;
@@ -90,7 +90,7 @@ export function extendChain(
   const bytes = Buffer.allocUnsafe(per * 4);
   for (let i = chain.length; i < full; i++) {
     const base = i * per;
-    for (let t = 0; t < per; t++) bytes.writeInt32LE(tokens[base + t], t * 4);
+    for (let t = 0; t < per; t++) bytes.writeInt32LE(tokenAt(base + t), t * 4);
     const parent = i === 0 ? seed : chain[i - 1];
     chain.push(createHash('sha256').update(parent).update(bytes).digest());
   }

@@ -7,6 +7,7 @@ import { cpuTierGeometry } from '../offload/geometry.js';
 import { DEFAULT_START_DEADLINE_MS, MAX_COMPUTE_NS_PER_TOKEN, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, MAX_TIMER_MS } from './engine-limits.js';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import type { EngineConfigInput, EvictionPolicyName, FailurePolicy, StorePolicyName } from './engine-types.js';
+import { DEFAULT_REMOTE_TIMEOUT_MS, remoteTierSettings, type RemoteTierSettings } from '../remote/remote-settings.js';
 
 const positiveInt = z.number().int().min(1);
 
@@ -43,6 +44,10 @@ export const engineConfigSchema = z
     startDeadlineMs: positiveInt.max(MAX_TIMER_MS).default(DEFAULT_START_DEADLINE_MS),
     computeNsPerToken: z.number().int().min(0).max(MAX_COMPUTE_NS_PER_TOKEN).optional(),
     copyMethod: z.enum(['kernel', 'dma', 'auto']).default('auto'),
+    remote: z.string().min(1).optional(),
+    remotePolicy: z.enum(['write-through', 'write-back']).default('write-through'),
+    remoteTimeoutMs: positiveInt.max(MAX_TIMER_MS).default(DEFAULT_REMOTE_TIMEOUT_MS),
+    remoteNamespace: z.string().optional(),
   })
   .strict();
 
@@ -75,6 +80,8 @@ export interface EngineConfig {
   readonly startDeadlineMs: number;
   /** How transfer jobs move blocks on the CUDA backend (see CopyMethod). */
   readonly copyMethod: CopyMethod;
+  /** The remote tier behind the CPU tier; null without one. */
+  readonly remote: RemoteTierSettings | null;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -113,6 +120,7 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   }
   const offload = c.offload && ((c.cpuBlocks ?? 0) > 0 || (c.cpuBytes ?? 0) > 0);
   if (offload && c.cpuBytes !== undefined) checkCpuBytes(model, c);
+  const remote = remoteTierSettings(c, model, offload);
   return {
     model,
     tp: c.tp,
@@ -138,6 +146,7 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     stepDeadlineMs: c.stepDeadlineMs,
     startDeadlineMs: c.startDeadlineMs,
     copyMethod: c.copyMethod,
+    remote,
   };
 }
 

@@ -12,6 +12,8 @@ export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
 export type FailurePolicy = 'recompute' | 'fail';
 
 /** Engine configuration before defaults are applied (validated by zod, errors name the field). */
+import type { RemoteTierMetrics } from '../remote/remote-stats.js';
+
 export interface EngineConfigInput {
   /** A preset name (src/model/presets.ts) or a full shape. Default 'tiny'. */
   model?: string | ModelShape;
@@ -46,6 +48,14 @@ export interface EngineConfigInput {
   computeNsPerToken?: number;
   /** How transfer jobs move blocks on the CUDA backend (default auto; the host backend always uses memcpy). */
   copyMethod?: CopyMethod;
+  /** A remote tier behind the CPU tier: redis://[user:pass@]host:port or rediss://... (a Redis/Valkey server or cluster). */
+  remote?: string;
+  /** When blocks are written to the remote: write-through (after each CPU-tier store, default) or write-back (when the CPU tier evicts them). */
+  remotePolicy?: 'write-through' | 'write-back';
+  /** Bound on every remote command; a lookup that takes longer is a miss (default 250). */
+  remoteTimeoutMs?: number;
+  /** Name that engines sharing blocks agree on (default: the model's name). */
+  remoteNamespace?: string;
 }
 
 export interface RequestSpec {
@@ -104,6 +114,8 @@ export interface EngineMetrics {
    * (the per-request figures of FinishedRequest count its first admission).
    */
   hits: { gpuPrefixTokens: number; cpuTierTokens: number };
+  /** The remote tier's counters; absent without one. */
+  remote?: RemoteTierMetrics;
   transfers: { gpuToCpu: TransferCounters; cpuToGpu: TransferCounters };
   loadFailures: { blocks: number; requestsRecovered: number };
   storeFailures: number;

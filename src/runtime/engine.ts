@@ -26,6 +26,9 @@ import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup, RankState, RankTestSwitches } from './rank-protocol.js';
+import { planRemoteTier } from '../remote/create-remote-tier.js';
+import type { RemoteTierConnector } from '../remote/remote-connector.js';
+import type { RemoteTestSwitches } from '../remote/remote-jobs.js';
 
 /** Engine-level switches that turn a recovery behaviour off (tests only). */
 export interface EngineTestSwitches {
@@ -41,6 +44,7 @@ export interface EngineOptions {
     readonly worker?: RankTestSwitches;
     readonly scheduler?: SchedulerTestOnlyOptions;
     readonly engine?: EngineTestSwitches;
+    readonly remote?: RemoteTestSwitches;
   };
   /** Where rank deaths, restarts, fault-plan activations and slow steps are logged (e.g. a pino logger); none by default. */
   readonly logger?: EngineLogger | null;
@@ -115,6 +119,7 @@ export class Engine {
     private readonly switches: EngineTestSwitches,
     private readonly monitor: EngineMonitor,
     private readonly events: EngineEventLog,
+    private readonly remote: RemoteTierConnector | null = null,
   ) {}
 
   static async create(input: EngineConfigInput = {}, options: EngineOptions = {}): Promise<Engine> {
@@ -124,6 +129,15 @@ export class Engine {
     validateFaultPlanRanks(plan, config.tp);
     validateFaultPlanBlocks(plan, config.gpuBlocks);
 
+    // An unreachable remote stops the engine here, before any rank starts.
+    const remotePlan =
+      config.remote && config.offload
+        ? await planRemoteTier(
+            config.remote,
+            { model: config.model, layout: config.layout, blockSize: config.blockSize, offloadFactor: config.offloadFactor, tp: config.tp },
+            options.testOnly?.remote,
+          )
+        : null;
     const offloading = config.offload
       ? createOffloadingConnector({
           model: config.model,
@@ -134,8 +148,10 @@ export class Engine {
           cpuBytes: config.cpuBytes,
           eviction: config.eviction,
           storePolicy: config.storePolicy,
+          wrapManager: remotePlan?.wrapManager,
         })
       : null;
+    const remote = remotePlan && offloading ? remotePlan.attach(offloading) : null;
     const schedulerConfig = parseSchedulerConfig({
       blockSize: config.blockSize,
       numGpuBlocks: config.gpuBlocks,
@@ -150,7 +166,7 @@ export class Engine {
     const startedAt = performance.now();
     const monitor = new EngineMonitor(config.tp);
     const scheduler = new Scheduler(schedulerConfig, {
-      connector: offloading?.connector ?? null,
+      connector: remote ?? offloading?.connector ?? null,
       now: () => performance.now() - startedAt,
       testOnly: options.testOnly?.scheduler,
       observer: monitor,
@@ -174,14 +190,21 @@ export class Engine {
         faultRules: rulesForRank(plan, rank),
         faultSeed: plan.seed,
         testSwitches: options.testOnly?.worker,
+        remote: remotePlan?.rankInit,
       });
     }
-    const executor = await Executor.start({
-      ranks,
-      stepDeadlineMs: config.stepDeadlineMs,
-      initDeadlineMs: config.startDeadlineMs,
-      onRankOpened: options.onRankOpened,
-    });
+    let executor: Executor;
+    try {
+      executor = await Executor.start({
+        ranks,
+        stepDeadlineMs: config.stepDeadlineMs,
+        initDeadlineMs: config.startDeadlineMs,
+        onRankOpened: options.onRankOpened,
+      });
+    } catch (error) {
+      await remote?.close();
+      throw error;
+    }
     const engine = new Engine(
       config,
       backend,
@@ -194,6 +217,7 @@ export class Engine {
       options.testOnly?.engine ?? {},
       monitor,
       new EngineEventLog(options.logger ?? null, plan.rules.length > 0 ? plan : null, { slowStepMs: options.slowStepMs }),
+      remote,
     );
     return engine;
   }
@@ -323,6 +347,7 @@ export class Engine {
       },
       tokens: { prompt: this.promptTokens, output: s.outputTokens, prefillComputed: s.prefillTokensComputed },
       hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
+      ...(this.remote ? { remote: this.remote.snapshot() } : {}),
       transfers,
       loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
       storeFailures: transfers.gpuToCpu.failedJobs,
@@ -389,6 +414,7 @@ export class Engine {
     await this.hashPool.close();
     if (this.stopped) await this.executor.terminateAll();
     else await this.executor.shutdown();
+    await this.remote?.close();
   }
 
   private assertUsable(): void {

@@ -1,6 +1,7 @@
 import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
+import type { RemoteRankInit } from '../remote/remote-jobs.js';
 import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
 
 /**
@@ -46,6 +47,8 @@ export interface RankInit {
   /** Block load failures earlier incarnations of this rank injected (they count against a rule's `count`). */
   readonly loadFailuresBefore: number;
   readonly testSwitches?: RankTestSwitches;
+  /** The remote tier this rank moves its shard to and from; absent without one. */
+  readonly remote?: RemoteRankInit;
 }
 
 /** What the engine decides about a rank; the executor adds what changes when the rank restarts. */

@@ -19,7 +19,7 @@ const base: RemoteNamespaceInput = {
 function digestsOf(input: RemoteNamespaceInput, tokens: number[], salt: string | null = null): string[] {
   const ns = remoteNamespace(input);
   const chain: Buffer[] = [];
-  extendChain(ns, chainSeed(ns, salt), chain, tokens, tokens.length);
+  extendChain(ns, chainSeed(ns, salt), chain, (i) => tokens[i], tokens.length);
   return chain.map((d) => d.toString('hex'));
 }
 
