@@ -1,12 +1,4 @@
-import { blockHashes } from '../src/core/block-hash.js';
+import { hashPrompts } from '../src/runtime/hash-task.js';
 
-export interface HashTask {
-  readonly prompts: readonly Int32Array[];
-  readonly salts: readonly (string | null)[];
-  readonly blockSize: number;
-}
-
-/** piscina task: the chained block hashes of each prompt. */
-export default function hashPrompts(task: HashTask): string[][] {
-  return task.prompts.map((tokens, i) => blockHashes(tokens, task.blockSize, task.salts[i]));
-}
+/** piscina entry point of the prompt-hashing pool (src/runtime/hash-pool.ts). */
+export default hashPrompts;

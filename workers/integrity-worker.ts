@@ -1,4 +1,4 @@
-import { checkOutputs, type IntegrityBatchResult, type IntegrityTask } from '../src/cli/integrity-check.js';
+import { checkOutputs, type IntegrityBatchResult, type IntegrityTask } from '../src/report/integrity-check.js';
 
 /** Piscina task: check one batch of finished requests against the reference model. */
 export default function checkIntegrityBatch(task: IntegrityTask): IntegrityBatchResult {

@@ -1,6 +1,6 @@
-import { analyzeLoadedTrace } from '../cli/analyze.js';
-import { IntegrityChecker } from '../cli/integrity.js';
-import { buildRunReport, type RunReport } from '../cli/report.js';
+import { analyzeLoadedTrace } from '../analysis/analyze.js';
+import { IntegrityChecker } from '../report/integrity.js';
+import { buildRunReport, type RunReport } from '../report/report.js';
 import { checkIntegerAtLeast } from './stats.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import type { BackendName, KvLayout } from '../device/types.js';

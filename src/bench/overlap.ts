@@ -4,7 +4,7 @@ import { openDevice } from '../device/device.js';
 import { DeviceError } from '../device/errors.js';
 import type { BackendName, CopyMethod, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
-import type { TransferDirection } from '../scheduler/outputs.js';
+import type { TransferDirection } from '../protocol/step-protocol.js';
 import { checkIntegerAtLeast, median } from './stats.js';
 
 /**

@@ -7,7 +7,7 @@ import type { EngineMetrics } from '../runtime/engine-types.js';
 import { createMetricsRegistry } from '../runtime/prometheus.js';
 import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.js';
 import type { SchedulerConnector } from '../scheduler/connector.js';
-import type { JobResult, ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../scheduler/outputs.js';
+import type { JobResult, ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../protocol/step-protocol.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 

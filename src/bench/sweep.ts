@@ -1,4 +1,4 @@
-import { analyzeLoadedTrace } from '../cli/analyze.js';
+import { analyzeLoadedTrace } from '../analysis/analyze.js';
 import { ConfigError, EngineError } from '../core/errors.js';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import { parseStorePolicyName } from '../offload/policies/store-policy-name.js';

@@ -5,7 +5,7 @@ import { DeviceError } from '../device/errors.js';
 import { COPY_METHODS, type BackendName, type CopyMethod, type Device, type KvLayout } from '../device/types.js';
 import { mix } from '../model/mix.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
-import type { TransferDirection } from '../scheduler/outputs.js';
+import type { TransferDirection } from '../protocol/step-protocol.js';
 import { median } from './stats.js';
 
 /**

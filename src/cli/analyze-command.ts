@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { z } from 'zod';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES } from '../model/presets.js';
 import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
-import { analyzeTrace, formatAnalysis, type AnalyzeOptions } from './analyze.js';
+import { analyzeTrace, formatAnalysis, type AnalyzeOptions } from '../analysis/analyze.js';
 import { parseCommandArgs } from './command-parse.js';
 import { checkNotAnInput, flagInput, originOf, parseInput, rejectBoth } from './config-input.js';
 import { byteSize, modelPreset, nonEmptyString, positiveInt, timeWindow, tokenScale } from './field-schemas.js';

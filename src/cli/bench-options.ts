@@ -1,4 +1,4 @@
-import { parseByteSize } from './byte-size.js';
+import { parseByteSize } from '../core/byte-size.js';
 import { UsageError } from './usage-error.js';
 
 /**

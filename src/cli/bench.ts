@@ -8,13 +8,13 @@ import { runE2eBench, type E2eBenchRow } from '../bench/e2e.js';
 import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
-import { createOffloadingConnector } from '../offload/create-connector.js';
+import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import { MAX_CPU_BLOCKS, MAX_GPU_BLOCKS } from '../runtime/engine-limits.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
-import { formatBytes } from './byte-size.js';
+import { formatBytes } from '../core/byte-size.js';
 import { checkOutputFile, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
 

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MODEL_PRESET_NAMES, isModelPresetName, type ModelPresetName } from '../model/presets.js';
 import type { StorePolicyName } from '../runtime/engine-types.js';
 import { MOONCAKE_BLOCK_TOKENS } from '../workload/trace.js';
-import { parseByteSize } from './byte-size.js';
+import { parseByteSize } from '../core/byte-size.js';
 
 /**
  * Field schemas shared by the CLI's commands. Flags arrive as strings and

@@ -2,7 +2,7 @@ import { totalmem } from 'node:os';
 import { MODEL_PRESETS } from '../model/presets.js';
 import { bytesPerGpuBlock } from '../model/shape.js';
 import { cpuTierGeometry } from '../offload/geometry.js';
-import { formatBytes } from './byte-size.js';
+import { formatBytes } from '../core/byte-size.js';
 import type { ResolvedRunConfig } from './run-config.js';
 import { UsageError } from './usage-error.js';
 

@@ -1,6 +1,6 @@
 import { SingleBar } from 'cli-progress';
 import type { EngineMetrics } from '../runtime/engine-types.js';
-import { formatRate } from './byte-size.js';
+import { formatRate } from '../core/byte-size.js';
 
 /**
  * The live progress line of `kvtier run`. On a terminal one line is redrawn

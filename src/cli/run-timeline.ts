@@ -1,3 +1,4 @@
+import type { TimelineInterval } from '../report/html/run-report.js';
 import type { ProgressSnapshot } from './progress.js';
 
 /**
@@ -6,16 +7,6 @@ import type { ProgressSnapshot } from './progress.js';
  * moved each way.
  */
 
-export interface TimelineInterval {
-  /** Seconds from the start of the run to the end of the interval. */
-  readonly endSeconds: number;
-  readonly seconds: number;
-  readonly promptTokens: number;
-  readonly gpuHitTokens: number;
-  readonly cpuHitTokens: number;
-  readonly bytesGpuToCpu: number;
-  readonly bytesCpuToGpu: number;
-}
 
 const DEFAULT_INTERVAL_MS = 500;
 

@@ -1,4 +1,4 @@
-import type { TransferDirection } from '../scheduler/outputs.js';
+import type { TransferDirection } from '../protocol/step-protocol.js';
 import { DeviceError, toDeviceError } from './errors.js';
 import { loadAddon, type NativeDevice } from './native.js';
 import { COPY_METHODS } from './types.js';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import type { TransferDirection } from '../scheduler/outputs.js';
+import type { TransferDirection } from '../protocol/step-protocol.js';
 import { packageRoot } from '../core/package-root.js';
 import { DeviceError } from './errors.js';
 import type {

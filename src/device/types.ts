@@ -1,5 +1,5 @@
 import type { ModelShape } from '../model/shape.js';
-import type { TransferDirection } from '../scheduler/outputs.js';
+import type { TransferDirection } from '../protocol/step-protocol.js';
 
 /**
  * The JS-facing contract of the native Device (docs/architecture.md, "Device layer"): one per

@@ -1,6 +1,6 @@
 import type { RankError } from '../core/errors.js';
 import type { FaultPlan, FaultRule } from '../faults/plan.js';
-import type { RankStepOutput } from '../scheduler/outputs.js';
+import type { RankStepOutput } from '../protocol/step-protocol.js';
 
 /**
  * The logger the engine writes to: pino's Logger fits, and so does anything

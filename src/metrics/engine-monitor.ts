@@ -1,4 +1,4 @@
-import type { JobResult, RankStepOutput, SchedulerOutput, TransferDirection } from '../scheduler/outputs.js';
+import type { JobResult, RankStepOutput, SchedulerOutput, TransferDirection } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import {
   PREEMPTION_CAUSES,

@@ -1,6 +1,6 @@
 import type { OffloadingManagerStats } from '../offload/manager.js';
 import type { SchedulerStats } from '../scheduler/scheduler-stats.js';
-import type { TransferDirection } from '../scheduler/outputs.js';
+import type { TransferDirection } from '../protocol/step-protocol.js';
 import type { EngineMonitor } from './engine-monitor.js';
 
 /** What the engine holds right now, read at scrape time. */

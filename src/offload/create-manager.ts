@@ -1,5 +1,5 @@
 import { ConfigError } from '../core/errors.js';
-import type { EvictionPolicyName } from '../runtime/engine-types.js';
+import type { EvictionPolicyName } from './eviction-policy-names.js';
 import { ArcOffloadingManager } from './arc-manager.js';
 import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
 import { HitDensityOffloadingManager } from './hit-density-manager.js';

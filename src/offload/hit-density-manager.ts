@@ -1,5 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
-import { SeededRandom } from '../workload/prng.js';
+import { SeededRandom } from '../core/prng.js';
 import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
 import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
 

@@ -1,6 +1,6 @@
 import type { KvLayout } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
-import type { OffloadingSetup } from '../offload/create-connector.js';
+import type { OffloadingSetup } from '../connector/create-connector.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import { RemoteTierConnector } from './remote-connector.js';
 import type { RemoteRankInit, RemoteTestSwitches } from './remote-jobs.js';

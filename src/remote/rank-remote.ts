@@ -45,9 +45,9 @@ export class RankRemoteTier {
     };
   }
 
-  /** Starts connecting; a rank that cannot connect yet keeps retrying and fails its jobs meanwhile. */
-  start(): void {
-    this.store.connect().catch(() => {});
+  /** Connects (bounded by the timeout); a rank that cannot connect yet keeps retrying and fails its jobs meanwhile. */
+  async start(): Promise<void> {
+    await this.store.connect().catch(() => {});
   }
 
   /** Step start: copy out and send this step's writes, then start its fetches. */

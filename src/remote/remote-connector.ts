@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import type { BlockHash } from '../core/block-hash.js';
-import type { OffloadingConnector } from '../offload/connector.js';
+import type { OffloadingConnector } from '../connector/scheduler-connector.js';
 import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
-import type { ModelRunnerOutput, OffloadStepMetadata } from '../scheduler/outputs.js';
+import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from './remote-jobs.js';
 import { chainSeed, extendChain, manifestKey, type RemoteNamespace } from './remote-keys.js';

@@ -6,7 +6,7 @@ import type {
   ModelRunnerOutput,
   RankStepOutput,
   SchedulerOutput,
-} from '../scheduler/outputs.js';
+} from '../protocol/step-protocol.js';
 
 interface PendingJob {
   remaining: number;

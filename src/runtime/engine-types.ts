@@ -1,14 +1,15 @@
 import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
+import type { EvictionPolicyName } from '../offload/eviction-policy-names.js';
+import type { StorePolicyName } from '../offload/policies/store-policy-name.js';
+import type { FinishReason } from '../scheduler/request.js';
 
 /**
  * The library API's types: what an embedding service or the CLI hands the
  * engine and gets back.
  */
 
-export type EvictionPolicyName = 'lru' | 'arc' | 'lhd' | 's3fifo';
-/** 'on-compute' (default), 'on-evict' (write-back), or { reuse: k } (store blocks seen at least k times). */
-export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
+export type { EvictionPolicyName, FinishReason, StorePolicyName };
 export type FailurePolicy = 'recompute' | 'fail';
 
 /** Engine configuration before defaults are applied (validated by zod, errors name the field). */
@@ -73,8 +74,6 @@ export interface RequestSpec {
    */
   readonly arrivalMs?: number;
 }
-
-export type FinishReason = 'length' | 'stopped' | 'aborted' | 'error';
 
 export interface FinishedRequest {
   readonly id: string;

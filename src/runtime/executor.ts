@@ -1,10 +1,10 @@
 import * as Comlink from 'comlink';
 import { Worker } from 'node:worker_threads';
 import { RankError } from '../core/errors.js';
-import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
+import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 import { threadEndpoint } from './comlink-endpoint.js';
 import { DEFAULT_START_DEADLINE_MS } from './engine-limits.js';
-import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from './rank-protocol.js';
+import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from '../rank/rank-protocol.js';
 import { workerScript } from './worker-path.js';
 
 export interface ExecutorOptions {

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 import { blockHashes, type BlockHash } from '../core/block-hash.js';
-import type { HashTask } from '../../workers/hash-worker.js';
+import type { HashTask } from './hash-task.js';
 import { workerScript } from './worker-path.js';
 
 /** Below this many prompt tokens a batch is hashed in place: a pool round trip would cost more. */

@@ -1,4 +1,4 @@
-import type { JobResult } from '../scheduler/outputs.js';
+import type { JobResult } from '../protocol/step-protocol.js';
 import type { TransferCounters } from './engine-types.js';
 
 function emptyCounters(): TransferCounters {

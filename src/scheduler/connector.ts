@@ -1,5 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
-import type { ModelRunnerOutput, OffloadStepMetadata } from './outputs.js';
+import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from './request.js';
 
 /**

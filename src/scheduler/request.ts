@@ -1,6 +1,5 @@
 import { extendBlockHashes, type BlockHash } from '../core/block-hash.js';
 import { RequestError } from '../core/errors.js';
-import type { FinishReason } from '../runtime/engine-types.js';
 import type { BlockTable } from './kv-cache-manager.js';
 
 /**
@@ -8,6 +7,9 @@ import type { BlockTable } from './kv-cache-manager.js';
  * (computed tokens), its lifecycle status and the chained hashes of its full
  * blocks (the keys of the GPU prefix cache and of the CPU tier).
  */
+
+/** Why a request finished (reported to the caller with its tokens). */
+export type FinishReason = 'length' | 'stopped' | 'aborted' | 'error';
 
 export type RequestStatus =
   | 'waiting'

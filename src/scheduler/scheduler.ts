@@ -1,5 +1,5 @@
 import { EngineError, RequestError } from '../core/errors.js';
-import type { FinishReason } from '../runtime/engine-types.js';
+import type { FinishReason } from './request.js';
 import type { SchedulerConfig } from './config.js';
 import type { ExternalMatch, IssuedLoad, SchedulerConnector, ScheduledRequestView } from './connector.js';
 import { checkExternalMatch, checkIssuedLoad } from './connector-checks.js';
@@ -7,7 +7,7 @@ import { FinishedHolds } from './finished-holds.js';
 import { KVCacheManager } from './kv-cache-manager.js';
 import { findInvalidBlockUses } from './load-failures.js';
 import { LoadWaits } from './load-waits.js';
-import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from './outputs.js';
+import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
 import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits } from './request.js';
 import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';

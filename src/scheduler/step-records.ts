@@ -1,5 +1,5 @@
 import type { ScheduledRequestView } from './connector.js';
-import type { ScheduledRequest } from './outputs.js';
+import type { ScheduledRequest } from '../protocol/step-protocol.js';
 import type { Request } from './request.js';
 
 /**

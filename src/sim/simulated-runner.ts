@@ -1,7 +1,7 @@
 import { mix } from '../model/mix.js';
 import { chainInit, chainNext, sampleToken } from '../model/reference.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
-import type { JobResult, ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../scheduler/outputs.js';
+import type { JobResult, ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../protocol/step-protocol.js';
 import { SimulatedCpuTier } from './cpu-tier.js';
 import { PositionSums } from './position-sums.js';
 

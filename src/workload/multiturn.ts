@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import { MinHeap } from './min-heap.js';
-import { SeededRandom, seedFrom } from './prng.js';
+import { SeededRandom, seedFrom } from '../core/prng.js';
 import type { ArrivingRequest, Workload, WorkloadRequestSpec } from './workload.js';
 
 /**

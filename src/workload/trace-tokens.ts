@@ -1,4 +1,4 @@
-import { SeededRandom, seedFrom } from './prng.js';
+import { SeededRandom, seedFrom } from '../core/prng.js';
 
 /**
  * Token ids for trace replay. A trace carries no text, only block hash ids;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { analyzeTrace } from '../../src/cli/analyze.js';
+import { analyzeTrace } from '../../src/analysis/analyze.js';
 import { parseSweepPolicy, runSweep, type SweepResult } from '../../src/bench/sweep.js';
 import { conversationLines, traceFile } from '../support/sweep-fixture.js';
 

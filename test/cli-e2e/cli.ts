@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { expect } from 'vitest';
-import type { RunReport } from '../../src/cli/report.js';
+import type { RunReport } from '../../src/report/report.js';
 
 /**
  * Runs the built `kvtier` command line as a child process, the way a user

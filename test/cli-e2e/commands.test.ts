@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { TraceAnalysis } from '../../src/cli/analyze.js';
+import type { TraceAnalysis } from '../../src/analysis/analyze.js';
 import { CONVERSATION_TRACE, kvtier, scratchDir } from './cli.js';
 import { traceSliceTotals } from './trace-slice.js';
 

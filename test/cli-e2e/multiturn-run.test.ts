@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { RunReport } from '../../src/cli/report.js';
+import type { RunReport } from '../../src/report/report.js';
 import { expectCleanRun, expectCpuTierUsed, expectNoCpuTier, runWithReport, type CliResult } from './cli.js';
 
 /**

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { RunReport } from '../../src/cli/report.js';
+import type { RunReport } from '../../src/report/report.js';
 import { kvtier, scratchDir } from './cli.js';
 
 /**

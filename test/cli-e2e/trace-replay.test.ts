@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { TraceAnalysis } from '../../src/cli/analyze.js';
-import type { RunReport } from '../../src/cli/report.js';
+import type { TraceAnalysis } from '../../src/analysis/analyze.js';
+import type { RunReport } from '../../src/report/report.js';
 import {
   CONVERSATION_TRACE,
   expectCleanRun,

@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { formatBytes, parseByteSize } from '../../src/cli/byte-size.js';
+import { formatBytes, parseByteSize } from '../../src/core/byte-size.js';
 import { cliExitFor } from '../../src/cli/exit-codes.js';
 import { parseLooseOptions } from '../../src/cli/loose-options.js';
 import { UsageError } from '../../src/cli/usage-error.js';

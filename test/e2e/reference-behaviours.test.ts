@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { RankTestSwitches } from '../../src/runtime/rank-protocol.js';
+import type { RankTestSwitches } from '../../src/rank/rank-protocol.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { TransferLogEntry } from '../../workers/worker-connector.js';
+import type { TransferLogEntry } from '../../src/connector/worker-connector.js';
 import { mismatches, runWaves, tokens, withEngine } from './helpers.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { EngineConfigInput, RequestSpec } from '../../src/runtime/engine-types.js';
-import { SeededRandom } from '../../src/workload/prng.js';
+import { SeededRandom } from '../../src/core/prng.js';
 import { FAST } from './helpers.js';
 
 /**

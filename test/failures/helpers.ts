@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import { EngineStoppedError, type Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { RankState } from '../../src/runtime/rank-protocol.js';
+import type { RankState } from '../../src/rank/rank-protocol.js';
 import { expectIdle, mismatches, runWaves, tiny, tokens, withEngine } from '../e2e/helpers.js';
 
 /**

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { PNG } from 'pngjs';
 import puppeteer from 'puppeteer-core';
 import { describe, expect, it } from 'vitest';
-import { sweepReportHtml } from '../../src/report/html/sweep-report.js';
+import { sweepReportHtml } from '../../src/bench/sweep-report.js';
 import { smallConversationSweep } from '../support/sweep-fixture.js';
 
 /**

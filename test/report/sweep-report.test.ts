@@ -1,7 +1,7 @@
 import { parseHTML } from 'linkedom';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SweepResult } from '../../src/bench/sweep.js';
-import { OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/report/html/sweep-report.js';
+import { OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/bench/sweep-report.js';
 import { smallConversationSweep } from '../support/sweep-fixture.js';
 
 /** The report read back as a person would read it: charts by title, their axes, legends and series. */

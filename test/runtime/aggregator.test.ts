@@ -8,7 +8,7 @@ import type {
   RankStepOutput,
   ScheduledRequest,
   SchedulerOutput,
-} from '../../src/scheduler/outputs.js';
+} from '../../src/protocol/step-protocol.js';
 
 const tiny = MODEL_PRESETS.tiny;
 

@@ -15,7 +15,7 @@ import type {
   OffloadStepMetadata,
   SchedulerOutput,
   TransferJobSpec,
-} from '../../src/scheduler/outputs.js';
+} from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request, type RequestParams } from '../../src/scheduler/request.js';
 import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { SimulatedRunner, type LoadFaultInjector } from '../../src/sim/simulated-runner.js';

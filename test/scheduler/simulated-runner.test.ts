@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ScheduledRequest, SchedulerOutput, TransferJobSpec } from '../../src/scheduler/outputs.js';
+import type { ScheduledRequest, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
 import { SimulatedRunner } from '../../src/sim/simulated-runner.js';
 import { promptOf, referenceTokens, TINY } from './helpers.js';
 

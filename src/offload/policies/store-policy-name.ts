@@ -5,6 +5,9 @@ import { ConfigError } from '../../core/errors.js';
  * (write-back), or 'reuse:K' (store on compute only blocks looked up at least
  * K times; the manager is wrapped in a reuse filter).
  */
+/** A store policy's name as a config spells it. */
+export type StorePolicyName = 'on-compute' | 'on-evict' | `reuse:${number}`;
+
 export type StorePolicySpec =
   | { readonly kind: 'on-compute' }
   | { readonly kind: 'on-evict' }

@@ -1,7 +1,18 @@
-import type { RunReport } from '../../cli/report.js';
-import type { TimelineInterval } from '../../cli/run-timeline.js';
+import type { RunReport } from '../report.js';
 import { renderPage, type ReportSection } from './page.js';
 import { renderChartSvg, type ChartSpec } from './render-chart.js';
+
+/** One interval of a run's sampled counters: prompt tokens served by each tier and bytes moved each way. */
+export interface TimelineInterval {
+  /** Seconds from the start of the run to the end of the interval. */
+  readonly endSeconds: number;
+  readonly seconds: number;
+  readonly promptTokens: number;
+  readonly gpuHitTokens: number;
+  readonly cpuHitTokens: number;
+  readonly bytesGpuToCpu: number;
+  readonly bytesCpuToGpu: number;
+}
 
 /**
  * `kvtier run --html`: one run, or the two runs of --compare, as pictures:

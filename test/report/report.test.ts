@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { percentile, summarizePercentiles } from '../../src/cli/percentiles.js';
-import { buildRunReport, formatComparison, formatRunReport, type RunReport } from '../../src/cli/report.js';
+import { percentile, summarizePercentiles } from '../../src/report/percentiles.js';
+import { buildRunReport, type RunReport } from '../../src/report/report.js';
+import { formatComparison, formatRunReport } from '../../src/report/report-format.js';
 import type { EngineMetrics, FinishedRequest, TransferCounters } from '../../src/runtime/engine-types.js';
-import { finishedRequest } from './finished-requests.js';
+import { finishedRequest } from '../cli/finished-requests.js';
 
 function transfer(overrides: Partial<TransferCounters> = {}): TransferCounters {
   return { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, ...overrides };

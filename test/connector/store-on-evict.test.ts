@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { OffloadingConnector } from '../../../src/offload/connector.js';
-import { createOffloadingConnector } from '../../../src/offload/create-connector.js';
-import type { SchedulerConnector, StepView } from '../../../src/scheduler/connector.js';
-import type { OffloadStepMetadata } from '../../../src/scheduler/outputs.js';
+import type { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
+import { createOffloadingConnector } from '../../src/connector/create-connector.js';
+import type { SchedulerConnector, StepView } from '../../src/scheduler/connector.js';
+import type { OffloadStepMetadata } from '../../src/protocol/step-protocol.js';
 import { OffloadHarness, offloadedKeysOf, promptOf, TINY, type OffloadHarnessOptions } from './helpers.js';
 
 /** Six distinct 16-token prompts through a GPU pool of 12 blocks (48 tokens): the GPU must evict. */

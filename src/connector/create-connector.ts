@@ -1,13 +1,13 @@
-import type { EvictionPolicyName } from '../runtime/engine-types.js';
-import { OffloadingConnector } from './connector.js';
-import { createOffloadingManager } from './create-manager.js';
-import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from './geometry.js';
-import type { OffloadingManager } from './manager.js';
-import { StoreOnComputePolicy } from './policies/on-compute.js';
-import { StoreOnEvictPolicy } from './policies/on-evict.js';
-import { createReusePolicy } from './policies/reuse.js';
-import { parseStorePolicyName } from './policies/store-policy-name.js';
-import { offloadGeometry, type StorePolicy } from './policies/store-policy.js';
+import type { EvictionPolicyName } from '../offload/eviction-policy-names.js';
+import { OffloadingConnector } from './scheduler-connector.js';
+import { createOffloadingManager } from '../offload/create-manager.js';
+import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from '../offload/geometry.js';
+import type { OffloadingManager } from '../offload/manager.js';
+import { StoreOnComputePolicy } from '../offload/policies/on-compute.js';
+import { StoreOnEvictPolicy } from '../offload/policies/on-evict.js';
+import { createReusePolicy } from '../offload/policies/reuse.js';
+import { parseStorePolicyName } from '../offload/policies/store-policy-name.js';
+import { offloadGeometry, type StorePolicy } from '../offload/policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */
 export interface OffloadingConnectorConfig extends CpuTierGeometryInput {

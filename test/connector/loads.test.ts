@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { OffloadingConnectorError } from '../../../src/offload/connector.js';
+import { OffloadingConnectorError } from '../../src/connector/scheduler-connector.js';
 import { bareRequest, blockRange, jobsFinished, offloadedKeysOf, promptOf, scriptedConnector } from './helpers.js';
 
 /** Admission and loads, driven without a scheduler. */

@@ -2,7 +2,7 @@ import { ConfigError } from '../core/errors.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { simulateBelady, simulateUnboundedCache } from './belady.js';
 import { buildOffloadBlockAccesses } from './offload-blocks.js';
-import { labeledRows } from './text-rows.js';
+import { labeledRows } from '../report/text-rows.js';
 import { distancePercentile, reusesWithin, reuseDistances, type ReuseDistances } from './reuse-distance.js';
 
 /**

@@ -1,12 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { analyzeLoadedTrace, analyzeTrace } from '../../src/cli/analyze.js';
+import { analyzeLoadedTrace, analyzeTrace } from '../../src/analysis/analyze.js';
 import { parseAnalyzeArgs, analyzeCommand } from '../../src/cli/analyze-command.js';
-import { simulateBelady } from '../../src/cli/belady.js';
-import { buildOffloadBlockAccesses, type OffloadBlockAccesses } from '../../src/cli/offload-blocks.js';
+import { simulateBelady } from '../../src/analysis/belady.js';
+import { buildOffloadBlockAccesses, type OffloadBlockAccesses } from '../../src/analysis/offload-blocks.js';
 import { UsageError } from '../../src/cli/usage-error.js';
 import type { Trace, TraceRecord } from '../../src/workload/trace.js';
-import { SeededRandom } from '../../src/workload/prng.js';
+import { SeededRandom } from '../../src/core/prng.js';
 import { CONVERSATION_TRACE, traceLine, writeTraceFile } from '../workload/trace-files.js';
 
 /**

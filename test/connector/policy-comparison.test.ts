@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { comparePolicies, type PolicyResult } from '../../../src/bench/policies.js';
-import { traceFile } from '../../support/sweep-fixture.js';
+import { comparePolicies, type PolicyResult } from '../../src/bench/policies.js';
+import { traceFile } from '../support/sweep-fixture.js';
 
 /**
  * Two conversations interleaved with a third: each comes back one turn later

@@ -1,4 +1,4 @@
-import { formatBytes, formatRate } from './byte-size.js';
+import { formatBytes, formatRate } from '../core/byte-size.js';
 import type { Percentiles } from './percentiles.js';
 import type { RunReport, TransferReport } from './report.js';
 import { labeledRows } from './text-rows.js';

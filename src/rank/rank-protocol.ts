@@ -2,30 +2,15 @@ import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
 import type { RemoteRankInit } from '../remote/remote-jobs.js';
-import type { RankStepOutput, SchedulerOutput } from '../scheduler/outputs.js';
+import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
+import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 
 /**
  * What the executor and a RankWorker say to each other (over comlink).
  */
 
-/**
- * Test-only switches that turn off one reference behaviour each, so scenario
- * tests can show that the behaviour is what keeps outputs correct.
- */
-export interface RankTestSwitches {
-  /** Do not flush preempted requests' stores before this step's writes. */
-  readonly skipPreemptionFlush?: boolean;
-  /** Submit stores without ordering them after the compute that wrote their blocks. */
-  readonly storesIgnoreCompute?: boolean;
-  /** Submit stores right after the forward that computed them instead of at the next step's start. */
-  readonly submitStoresImmediately?: boolean;
-  /** Keep a log of every submission (for ordering assertions). */
-  readonly recordTransfers?: boolean;
-  /** Report failed stores as ok, so the scheduler takes their (poisoned) CPU blocks for KV. */
-  readonly reportFailedStoresAsOk?: boolean;
-  /** On a reset, forget in-flight jobs without waiting for them (they then land after the reset). */
-  readonly resetWithoutDrain?: boolean;
-}
+/** The worker-side connector's test-only switches, as a rank receives them. */
+export type RankTestSwitches = WorkerConnectorSwitches;
 
 export interface RankInit {
   readonly rank: number;

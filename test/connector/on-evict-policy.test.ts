@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { BlockHash } from '../../../src/core/block-hash.js';
-import { OffloadingConnector } from '../../../src/offload/connector.js';
-import { StoreOnEvictPolicy } from '../../../src/offload/policies/on-evict.js';
-import { offloadGeometry, type GpuPrefixCache } from '../../../src/offload/policies/store-policy.js';
-import type { StepView } from '../../../src/scheduler/connector.js';
-import type { Request } from '../../../src/scheduler/request.js';
+import type { BlockHash } from '../../src/core/block-hash.js';
+import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
+import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
+import { offloadGeometry, type GpuPrefixCache } from '../../src/offload/policies/store-policy.js';
+import type { StepView } from '../../src/scheduler/connector.js';
+import type { Request } from '../../src/scheduler/request.js';
 import { bareRequest, promptOf, ScriptedManager } from './helpers.js';
 
 /** A GPU prefix cache the test sets block by block. */

@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { checkOutputs, toIntegrityItem, type IntegrityItem } from '../../src/cli/integrity-check.js';
-import { IntegrityChecker, IntegrityWorkerMissingError, integrityWorkerPath } from '../../src/cli/integrity.js';
+import { checkOutputs, toIntegrityItem, type IntegrityItem } from '../../src/report/integrity-check.js';
+import { IntegrityChecker, IntegrityWorkerMissingError, integrityWorkerPath } from '../../src/report/integrity.js';
 import type { FinishedRequest } from '../../src/runtime/engine-types.js';
-import { TINY, corrupted, finishedRequest } from './finished-requests.js';
+import { TINY, corrupted, finishedRequest } from '../cli/finished-requests.js';
 
 function items(...finished: FinishedRequest[]): IntegrityItem[] {
   return finished.map((f) => {

@@ -1,6 +1,6 @@
-import type { SweepResult } from '../../bench/sweep.js';
-import { renderPage, type ReportSection } from './page.js';
-import { renderChartSvg, type ChartSpec } from './render-chart.js';
+import type { SweepResult } from './sweep.js';
+import { renderPage, type ReportSection } from '../report/html/page.js';
+import { renderChartSvg, type ChartSpec } from '../report/html/render-chart.js';
 
 /**
  * The sweep as pictures: CPU-tier hits against capacity per policy with

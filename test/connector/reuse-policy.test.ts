@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
+import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { OffloadHarness, offloadedKeysOf, promptOf } from './helpers.js';
 
 describe('the reuse:K store policy', () => {

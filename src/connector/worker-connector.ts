@@ -1,11 +1,11 @@
-import type { Device, DeviceJobResult } from '../src/device/types.js';
-import type { RankTestSwitches } from '../src/runtime/rank-protocol.js';
+import type { Device, DeviceJobResult } from '../device/types.js';
+import type { WorkerConnectorSwitches } from './worker-connector-switches.js';
 import type {
   JobResult,
   KVConnectorOutput,
   OffloadStepMetadata,
   TransferJobSpec,
-} from '../src/scheduler/outputs.js';
+} from '../protocol/step-protocol.js';
 
 
 /** What the connector holds between steps. */
@@ -50,7 +50,7 @@ export class WorkerConnector {
 
   constructor(
     private readonly device: Device,
-    private readonly switches: RankTestSwitches = {},
+    private readonly switches: WorkerConnectorSwitches = {},
   ) {}
 
   /**

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../../src/core/errors.js';
-import { bytesPerGpuBlock } from '../../../src/model/shape.js';
-import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
-import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../../src/offload/create-connector.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
-import { StoreOnEvictPolicy } from '../../../src/offload/policies/on-evict.js';
-import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
+import { ConfigError } from '../../src/core/errors.js';
+import { bytesPerGpuBlock } from '../../src/model/shape.js';
+import { ArcOffloadingManager } from '../../src/offload/arc-manager.js';
+import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../src/connector/create-connector.js';
+import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
+import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { bareRequest, promptOf, TINY } from './helpers.js';
 
 function config(overrides: Partial<OffloadingConnectorConfig> = {}): OffloadingConnectorConfig {

@@ -2,8 +2,6 @@ import type { EngineMetrics, FinishedRequest, TransferCounters } from '../runtim
 import type { IntegritySummary } from './integrity.js';
 import { summarizePercentiles, type Percentiles } from './percentiles.js';
 
-export { formatComparison, formatRunReport } from './report-format.js';
-
 /**
  * The report of one `kvtier run`: what the engine counted, latency
  * percentiles from the finished requests, and the integrity check.

@@ -1,10 +1,10 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { KvtierError } from '../core/errors.js';
 import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
-import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../scheduler/outputs.js';
+import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import { TransferJobLedger } from './job-ids.js';
-import type { OffloadingManager } from './manager.js';
+import type { OffloadingManager } from '../offload/manager.js';
 import type {
   GpuPrefixCache,
   OffloadGeometry,
@@ -12,7 +12,7 @@ import type {
   StoreContext,
   StorePolicy,
   StoreResult,
-} from './policies/store-policy.js';
+} from '../offload/policies/store-policy.js';
 
 /**
  * The scheduler side of KV offloading (docs/architecture.md, "Offloading"): turns

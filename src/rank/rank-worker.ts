@@ -1,0 +1,274 @@
+import { performance } from 'node:perf_hooks';
+import { WorkerConnector } from '../connector/worker-connector.js';
+import { cudaDeviceCount } from '../device/native.js';
+import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
+import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
+import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
+import { RankRemoteTier } from '../remote/rank-remote.js';
+import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
+
+/** How long an idle step waits for an in-flight transfer before answering. */
+const IDLE_WAIT_MS = 2;
+
+/**
+ * What a RankWorker needs from where it runs: how to open its device, and how
+ * to carry out an injected death. A rank thread (workers/rank-worker.ts) opens
+ * the native addon and ends the thread; an in-process caller can open another
+ * Device and handle deaths its own way.
+ */
+export interface RankWorkerHost {
+  openDevice(options: DeviceOptions): Promise<Device>;
+  /** Carries out an injected death; the returned promise never settles. */
+  die(death: RankDeath, when: string): Promise<never>;
+}
+
+/**
+ * One tensor-parallel rank: owns its Device and runs the step protocol of
+ * docs/architecture.md, "One engine step" for every SchedulerOutput the executor sends.
+ */
+export class RankWorker implements RankWorkerApi {
+  private device: Device | null = null;
+  private connector: WorkerConnector | null = null;
+  private faults: RankFaults | null = null;
+  private remote: RankRemoteTier | null = null;
+  private rank = -1;
+  /** Block table of every request the workers know about. */
+  private readonly tables = new Map<string, number[]>();
+  /** The device's count of injected block load failures when last read, and those not yet matched to a failed job. */
+  private injectedSeen = 0;
+  private injectedUnclaimed = 0;
+
+  constructor(private readonly host: RankWorkerHost) {}
+
+  async init(init: RankInit): Promise<RankReady> {
+    const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
+    this.rank = init.rank;
+    const device = await this.host.openDevice({
+      backend: init.backend,
+      rank: init.rank,
+      tp: init.tp,
+      deviceIndex,
+      model: init.model,
+      blockSize: init.blockSize,
+      layout: init.layout,
+      numGpuBlocks: init.numGpuBlocks,
+      numCpuBlocks: init.numCpuBlocks,
+      offloadFactor: init.offloadFactor,
+      copyMethod: init.copyMethod,
+    });
+    this.device = device;
+    this.connector = new WorkerConnector(device, init.testSwitches ?? {});
+    if (init.remote) {
+      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote);
+      await this.remote.start();
+    }
+    this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
+    await this.die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
+    const info = device.info;
+    return {
+      rank: init.rank,
+      openCount: init.openCount,
+      backend: info.backend,
+      deviceName: info.deviceName,
+      deviceIndex,
+      bytesPerGpuBlock: info.bytesPerGpuBlock,
+      bytesPerCpuBlock: info.bytesPerCpuBlock,
+      gpuBytes: info.gpuBytes,
+      cpuBytes: info.cpuBytes,
+    };
+  }
+
+  async executeStep(step: SchedulerOutput): Promise<RankStepOutput> {
+    const device = this.requireDevice();
+    const connector = this.connector!;
+    const started = performance.now();
+    await this.applyFaults(step.step);
+
+    const meta = step.offload;
+    // Remote writes copy their (ready) CPU blocks out before any transfer of this step can reuse them.
+    if (meta?.remote) this.remote?.startStep(meta.remote);
+    // a. Preempted requests' stores read their blocks before anything can overwrite them.
+    if (meta) await connector.flushPreempted(step.step, meta.flushReqIds);
+    for (const reqId of step.preemptedReqIds) this.tables.delete(reqId);
+    for (const reqId of step.finishedReqIds) this.tables.delete(reqId);
+    connector.markFinished(step.finishedReqIds);
+
+    // b. Last step's stores, fenced write-backs, then this step's loads.
+    const fenced = meta ? connector.startTransfers(step.step, meta) : [];
+
+    // c. The forward waits (on the device) for fenced stores and for loads writing blocks it reads.
+    const enteringBlocks = this.updateTables(step.requests);
+    const after = [...fenced, ...connector.loadsWriting(enteringBlocks)];
+    let forwardMs = 0;
+    let digests: Uint32Array | null = null;
+    const forward = step.requests.length > 0 ? this.forward(device, step.requests, after) : null;
+
+    // d. This step's stores, submitted at the next step's start.
+    if (meta) connector.queueStores(step.step, meta);
+
+    if (forward) {
+      const t0 = performance.now();
+      digests = await forward;
+      forwardMs = performance.now() - t0;
+    } else {
+      await connector.waitForProgress(IDLE_WAIT_MS);
+      await this.remote?.waitForProgress(IDLE_WAIT_MS);
+    }
+
+    // e. Report.
+    const collected = connector.collect();
+    const output = this.remote ? { ...collected, remoteJobs: this.remote.collect() } : collected;
+    let failedBlocks = 0;
+    for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
+    let injectedLoadFailures = 0;
+    if (failedBlocks > 0) {
+      this.faults!.noteLoadFailures(failedBlocks);
+      injectedLoadFailures = this.claimInjectedFailures(device, failedBlocks);
+    }
+    const sampledReqIds: string[] = [];
+    const sampledDigests: number[] = [];
+    step.requests.forEach((req, i) => {
+      if (!req.sample) return;
+      sampledReqIds.push(req.reqId);
+      sampledDigests.push(digests![i]);
+    });
+    return {
+      rank: this.rank,
+      step: step.step,
+      sampledReqIds,
+      digests: sampledDigests,
+      connector: output,
+      stepMs: performance.now() - started,
+      forwardMs,
+      injectedLoadFailures,
+    };
+  }
+
+  /**
+   * How many of `failedBlocks` the fault plan injected: the device counts
+   * injected failures (possibly before their job is reported), so injections
+   * not yet matched carry over to the next failed job; the rest are real
+   * device errors.
+   */
+  private claimInjectedFailures(device: Device, failedBlocks: number): number {
+    const injectedTotal = device.faultCounters().loadBlocksFailed;
+    this.injectedUnclaimed += injectedTotal - this.injectedSeen;
+    this.injectedSeen = injectedTotal;
+    const injected = Math.min(failedBlocks, this.injectedUnclaimed);
+    this.injectedUnclaimed -= injected;
+    return injected;
+  }
+
+  async reset(resetCount: number): Promise<void> {
+    if (this.faults) await this.die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
+    await this.connector?.drainAndReset();
+    await this.remote?.drainAndReset();
+    this.tables.clear();
+  }
+
+  async pendingJobs(): Promise<number> {
+    return (this.connector?.pendingCount() ?? 0) + (this.remote?.pendingCount() ?? 0);
+  }
+
+  async state(): Promise<RankState> {
+    const connector = this.connector?.state();
+    return {
+      tables: this.tables.size,
+      inFlightJobs: connector?.inFlightJobs ?? 0,
+      deferredStores: connector?.deferredStores ?? 0,
+      loadingBlocks: connector?.loadingBlocks ?? 0,
+      finishingRequests: connector?.finishingRequests ?? 0,
+      deviceJobs: this.device?.pendingJobs() ?? 0,
+    };
+  }
+
+  async transferLog(): Promise<unknown[]> {
+    return [...(this.connector?.transferLog() ?? [])];
+  }
+
+  async faultStats(): Promise<RankFaultStats> {
+    return this.device ? this.device.faultCounters() : { loadBlocksFailed: 0, storesFailed: 0, jobsDelayed: 0 };
+  }
+
+  async shutdown(): Promise<void> {
+    if (!this.device) return;
+    await this.connector?.drainAndReset();
+    await this.remote?.close();
+    this.remote = null;
+    await this.device.synchronize();
+    this.device.close();
+    this.device = null;
+    this.connector = null;
+  }
+
+  private async die(death: RankDeath | null, when: string): Promise<void> {
+    if (death !== null) await this.host.die(death, when);
+  }
+
+  private requireDevice(): Device {
+    if (!this.device) throw new Error(`rank ${this.rank}: device is not open`);
+    return this.device;
+  }
+
+  private async applyFaults(step: number): Promise<void> {
+    const faults = this.faults!;
+    await this.die(faults.deathAt(step), `at step ${step}`);
+    const deviceFaults = faults.deviceFaultsAt(step);
+    if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
+  }
+
+  /** Applies table changes; returns the blocks that entered a table this step. */
+  private updateTables(requests: readonly ScheduledRequest[]): number[] {
+    const entering: number[] = [];
+    for (const req of requests) {
+      if (req.blockIds !== null) {
+        const table = [...req.blockIds];
+        this.tables.set(req.reqId, table);
+        for (const id of table) entering.push(id);
+      } else {
+        const table = this.tables.get(req.reqId);
+        if (!table) throw new Error(`rank ${this.rank}: step sends new blocks for unknown request ${req.reqId}`);
+        for (const id of req.newBlockIds) {
+          table.push(id);
+          entering.push(id);
+        }
+      }
+    }
+    return entering;
+  }
+
+  private forward(device: Device, requests: readonly ScheduledRequest[], after: number[]): Promise<Uint32Array> {
+    const n = requests.length;
+    const blockTableOffsets = new Int32Array(n + 1);
+    const tokenOffsets = new Int32Array(n + 1);
+    const startPositions = new Int32Array(n);
+    const sample = new Uint8Array(n);
+    let blocks = 0;
+    let tokens = 0;
+    for (let i = 0; i < n; i++) {
+      const req = requests[i];
+      blocks += this.tables.get(req.reqId)!.length;
+      tokens += req.tokens.length;
+      blockTableOffsets[i + 1] = blocks;
+      tokenOffsets[i + 1] = tokens;
+      startPositions[i] = req.startPosition;
+      sample[i] = req.sample ? 1 : 0;
+    }
+    const blockTables = new Int32Array(blocks);
+    const tokenIds = new Int32Array(tokens);
+    for (let i = 0; i < n; i++) {
+      blockTables.set(this.tables.get(requests[i].reqId)!, blockTableOffsets[i]);
+      tokenIds.set(requests[i].tokens, tokenOffsets[i]);
+    }
+    const batch: ForwardBatch = {
+      numRequests: n,
+      blockTableOffsets,
+      blockTables,
+      startPositions,
+      tokenOffsets,
+      tokens: tokenIds,
+      sample,
+    };
+    return device.forward(batch, { after });
+  }
+}
