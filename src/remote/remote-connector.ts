@@ -86,6 +86,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   private fetchesToSend: RemoteFetchSpec[] = [];
   private writesToSend: RemoteWriteSpec[] = [];
   private manifestsInFlight = 0;
+  private closed = false;
   private nextJobId = 1;
   /** Bumped by reset: answers of lookups started before it are dropped. */
   private epoch = 0;
@@ -211,12 +212,14 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   async close(): Promise<void> {
     const deadline = performance.now() + 2 * this.store.options.timeoutMs;
     while (this.manifestsInFlight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    this.stats.noteConnection(this.store.stats());
+    if (!this.closed) this.stats.noteConnection(this.store.stats());
+    this.closed = true;
     await this.store.close();
   }
 
   snapshot(): ReturnType<RemoteTierStats['snapshot']> {
-    this.stats.noteConnection(this.store.stats());
+    // After close, the connection as it was when the engine shut down.
+    if (!this.closed) this.stats.noteConnection(this.store.stats());
     return this.stats.snapshot();
   }
 

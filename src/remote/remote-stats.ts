@@ -15,6 +15,7 @@ export interface RemoteTierMetrics {
     readonly latencyMs: { readonly p50: number | null; readonly p99: number | null };
   };
   readonly reads: RemoteTransferCounts;
+  /** `failed` includes `dropped`: writes refused because too many were in flight. */
   readonly writes: RemoteTransferCounts & { readonly dropped: number };
   readonly manifests: { readonly written: number; readonly failed: number };
   readonly reconnects: number;
@@ -97,6 +98,7 @@ export class RemoteTierStats {
   /** Writes the scheduler side dropped before issuing them (too many in flight). */
   writesDropped(blocks: number): void {
     this.writes.dropped += blocks;
+    this.writes.failed += blocks;
     this.writes.failures.dropped = (this.writes.failures.dropped ?? 0) + blocks;
   }
 
