@@ -5,6 +5,7 @@ import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
 import { RankRemoteTier } from '../remote/rank-remote.js';
+import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
 
 /** How long an idle step waits for an in-flight transfer before answering. */
@@ -59,7 +60,8 @@ export class RankWorker implements RankWorkerApi {
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
     if (init.remote) {
-      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote);
+      const remoteFaults = new RemoteFaults(init.faultRules, init.faultSeed, init.rank);
+      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
       await this.remote.start();
     }
     this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
@@ -86,7 +88,7 @@ export class RankWorker implements RankWorkerApi {
 
     const meta = step.offload;
     // Remote writes copy their (ready) CPU blocks out before any transfer of this step can reuse them.
-    if (meta?.remote) this.remote?.startStep(meta.remote);
+    if (meta?.remote) this.remote?.startStep(meta.remote, step.step);
     // a. Preempted requests' stores read their blocks before anything can overwrite them.
     if (meta) await connector.flushPreempted(step.step, meta.flushReqIds);
     for (const reqId of step.preemptedReqIds) this.tables.delete(reqId);

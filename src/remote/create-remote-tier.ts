@@ -8,6 +8,7 @@ import { remoteNamespace, type RemoteNamespace } from './remote-keys.js';
 import type { RemoteTierSettings } from './remote-settings.js';
 import { probeRemote, RemoteStore } from './remote-store.js';
 import { CpuTierTrackingManager } from './tracking-manager.js';
+import type { RemoteFaults } from './remote-faults.js';
 
 /** Blocks of remote writes one rank keeps in flight; more are dropped and counted. */
 const MAX_WRITE_BLOCKS_IN_FLIGHT_PER_RANK = 1024;
@@ -42,6 +43,7 @@ export async function planRemoteTier(
   settings: RemoteTierSettings,
   shape: RemoteTierShape,
   switches: RemoteTestSwitches = {},
+  faults: RemoteFaults | null = null,
 ): Promise<RemoteTierPlan> {
   const { cluster } = await probeRemote(settings.address, settings.timeoutMs);
   const useCluster = cluster && !switches.ignoreCluster;
@@ -75,6 +77,7 @@ export async function planRemoteTier(
         policy: settings.policy,
         maxWriteJobsInFlight: MAX_WRITE_JOBS_IN_FLIGHT,
         testSwitches: switches,
+        faults,
       });
     },
     abandon: () => store.close(),

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Device } from '../device/types.js';
 import { RemoteValueError } from './errors.js';
+import type { RemoteFaults } from './remote-faults.js';
 import type { RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from './remote-jobs.js';
 import { shardKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteOperationError, RemoteStore } from './remote-store.js';
@@ -30,6 +31,7 @@ export class RankRemoteTier {
     private readonly rank: number,
     tp: number,
     private readonly init: RemoteRankInit,
+    private readonly faults: RemoteFaults | null = null,
   ) {
     const switches = init.testSwitches ?? {};
     this.store = new RemoteStore({
@@ -51,9 +53,18 @@ export class RankRemoteTier {
   }
 
   /** Step start: copy out and send this step's writes, then start its fetches. */
-  startStep(meta: RemoteStepMetadata): void {
-    for (const spec of meta.writes) this.startWrite(spec);
-    for (const spec of meta.fetches) this.startFetch(spec);
+  startStep(meta: RemoteStepMetadata, step = 0): void {
+    for (const spec of meta.writes) {
+      const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
+      if (injected !== null) this.finished.push(result(spec.jobId, 'write', injected, 0, 0));
+      else this.startWrite(spec);
+    }
+    for (const spec of meta.fetches) {
+      const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
+      const ok = injected !== null && this.init.testSwitches?.reportFailedFetchesAsOk === true;
+      if (injected !== null) this.finished.push(result(spec.jobId, 'fetch', ok ? null : injected, 0, 0));
+      else this.startFetch(spec);
+    }
   }
 
   /** Jobs finished since the last call. */

@@ -9,6 +9,7 @@ import { chainSeed, extendChain, manifestKey, type RemoteNamespace } from './rem
 import { RemoteTierStats } from './remote-stats.js';
 import type { RemoteStore } from './remote-store.js';
 import type { CpuTierObserver, CpuTierTrackingManager } from './tracking-manager.js';
+import type { RemoteFaults } from './remote-faults.js';
 import { encodeManifest } from './value-format.js';
 
 /** When remote writes happen: as soon as a CPU-tier store completed, or when the CPU tier evicts the block. */
@@ -25,6 +26,8 @@ export interface RemoteTierConnectorOptions {
   /** Write jobs (all ranks) that may be in flight; further writes are dropped and counted. */
   readonly maxWriteJobsInFlight: number;
   readonly testSwitches?: RemoteTestSwitches;
+  /** Injected outages (`remote-down` in the fault plan): lookups miss and manifests fail while the remote is down. */
+  readonly faults?: RemoteFaults | null;
 }
 
 /** A request's remote chain and where its remote lookup stands. */
@@ -87,6 +90,9 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   private writesToSend: RemoteWriteSpec[] = [];
   private manifestsInFlight = 0;
   private closed = false;
+  private readonly faults: RemoteFaults | null;
+  /** The step being built (for injected outages). */
+  private step = 0;
   private nextJobId = 1;
   /** Bumped by reset: answers of lookups started before it are dropped. */
   private epoch = 0;
@@ -99,6 +105,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.policy = options.policy;
     this.switches = options.testSwitches ?? {};
     this.maxWriteJobs = options.maxWriteJobsInFlight;
+    this.faults = options.faults ?? null;
     this.maxDigests = Math.max(MAX_DIGESTS_MIN, 4 * options.inner.manager.stats().capacityBlocks);
     this.manager.observe(this);
   }
@@ -153,6 +160,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   // ---------------------------------------------------------------- one step
 
   buildConnectorMeta(step: StepView): OffloadStepMetadata {
+    this.step = step.step + 1;
     // Stores this step may choose need the digests of the blocks computed so far.
     for (const view of step.scheduled) this.extend(view.request, view.request.numTokens);
     const meta = this.inner.buildConnectorMeta(step);
@@ -262,6 +270,11 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     for (let i = from; i < to; i++) keys.push(manifestKey(this.ns, state.chain[i].toString('hex')));
     const epoch = this.epoch;
     const t0 = performance.now();
+    if (this.faults?.downAt(this.step)) {
+      this.stats.lookupFailed(0, false);
+      state.phase = 'done';
+      return;
+    }
     this.store.exists(keys).then(
       (present) => {
         let n = 0;
@@ -327,6 +340,10 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     }
     this.stats.writeSucceeded(job.blocks.length, result.bytes);
     if (this.switches.skipManifests) return;
+    if (this.faults?.downAt(this.step)) {
+      this.stats.manifestsFailed(job.digests.length);
+      return;
+    }
     // Every rank wrote its shard: announce the blocks.
     this.manifestsInFlight++;
     Promise.all(job.digests.map((d) => this.store.set(manifestKey(this.ns, d.toString('hex')), encodeManifest(this.ns, d)))).then(

@@ -32,7 +32,7 @@ export interface RemoteStepMetadata {
 export type RemoteJobKind = 'fetch' | 'write';
 
 /** How a job's part failed on a rank (see RemoteFailureKind). */
-export type RemoteJobFailure = 'miss' | 'timeout' | 'connection' | 'value' | 'dropped' | 'server';
+export type RemoteJobFailure = 'miss' | 'timeout' | 'connection' | 'value' | 'dropped' | 'server' | 'injected';
 
 /** One rank's outcome of a remote job, or the outcome merged over ranks. */
 export interface RemoteJobResult {

@@ -27,6 +27,7 @@ import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup, RankState, RankTestSwitches } from '../rank/rank-protocol.js';
 import { planRemoteTier } from '../remote/create-remote-tier.js';
+import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
 import type { RemoteTestSwitches } from '../remote/remote-jobs.js';
 
@@ -136,6 +137,7 @@ export class Engine {
             config.remote,
             { model: config.model, layout: config.layout, blockSize: config.blockSize, offloadFactor: config.offloadFactor, tp: config.tp },
             options.testOnly?.remote,
+            new RemoteFaults(plan.rules, plan.seed, null),
           )
         : null;
     const offloading = config.offload
