@@ -22,8 +22,10 @@ export class RemoteFaults {
     private readonly seed: number,
     private readonly rank: number | null,
   ) {
-    this.fails = rules.filter((r): r is RemoteFailRule => r.kind === 'remote-fail');
-    this.downs = rules.filter((r): r is RemoteDownRule => r.kind === 'remote-down');
+    const mine = (r: FaultRule) => rank === null || r.rank === '*' || r.rank === rank;
+    this.fails = rules.filter((r): r is RemoteFailRule => r.kind === 'remote-fail' && mine(r));
+    // The scheduler side sees the server down whichever rank a rule names.
+    this.downs = rules.filter((r): r is RemoteDownRule => r.kind === 'remote-down' && mine(r));
   }
 
   get empty(): boolean {
