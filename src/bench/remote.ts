@@ -179,13 +179,13 @@ async function timePlain(run: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-interface PrivateServer {
+export interface PrivateServer {
   readonly port: number;
   stop(): Promise<void>;
 }
 
 /** A redis-server of the bench's own on a free loopback port, without persistence. */
-async function startPrivateServer(): Promise<PrivateServer> {
+export async function startPrivateServer(): Promise<PrivateServer> {
   const port = await new Promise<number>((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);

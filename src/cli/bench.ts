@@ -9,6 +9,7 @@ import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapT
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { runRemoteBench, type RemoteBenchRow } from '../bench/remote.js';
+import { runShareBench, type ShareBenchRow } from '../bench/share.js';
 import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
@@ -25,7 +26,7 @@ import { UsageError } from './usage-error.js';
  * ratios against a limit measured in the same run where there is one.
  */
 
-const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote'] as const;
+const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share'] as const;
 
 interface BenchSpec<Row> {
   readonly columns: readonly Column<Row>[];
@@ -246,6 +247,47 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
   },
 };
 
+const shareBench: BenchSpec<ShareBenchRow> = {
+  notes: () => [
+    'Two engines share one remote tier (write-through): the first replays the first half of the trace slice, the second (its own empty CPU tier) the second half. Limit, same run: one engine with a CPU tier that never evicts replays the whole slice; its hits on the same second-half requests.',
+    'ratio = the second engine\'s remote hit tokens / the single engine\'s CPU-tier hit tokens on those requests. Requests are submitted all at once (no arrivals). Every finished request is checked against the reference model (verified).',
+    'The engines run one after another in one process, each with its own rank threads and connections: they share nothing but the server.',
+  ],
+  columns: [
+    { header: 'run', cell: (r) => r.run },
+    { header: 'requests', cell: (r) => String(r.requests) },
+    { header: 'cpuBlocks', cell: (r) => String(r.cpuBlocks) },
+    { header: 'prompt', cell: (r) => String(r.promptTokens) },
+    { header: 'gpuHit', cell: (r) => String(r.gpuHitTokens) },
+    { header: 'cpuHit', cell: (r) => String(r.cpuHitTokens) },
+    { header: 'remoteHit', cell: (r) => (r.remoteHitTokens === null ? '-' : String(r.remoteHitTokens)) },
+    { header: 'ratio', cell: (r) => (r.ratio === null ? '-' : fixed(3)(r.ratio)) },
+    { header: 'verified', cell: (r) => `${r.verified - r.mismatches}/${r.verified}` },
+  ],
+  async run(backend, options) {
+    const trace = options.optionalString('trace');
+    const url = options.optionalString('url');
+    const model = options.oneOf<ModelPresetName>('model', MODEL_PRESET_NAMES, 'tiny');
+    const config = {
+      backend,
+      traceFile: trace ?? '',
+      url,
+      maxRequests: options.int('maxRequests', 400),
+      tokenScale: options.int('tokenScale', 32),
+      model,
+      tp: options.int('tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
+      blockSize: options.int('blockSize', 16, 1, MAX_BLOCK_TOKENS),
+      gpuBlocks: options.int('gpuBlocks', 512, 1, MAX_GPU_BLOCKS),
+      cpuBlocks: options.int('cpuBlocks', 1024, 1, MAX_CPU_BLOCKS),
+      timeoutMs: options.int('timeoutMs', 250),
+    };
+    options.finish();
+    if (trace === null) throw new UsageError('bench share: --trace FILE is required (a Mooncake trace, e.g. conversation_trace.jsonl)');
+    checkTpSplitsHeads(options, config.tp, [model]);
+    return runShareBench(config);
+  },
+};
+
 const e2eBench: BenchSpec<E2eBenchRow> = {
   notes: (backend) => [
     'One slice of a Mooncake trace through the Engine twice, offload off then on, fed by arrival (timestamps / speedup, open loop, as kvtier run --trace). prefill: prompt tokens the ranks computed; gpuHit / cpuHit: prompt tokens served by the GPU prefix cache / loaded from the CPU tier.',
@@ -346,6 +388,8 @@ export async function benchCommand(kind: string, raw: Record<string, string | bo
       return execute(kind, e2eBench, options);
     case 'remote':
       return execute(kind, remoteBench, options);
+    case 'share':
+      return execute(kind, shareBench, options);
     default:
       throw new UsageError(`bench: unknown kind "${kind}" (known: ${KINDS.join(', ')})`);
   }

@@ -38,9 +38,12 @@ interface RequestRemoteState {
   /** First offloaded block looked up, and how many from there the remote holds. */
   from: number;
   found: number;
-  /** Tokens of the fetched blocks the GPU prefix hit did not cover. */
-  newTokens: number;
+  /** Admission attempts that found no room in the CPU tier for the fetch. */
+  roomRetries: number;
 }
+
+/** Admission attempts a request waits for CPU-tier room for its fetch before it gives the hit up. */
+const MAX_ROOM_RETRIES = 64;
 
 interface FetchJob {
   readonly reqId: string;
@@ -82,6 +85,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   /** Remote digest of local block keys seen in requests (bounded, oldest dropped first). */
   private readonly digests = new Map<BlockHash, Buffer>();
   private readonly maxDigests: number;
+  private readonly capacityBlocks: number;
   /** Local keys whose blocks came from the remote, or were written there: not written again. */
   private readonly remoteHeld = new Set<BlockHash>();
   private readonly fetchJobs = new Map<number, FetchJob>();
@@ -106,7 +110,8 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.switches = options.testSwitches ?? {};
     this.maxWriteJobs = options.maxWriteJobsInFlight;
     this.faults = options.faults ?? null;
-    this.maxDigests = Math.max(MAX_DIGESTS_MIN, 4 * options.inner.manager.stats().capacityBlocks);
+    this.capacityBlocks = options.inner.manager.stats().capacityBlocks;
+    this.maxDigests = Math.max(MAX_DIGESTS_MIN, 4 * this.capacityBlocks);
     this.manager.observe(this);
   }
 
@@ -130,13 +135,20 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     }
     // 'found': the remote holds blocks [state.from, end); the CPU tier may have gained some since.
     state.phase = 'done';
-    const end = state.from + state.found;
+    // At most half the tier at once, so a fetch always fits once in-flight work drained.
+    const end = Math.min(state.from + state.found, from + Math.max(1, Math.floor(this.capacityBlocks / 2)));
     if (from < state.from || from >= end) return match;
     const keys: BlockHash[] = [];
     const refs: RemoteBlockRef[] = [];
     const f = this.inner.geometry.offloadFactor;
     for (let i = from; i < end; i++) keys.push(request.blockHashes[i * f + f - 1]);
     const out = this.manager.prepareStore(keys);
+    if (out === null && state.roomRetries < MAX_ROOM_RETRIES) {
+      // No room now (blocks being stored or loaded): the request waits a step and asks again.
+      state.roomRetries++;
+      state.phase = 'found';
+      return null;
+    }
     if (out === null || out.keysToStore.length === 0) return match;
     const index = new Map(keys.map((k, i) => [k, from + i]));
     for (let i = 0; i < out.keysToStore.length; i++) {
@@ -240,7 +252,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
       phase,
       from: 0,
       found: 0,
-      newTokens: 0,
+      roomRetries: 0,
     };
     this.requests.set(request.id, state);
     return state;
