@@ -5,7 +5,7 @@ import { openDevice } from '../device/device.js';
 import type { BackendName, Device } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
 import { RankRemoteTier } from '../remote/rank-remote.js';
-import type { RemoteBlockRef, RemoteStepMetadata } from '../remote/remote-jobs.js';
+import type { RemoteBlockRef, RemoteStepMetadata } from '../protocol/remote-jobs.js';
 import { remoteNamespace, shardKey } from '../remote/remote-keys.js';
 import { probeRemote, RemoteStore } from '../remote/remote-store.js';
 import { parseRemoteUrl } from '../remote/remote-url.js';

@@ -4,7 +4,7 @@
  * structured clone.
  */
 
-import type { RemoteJobResult, RemoteStepMetadata } from '../remote/remote-jobs.js';
+import type { RemoteJobResult, RemoteStepMetadata } from './remote-jobs.js';
 
 export type TransferDirection = 'gpuToCpu' | 'cpuToGpu';
 

@@ -1,7 +1,7 @@
 import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
-import type { RemoteRankInit } from '../remote/remote-jobs.js';
+import type { RemoteRankInit } from '../protocol/remote-jobs.js';
 import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
 import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 

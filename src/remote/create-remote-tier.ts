@@ -3,7 +3,7 @@ import type { ModelShape } from '../model/shape.js';
 import type { OffloadingSetup } from '../connector/create-connector.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import { RemoteTierConnector } from './remote-connector.js';
-import type { RemoteRankInit, RemoteTestSwitches } from './remote-jobs.js';
+import type { RemoteRankInit, RemoteTestSwitches } from '../protocol/remote-jobs.js';
 import { remoteNamespace, type RemoteNamespace } from './remote-keys.js';
 import type { RemoteTierSettings } from './remote-settings.js';
 import { probeRemote, RemoteStore } from './remote-store.js';

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Device } from '../device/types.js';
 import { RemoteValueError } from './errors.js';
 import type { RemoteFaults } from './remote-faults.js';
-import type { RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from './remote-jobs.js';
+import type { RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from '../protocol/remote-jobs.js';
 import { shardKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteOperationError, RemoteStore } from './remote-store.js';
 import { parseRemoteUrl } from './remote-url.js';

@@ -4,7 +4,7 @@ import type { OffloadingConnector } from '../connector/scheduler-connector.js';
 import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
 import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
-import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from './remote-jobs.js';
+import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
 import { chainSeed, extendChain, manifestKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteTierStats } from './remote-stats.js';
 import type { RemoteStore } from './remote-store.js';

@@ -1,6 +1,6 @@
 import type { FaultRule } from '../faults/plan.js';
 import { mix } from '../model/mix.js';
-import type { RemoteJobFailure } from './remote-jobs.js';
+import type { RemoteJobFailure } from '../protocol/remote-jobs.js';
 
 type RemoteFailRule = Extract<FaultRule, { kind: 'remote-fail' }>;
 type RemoteDownRule = Extract<FaultRule, { kind: 'remote-down' }>;

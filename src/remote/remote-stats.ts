@@ -1,4 +1,4 @@
-import type { RemoteJobFailure } from './remote-jobs.js';
+import type { RemoteJobFailure } from '../protocol/remote-jobs.js';
 import type { RemoteConnectionStats } from './remote-store.js';
 
 /** The remote tier's counters, as reports, JSON and Prometheus show them. */

@@ -1,6 +1,6 @@
 import { EngineError } from '../core/errors.js';
 import { sampleToken } from '../model/reference.js';
-import type { RemoteJobResult } from '../remote/remote-jobs.js';
+import type { RemoteJobResult } from '../protocol/remote-jobs.js';
 import type {
   JobResult,
   ModelRunnerOutput,

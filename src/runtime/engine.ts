@@ -29,7 +29,7 @@ import type { RankReady, RankSetup, RankState, RankTestSwitches } from '../rank/
 import { planRemoteTier } from '../remote/create-remote-tier.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
-import type { RemoteTestSwitches } from '../remote/remote-jobs.js';
+import type { RemoteTestSwitches } from '../protocol/remote-jobs.js';
 
 /** Engine-level switches that turn a recovery behaviour off (tests only). */
 export interface EngineTestSwitches {

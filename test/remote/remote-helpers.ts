@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { expect } from 'vitest';
 import type { EngineOptions } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, EngineMetrics, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import type { RemoteTestSwitches } from '../../src/remote/remote-jobs.js';
+import type { RemoteTestSwitches } from '../../src/protocol/remote-jobs.js';
 import type { RemoteTierMetrics } from '../../src/remote/remote-stats.js';
 import { mismatches, tokens, withEngine } from '../e2e/helpers.js';
 

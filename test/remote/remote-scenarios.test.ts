@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RemoteTestSwitches } from '../../src/remote/remote-jobs.js';
+import type { RemoteTestSwitches } from '../../src/protocol/remote-jobs.js';
 import { haveRedis, noteRedisSkip, startRedis, startRedisCluster, type RedisServer } from '../support/redis-server.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine, runEngineProcess, type RemoteRun } from './remote-helpers.js';
 
