@@ -8,8 +8,8 @@ import { runE2eBench, type E2eBenchRow } from '../bench/e2e.js';
 import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
-import { runRemoteBench, type RemoteBenchRow } from '../bench/remote.js';
-import { runShareBench, type ShareBenchRow } from '../bench/share.js';
+import type { RemoteBenchRow } from '../bench/remote.js';
+import type { ShareBenchRow } from '../bench/share.js';
 import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
 import { EVICTION_POLICY_NAMES } from '../offload/eviction-policy-names.js';
@@ -243,6 +243,7 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
     const jobBlocks = options.int('jobBlocks', 8);
     const repeats = options.int('repeats', 3);
     options.finish();
+    const { runRemoteBench } = await import('../bench/remote.js');
     return runRemoteBench({ backend, url, models: models.map((m) => MODEL_PRESETS[m]), blockTokens, totalBytes, jobBlocks, repeats });
   },
 };
@@ -284,6 +285,7 @@ const shareBench: BenchSpec<ShareBenchRow> = {
     options.finish();
     if (trace === null) throw new UsageError('bench share: --trace FILE is required (a Mooncake trace, e.g. conversation_trace.jsonl)');
     checkTpSplitsHeads(options, config.tp, [model]);
+    const { runShareBench } = await import('../bench/share.js');
     return runShareBench(config);
   },
 };

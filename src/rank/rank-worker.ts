@@ -4,7 +4,7 @@ import { cudaDeviceCount } from '../device/native.js';
 import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
-import { RankRemoteTier } from '../remote/rank-remote.js';
+import type { RankRemoteTier } from '../remote/rank-remote.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
 
@@ -60,6 +60,8 @@ export class RankWorker implements RankWorkerApi {
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
     if (init.remote) {
+      // Loaded only with a remote tier: the client library costs every rank thread start-up time otherwise.
+      const { RankRemoteTier } = await import('../remote/rank-remote.js');
       const remoteFaults = new RemoteFaults(init.faultRules, init.faultSeed, init.rank);
       this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
       await this.remote.start();

@@ -26,7 +26,6 @@ import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup, RankState, RankTestSwitches } from '../rank/rank-protocol.js';
-import { planRemoteTier } from '../remote/create-remote-tier.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
 import type { RemoteTestSwitches } from '../protocol/remote-jobs.js';
@@ -133,7 +132,7 @@ export class Engine {
     // An unreachable remote stops the engine here, before any rank starts.
     const remotePlan =
       config.remote && config.offload
-        ? await planRemoteTier(
+        ? await (await import('../remote/create-remote-tier.js')).planRemoteTier(
             config.remote,
             { model: config.model, layout: config.layout, blockSize: config.blockSize, offloadFactor: config.offloadFactor, tp: config.tp },
             options.testOnly?.remote,
