@@ -8,6 +8,8 @@ import { runE2eBench, type E2eBenchRow } from '../bench/e2e.js';
 import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
+import type { RemoteBenchRow } from '../bench/remote.js';
+import type { ShareBenchRow } from '../bench/share.js';
 import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
@@ -25,7 +27,7 @@ import { UsageError } from './usage-error.js';
  * ratios against a limit measured in the same run where there is one.
  */
 
-const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e'] as const;
+const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share'] as const;
 
 interface BenchSpec<Row> {
   readonly columns: readonly Column<Row>[];
@@ -217,6 +219,78 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
 
 const ms = (x: number | null) => (x === null ? '-' : x.toFixed(1));
 
+const remoteBench: BenchSpec<RemoteBenchRow> = {
+  notes: () => [
+    'gbps: payload bytes of one rank\'s shards moved through the remote tier (write: CPU-tier block copied out, header and CRC-32, SET; read: GET, header and checksum checked, CPU-tier block written), jobs of jobBlocks blocks issued at once, over wall time.',
+    'limitGbps: plain SET (write) or GET (read) of values of the same size (payload + 68-byte header) through the same client (iovalkey, auto-pipelined), all issued at once, on the same server in the same run; ratio = gbps / limitGbps. Best of the repeats on both sides.',
+    'Server: a private redis-server on a loopback port unless --url names one.',
+  ],
+  columns: [
+    { header: 'model', cell: (r) => r.model },
+    { header: 'blockTokens', cell: (r) => String(r.blockTokens) },
+    { header: 'valueKiB', cell: (r) => fixed(1)(r.valueKiB) },
+    { header: 'op', cell: (r) => r.op },
+    { header: 'blocks', cell: (r) => String(r.blocks) },
+    { header: 'MiB', cell: (r) => fixed(1)(r.bytes / 2 ** 20) },
+    { header: 'gbps', cell: (r) => fixed(3)(r.gbps) },
+    { header: 'limitGbps', cell: (r) => fixed(3)(r.limitGbps) },
+    { header: 'ratio', cell: (r) => fixed(3)(r.ratio) },
+  ],
+  async run(backend, options) {
+    const url = options.optionalString('url');
+    const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['tiny', 'llama-8b']);
+    const blockTokens = options.intList('blockTokens', [16]);
+    const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
+    const jobBlocks = options.int('jobBlocks', 8);
+    const repeats = options.int('repeats', 3);
+    options.finish();
+    const { runRemoteBench } = await import('../bench/remote.js');
+    return runRemoteBench({ backend, url, models: models.map((m) => MODEL_PRESETS[m]), blockTokens, totalBytes, jobBlocks, repeats });
+  },
+};
+
+const shareBench: BenchSpec<ShareBenchRow> = {
+  notes: () => [
+    'Two engines share one remote tier (write-through): the first replays the first half of the trace slice, the second (its own empty CPU tier) the second half. Limit, same run: one engine with a CPU tier that never evicts replays the whole slice; its hits on the same second-half requests.',
+    'ratio = the second engine\'s remote hit tokens / the single engine\'s CPU-tier hit tokens on those requests. Requests are submitted all at once (no arrivals). Every finished request is checked against the reference model (verified).',
+    'The engines run one after another in one process, each with its own rank threads and connections: they share nothing but the server.',
+  ],
+  columns: [
+    { header: 'run', cell: (r) => r.run },
+    { header: 'requests', cell: (r) => String(r.requests) },
+    { header: 'cpuBlocks', cell: (r) => String(r.cpuBlocks) },
+    { header: 'prompt', cell: (r) => String(r.promptTokens) },
+    { header: 'gpuHit', cell: (r) => String(r.gpuHitTokens) },
+    { header: 'cpuHit', cell: (r) => String(r.cpuHitTokens) },
+    { header: 'remoteHit', cell: (r) => (r.remoteHitTokens === null ? '-' : String(r.remoteHitTokens)) },
+    { header: 'ratio', cell: (r) => (r.ratio === null ? '-' : fixed(3)(r.ratio)) },
+    { header: 'verified', cell: (r) => `${r.verified - r.mismatches}/${r.verified}` },
+  ],
+  async run(backend, options) {
+    const trace = options.optionalString('trace');
+    const url = options.optionalString('url');
+    const model = options.oneOf<ModelPresetName>('model', MODEL_PRESET_NAMES, 'tiny');
+    const config = {
+      backend,
+      traceFile: trace ?? '',
+      url,
+      maxRequests: options.int('maxRequests', 400),
+      tokenScale: options.int('tokenScale', 32),
+      model,
+      tp: options.engineInt('tp', 'tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
+      blockSize: options.engineInt('blockSize', 'blockSize', ENGINE_DEFAULTS.blockSize),
+      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', 512),
+      cpuBlocks: Math.max(1, options.engineInt('cpuBlocks', 'cpuBlocks', 1024)),
+      timeoutMs: options.engineInt('timeoutMs', 'remoteTimeoutMs', ENGINE_DEFAULTS.remoteTimeoutMs),
+    };
+    options.finish();
+    if (trace === null) throw new UsageError('bench share: --trace FILE is required (a Mooncake trace, e.g. conversation_trace.jsonl)');
+    checkTpSplitsHeads(options, config.tp, [model]);
+    const { runShareBench } = await import('../bench/share.js');
+    return runShareBench(config);
+  },
+};
+
 const e2eBench: BenchSpec<E2eBenchRow> = {
   notes: (backend) => [
     'One slice of a Mooncake trace through the Engine twice, offload off then on, fed by arrival (timestamps / speedup, open loop, as kvtier run --trace). prefill: prompt tokens the ranks computed; gpuHit / cpuHit: prompt tokens served by the GPU prefix cache / loaded from the CPU tier.',
@@ -313,6 +387,10 @@ export async function benchCommand(kind: string, raw: Record<string, string | bo
       return execute(kind, schedulerBench, options);
     case 'e2e':
       return execute(kind, e2eBench, options);
+    case 'remote':
+      return execute(kind, remoteBench, options);
+    case 'share':
+      return execute(kind, shareBench, options);
     default:
       throw new UsageError(`bench: unknown kind "${kind}" (known: ${KINDS.join(', ')})`);
   }

@@ -40,6 +40,9 @@ import { RUN_DEFAULTS } from './run-defaults.js';
 import { createRunCommand } from './run-flags.js';
 import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring.js';
 import { UsageError } from './usage-error.js';
+import { RemoteConfigError } from '../remote/errors.js';
+import { checkNamespaceName } from '../remote/remote-keys.js';
+import { parseRemoteUrl } from '../remote/remote-url.js';
 
 export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
@@ -91,6 +94,10 @@ export const runInputSchema = z
     maxModelLen: engineSetting('maxModelLen'),
     computeNsPerToken: engineSetting('computeNsPerToken'),
     copyMethod: engineSetting('copyMethod'),
+    remote: engineSetting('remote'),
+    remotePolicy: engineSetting('remotePolicy'),
+    remoteTimeoutMs: engineSetting('remoteTimeoutMs'),
+    remoteNamespace: engineSetting('remoteNamespace'),
     ...monitoringInputFields,
   })
   .partial()
@@ -156,6 +163,15 @@ export interface RunConfig {
   readonly copyMethod: CopyMethod | null;
   /** The /metrics endpoint and the logs. */
   readonly monitoring: RunMonitoringConfig;
+  /** The remote tier's engine keys (remote, remotePolicy, remoteTimeoutMs, remoteNamespace); null without --remote. */
+  readonly remote: RemoteRunConfig | null;
+}
+
+export interface RemoteRunConfig {
+  readonly remote: string;
+  readonly remotePolicy?: 'write-through' | 'write-back';
+  readonly remoteTimeoutMs?: number;
+  readonly remoteNamespace?: string;
 }
 
 /** A RunConfig whose backend and rank count are decided. */
@@ -184,6 +200,7 @@ const NUMBER_KEYS = [
   'maxBatchedTokens',
   'maxModelLen',
   'computeNsPerToken',
+  'remoteTimeoutMs',
 ] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
@@ -249,6 +266,32 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     computeNsPerToken: given.computeNsPerToken ?? null,
     copyMethod: given.copyMethod ?? null,
     monitoring: monitoringConfig(given, input),
+    remote: remoteRunConfig(given, input),
+  };
+}
+
+/** The remote keys go to the engine as given; the URL and namespace are checked here so errors name the flag. */
+function remoteRunConfig(given: RunInput, input: LayeredInput): RemoteRunConfig | null {
+  const name = (key: string) => originOf(input, key);
+  if (given.remote === undefined) {
+    for (const key of ['remotePolicy', 'remoteTimeoutMs', 'remoteNamespace'] as const) {
+      if (given[key] !== undefined) throw new UsageError(`${name(key)} configures the remote tier: add --remote URL`);
+    }
+    return null;
+  }
+  if (given.offload === false) throw new UsageError(`${name('remote')} sits behind the CPU tier, but ${name('offload')} turns it off; drop one of them`);
+  try {
+    parseRemoteUrl(given.remote, name('remote'));
+    if (given.remoteNamespace !== undefined) checkNamespaceName(given.remoteNamespace, name('remoteNamespace'));
+  } catch (error) {
+    if (error instanceof RemoteConfigError) throw new UsageError(error.message);
+    throw error;
+  }
+  return {
+    remote: given.remote,
+    ...(given.remotePolicy !== undefined ? { remotePolicy: given.remotePolicy as 'write-through' | 'write-back' } : {}),
+    ...(given.remoteTimeoutMs !== undefined ? { remoteTimeoutMs: given.remoteTimeoutMs } : {}),
+    ...(given.remoteNamespace !== undefined ? { remoteNamespace: given.remoteNamespace } : {}),
   };
 }
 
@@ -392,5 +435,6 @@ export function toEngineConfig(config: ResolvedRunConfig, options: { offload: bo
   if (config.maxModelLen !== null) engine.maxModelLen = config.maxModelLen;
   if (config.computeNsPerToken !== null) engine.computeNsPerToken = config.computeNsPerToken;
   if (config.copyMethod !== null) engine.copyMethod = config.copyMethod;
+  if (options.offload && config.remote !== null) Object.assign(engine, config.remote);
   return engine;
 }

@@ -5,6 +5,7 @@ import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
 import { isStorePolicyName, STORE_POLICY_EXPECTED, type StorePolicyName } from './store-policy-name.js';
 import { flag, nonNegativeInt, oneOf, positiveInt } from './fields.js';
 import {
+  DEFAULT_REMOTE_TIMEOUT_MS,
   DEFAULT_START_DEADLINE_MS,
   MAX_BLOCK_SIZE,
   MAX_COMPUTE_NS_PER_TOKEN,
@@ -78,6 +79,14 @@ export const engineConfigSchema = z
     computeNsPerToken: nonNegativeInt(MAX_COMPUTE_NS_PER_TOKEN).optional(),
     /** How transfer jobs move blocks on the CUDA backend (default auto; the host backend always uses memcpy). */
     copyMethod: oneOf(['kernel', 'dma', 'auto']).default('auto'),
+    /** The remote tier behind the CPU tier: a redis:// or rediss:// URL; absent, no remote tier. */
+    remote: z.string({ error: 'expected a redis:// or rediss:// URL' }).min(1, { error: 'expected a redis:// or rediss:// URL' }).optional(),
+    /** When a block goes to the remote tier: once its CPU-tier store completes, or when the CPU tier evicts it. */
+    remotePolicy: oneOf(['write-through', 'write-back']).default('write-through'),
+    /** How long a remote lookup or read may take before it counts as a miss. */
+    remoteTimeoutMs: positiveInt(MAX_TIMER_MS).default(DEFAULT_REMOTE_TIMEOUT_MS),
+    /** The remote keys' namespace; default: derived from the model's name. */
+    remoteNamespace: z.string({ error: 'expected a namespace name' }).min(1, { error: 'expected a namespace name' }).optional(),
   })
   .strict();
 

@@ -41,5 +41,8 @@ export const MAX_COMPUTE_NS_PER_TOKEN = 1e9;
 /** Time a rank may take to open its device, at start and after a restart (ms), unless configured. */
 export const DEFAULT_START_DEADLINE_MS = 120_000;
 
+/** How long a remote-tier lookup or read may take before it counts as a miss (ms), unless configured. */
+export const DEFAULT_REMOTE_TIMEOUT_MS = 250;
+
 /** The longest wait a Node.js timer can express (ms); longer ones fire at once. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -13,6 +13,8 @@ export interface OffloadingConnectorConfig extends CpuTierGeometryInput {
   readonly eviction: EvictionPolicyName;
   /** 'on-compute' | 'on-evict' | 'reuse:K' (on-compute behind a reuse filter of threshold K). */
   readonly storePolicy: string;
+  /** Wraps the manager the connector uses (the remote tier observes stores and evictions through it). */
+  readonly wrapManager?: (manager: OffloadingManager) => OffloadingManager;
 }
 
 export interface OffloadingSetup {
@@ -38,11 +40,12 @@ export function createOffloadingConnector(config: OffloadingConnectorConfig): Of
     cpuBlocks: config.cpuBlocks,
     cpuBytes: config.cpuBytes,
   });
-  const manager = createOffloadingManager({
+  const tierManager = createOffloadingManager({
     eviction: config.eviction,
     capacityBlocks: geometry.capacityBlocks,
     reuseThreshold: policySpec.kind === 'on-compute' ? (policySpec.reuseThreshold ?? undefined) : undefined,
   });
+  const manager = config.wrapManager ? config.wrapManager(tierManager) : tierManager;
   const blocks = offloadGeometry(config.blockSize, config.offloadFactor);
   const policy: StorePolicy = policySpec.kind === 'on-evict' ? new StoreOnEvictPolicy(blocks) : new StoreOnComputePolicy(blocks);
   const connector = new OffloadingConnector({

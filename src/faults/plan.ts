@@ -15,6 +15,12 @@ import { KvtierError } from '../core/errors.js';
  * (during step S), `open=N` (right after it opened its device for the N-th
  * time: 1 at engine start, 2 at its first restart, ...) or `reset=N` (during
  * the engine's N-th rank-loss reset, 1 being the first).
+ *
+ * Remote tier faults: `remote-fail:rank=R,p=P[,after=S]` fails each remote
+ * read or write job part on the targeted ranks with probability P;
+ * `remote-down:step=S[,steps=N]` makes the remote unreachable from step S
+ * (for N steps, or for the rest of the run) for the targeted ranks and the
+ * scheduler side's lookups and manifests.
  */
 export class FaultPlanError extends KvtierError {
   constructor(message: string) {
@@ -56,6 +62,24 @@ const delay = z
   })
   .strict();
 
+const remoteFail = z
+  .object({
+    kind: z.literal('remote-fail'),
+    rank: rankField.default('*'),
+    p: probability,
+    after: step.default(0),
+  })
+  .strict();
+
+const remoteDown = z
+  .object({
+    kind: z.literal('remote-down'),
+    rank: rankField.default('*'),
+    step,
+    steps: z.number().int().min(1).nullable().default(null),
+  })
+  .strict();
+
 /** When a rank dies: exactly one of these is given. */
 const deathMoment = {
   step: step.optional(),
@@ -89,7 +113,7 @@ const hang = z
   .strict()
   .refine(oneDeathMoment, deathMomentMessage);
 
-export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, crash, hang]);
+export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, crash, hang, remoteFail, remoteDown]);
 export type FaultRule = z.output<typeof faultRuleSchema>;
 export type FaultKind = FaultRule['kind'];
 
@@ -104,6 +128,8 @@ const KNOWN_KEYS: Record<FaultKind, readonly string[]> = {
   delay: ['rank', 'ms', 'after'],
   crash: ['rank', 'step', 'open', 'reset', 'how'],
   hang: ['rank', 'step', 'open', 'reset'],
+  'remote-fail': ['rank', 'p', 'after'],
+  'remote-down': ['rank', 'step', 'steps'],
 };
 
 function isKind(kind: string): kind is FaultKind {

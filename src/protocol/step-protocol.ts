@@ -4,6 +4,8 @@
  * structured clone.
  */
 
+import type { RemoteJobResult, RemoteStepMetadata } from './remote-jobs.js';
+
 export type TransferDirection = 'gpuToCpu' | 'cpuToGpu';
 
 /** One transfer job as the scheduler assigns it; every rank runs its shard of it. */
@@ -39,6 +41,8 @@ export interface OffloadStepMetadata {
   readonly stores: readonly TransferJobSpec[];
   /** Loads issued this step (CPU -> GPU). */
   readonly loads: readonly TransferJobSpec[];
+  /** Remote tier fetches and writes of this step; absent without a remote tier. */
+  readonly remote?: RemoteStepMetadata;
 }
 
 /** One request's part of a step. */
@@ -93,6 +97,8 @@ export interface KVConnectorOutput {
   readonly finishedRecving: readonly string[];
   /** GPU block ids whose load failed on this rank. */
   readonly invalidBlockIds: readonly number[];
+  /** Remote tier jobs this rank finished; absent without a remote tier. */
+  readonly remoteJobs?: readonly RemoteJobResult[];
 }
 
 /** One rank's result of one step. */
@@ -119,4 +125,6 @@ export interface ModelRunnerOutput {
   readonly finishedSending: ReadonlySet<string>;
   readonly finishedRecving: ReadonlySet<string>;
   readonly invalidBlockIds: ReadonlySet<number>;
+  /** Remote tier jobs every rank finished (failed if any rank's part failed). */
+  readonly remoteJobs?: readonly RemoteJobResult[];
 }

@@ -3,6 +3,7 @@ import type { RankFaultHistory } from '../faults/fault-ledger.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
 import type { TransferLogEntry } from '../connector/worker-connector.js';
+import type { RemoteRankInit } from '../protocol/remote-jobs.js';
 import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
 import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 
@@ -28,6 +29,8 @@ export interface RankInit extends RankFaultHistory {
   readonly faultSeed: number;
   /** Reference behaviours of the worker-side connector switched off (only kvtier/testing sets them). */
   readonly testSwitches?: WorkerConnectorSwitches;
+  /** The remote tier this rank moves its shard to and from; absent without one. */
+  readonly remote?: RemoteRankInit;
 }
 
 /** What the engine decides about a rank; the executor adds what changes when the rank restarts. */

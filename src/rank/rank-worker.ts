@@ -5,6 +5,8 @@ import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { InjectedLoadFailures } from '../faults/fault-ledger.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
+import type { RankRemoteTier } from '../remote/rank-remote.js';
+import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
 
 /** How long an idle step waits for an in-flight transfer before answering. */
@@ -36,6 +38,7 @@ export class RankWorker implements RankWorkerApi {
   private device: Device | null = null;
   private connector: WorkerConnector | null = null;
   private faults: RankFaults | null = null;
+  private remote: RankRemoteTier | null = null;
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
@@ -62,6 +65,13 @@ export class RankWorker implements RankWorkerApi {
     });
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
+    if (init.remote) {
+      // Loaded only with a remote tier: the client library costs every rank thread start-up time otherwise.
+      const { RankRemoteTier } = await import('../remote/rank-remote.js');
+      const remoteFaults = new RemoteFaults(init.faultRules, init.faultSeed, init.rank);
+      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
+      await this.remote.start();
+    }
     this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
     await this.die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
     const info = device.info;
@@ -85,6 +95,8 @@ export class RankWorker implements RankWorkerApi {
     await this.applyFaults(step.step);
 
     const meta = step.offload;
+    // Remote writes copy their (ready) CPU blocks out before any transfer of this step can reuse them.
+    if (meta?.remote) this.remote?.startStep(meta.remote, step.step);
     // a. Preempted requests' stores read their blocks before anything can overwrite them.
     if (meta) await connector.flushPreempted(step.step, meta.flushReqIds);
     for (const reqId of step.preemptedReqIds) this.tables.delete(reqId);
@@ -110,11 +122,15 @@ export class RankWorker implements RankWorkerApi {
       forwardMs = performance.now() - t0;
     } else {
       const idleWaitMs = this.host.idleWaitMs ?? IDLE_WAIT_MS;
-      if (idleWaitMs > 0) await connector.waitForProgress(idleWaitMs);
+      if (idleWaitMs > 0) {
+        await connector.waitForProgress(idleWaitMs);
+        await this.remote?.waitForProgress(idleWaitMs);
+      }
     }
 
     // e. Report.
-    const output = connector.collect();
+    const collected = connector.collect();
+    const output = this.remote ? { ...collected, remoteJobs: this.remote.collect() } : collected;
     let failedBlocks = 0;
     for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
     let injectedLoadFailures = 0;
@@ -144,11 +160,12 @@ export class RankWorker implements RankWorkerApi {
   async reset(resetCount: number): Promise<void> {
     if (this.faults) await this.die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
     await this.connector?.drainAndReset();
+    await this.remote?.drainAndReset();
     this.tables.clear();
   }
 
   async pendingJobs(): Promise<number> {
-    return this.connector?.pendingCount() ?? 0;
+    return (this.connector?.pendingCount() ?? 0) + (this.remote?.pendingCount() ?? 0);
   }
 
   async state(): Promise<RankState> {
@@ -174,6 +191,8 @@ export class RankWorker implements RankWorkerApi {
   async shutdown(): Promise<void> {
     if (!this.device) return;
     await this.connector?.drainAndReset();
+    await this.remote?.close();
+    this.remote = null;
     await this.device.synchronize();
     this.device.close();
     this.device = null;

@@ -1,4 +1,5 @@
 import { formatBytes, formatRate } from '../core/byte-size.js';
+import { remoteReportRows } from '../remote/remote-report.js';
 import type { Percentiles } from './percentiles.js';
 import type { RunReport, TransferReport } from './report.js';
 import { labeledRows } from './text-rows.js';
@@ -32,6 +33,7 @@ export function formatRunReport(report: RunReport): string {
     ['throughput', `${report.throughput.requestsPerSecond.toFixed(2)} req/s   ${count(report.throughput.outputTokensPerSecond)} output tok/s   ${count(report.throughput.promptTokensPerSecond)} prompt tok/s`],
     ['tokens', `prompt ${count(tokens.prompt)}   output ${count(tokens.output)}   prefill computed ${count(tokens.prefillComputed)} (${share(tokens.prefillComputed, tokens.prompt)} of prompt)`],
     ['hits', `GPU prefix ${count(hits.gpuPrefixTokens)} tok (${share(hits.gpuPrefixTokens, tokens.prompt)})   CPU tier ${count(hits.cpuTierTokens)} tok (${share(hits.cpuTierTokens, tokens.prompt)})`],
+    ...(report.remote ? remoteReportRows(report.remote, tokens.prompt) : []),
     ['transfers', transfer('GPU->CPU', transfers.gpuToCpu)],
     ['', transfer('CPU->GPU', transfers.cpuToGpu)],
     ['TTFT', percentiles(latency.ttftMs)],

@@ -1,4 +1,5 @@
 import type { EngineMetrics, FinishedRequest, TransferCounters } from '../runtime/engine-types.js';
+import type { RemoteTierMetrics } from '../remote/remote-stats.js';
 import type { IntegritySummary } from './integrity.js';
 import { summarizePercentiles, type Percentiles } from './percentiles.js';
 
@@ -26,6 +27,8 @@ export interface RunReport {
   readonly requests: { readonly total: number; readonly finished: number; readonly failed: number; readonly aborted: number };
   readonly tokens: { readonly prompt: number; readonly output: number; readonly prefillComputed: number };
   readonly hits: { readonly gpuPrefixTokens: number; readonly cpuTierTokens: number };
+  /** The remote tier's counters; absent without one. */
+  readonly remote?: RemoteTierMetrics;
   readonly transfers: { readonly gpuToCpu: TransferReport; readonly cpuToGpu: TransferReport };
   readonly preemptions: number;
   readonly loadFailures: { readonly blocks: number; readonly requestsRecovered: number };
@@ -102,6 +105,7 @@ export function buildRunReport(input: RunReportInput): RunReport {
     requests: { total: Math.max(metrics.requests.added, finished.length), finished: done, failed, aborted },
     tokens: { ...metrics.tokens },
     hits: { ...metrics.hits },
+    ...(metrics.remote ? { remote: metrics.remote } : {}),
     transfers: {
       gpuToCpu: transferReport(metrics.transfers.gpuToCpu, wallSeconds),
       cpuToGpu: transferReport(metrics.transfers.cpuToGpu, wallSeconds),

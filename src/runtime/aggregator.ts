@@ -1,4 +1,5 @@
 import { EngineError } from '../core/errors.js';
+import type { RemoteJobResult } from '../protocol/remote-jobs.js';
 import type {
   JobResult,
   ModelRunnerOutput,
@@ -28,6 +29,7 @@ export class KVOutputAggregator {
   private readonly jobs = new Map<number, PendingJob>();
   private readonly sending = new Map<string, number>();
   private readonly recving = new Map<string, number>();
+  private readonly remoteJobs = new Map<number, { remaining: number; merged: RemoteJobResult }>();
 
   constructor(
     worldSize: number,
@@ -47,8 +49,13 @@ export class KVOutputAggregator {
     const finishedSending = new Set<string>();
     const finishedRecving = new Set<string>();
     const invalidBlockIds = new Set<number>();
+    let remoteJobs: RemoteJobResult[] | undefined;
 
     for (const out of outputs) {
+      for (const part of out.connector.remoteJobs ?? []) {
+        const merged = this.mergeRemoteJob(part);
+        if (merged) (remoteJobs ??= []).push(merged);
+      }
       for (const job of out.connector.finishedJobs) {
         const merged = this.mergeJob(job);
         if (merged) finishedJobs.push(merged);
@@ -69,6 +76,7 @@ export class KVOutputAggregator {
       finishedSending,
       finishedRecving,
       invalidBlockIds,
+      ...(remoteJobs ? { remoteJobs } : {}),
     };
   }
 
@@ -82,6 +90,28 @@ export class KVOutputAggregator {
     this.jobs.clear();
     this.sending.clear();
     this.recving.clear();
+    this.remoteJobs.clear();
+  }
+
+  /** A remote job is done when every rank reported it; it failed if any rank's part failed (the first failure is kept). */
+  private mergeRemoteJob(part: RemoteJobResult): RemoteJobResult | null {
+    const entry = this.remoteJobs.get(part.jobId);
+    const merged: RemoteJobResult = entry
+      ? {
+          ...entry.merged,
+          ok: entry.merged.ok && part.ok,
+          failure: entry.merged.failure ?? part.failure,
+          bytes: entry.merged.bytes + part.bytes,
+          elapsedMs: Math.max(entry.merged.elapsedMs, part.elapsedMs),
+        }
+      : part;
+    const remaining = (entry?.remaining ?? this.expected) - 1;
+    if (remaining > 0) {
+      this.remoteJobs.set(part.jobId, { remaining, merged });
+      return null;
+    }
+    this.remoteJobs.delete(part.jobId);
+    return merged;
   }
 
   private mergeJob(part: JobResult): JobResult | null {

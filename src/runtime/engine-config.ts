@@ -4,20 +4,26 @@ import { defaultMaxModelLen, engineRuleIssue } from '../config/engine-rules.js';
 import { describeConfigIssue, invalidSetting, issueFromZod, objectNaming, type ConfigIssue } from '../config/issues.js';
 import { isModelPresetName, MODEL_PRESET_NAMES, MODEL_PRESETS } from '../model/presets.js';
 import type { ModelShape } from '../model/shape.js';
+import { remoteTierSettings, type RemoteTierSettings } from '../remote/remote-settings.js';
 
 export { engineConfigSchema } from '../config/engine-schema.js';
 
 /** The engine configuration with every default applied and the model resolved. */
 export type EngineConfig = Readonly<
-  Omit<EngineSettings, 'model' | 'maxModelLen' | 'computeNsPerToken'> & {
+  Omit<EngineSettings, 'model' | 'maxModelLen' | 'computeNsPerToken' | RemoteKey> & {
     /** The model's shape, with computeNsPerToken applied when the config set it. */
     model: ModelShape;
     /** As given, or the GPU KV cache's capacity up to 131072 tokens. */
     maxModelLen: number;
     /** Offloading is on when enabled and a CPU capacity was given. */
     offload: boolean;
+    /** The remote tier behind the CPU tier, its keys checked; null without one. */
+    remote: RemoteTierSettings | null;
   }
 >;
+
+/** The remote tier's keys, which resolve into one `remote` setting. */
+type RemoteKey = 'remote' | 'remotePolicy' | 'remoteTimeoutMs' | 'remoteNamespace';
 
 /** Validates a config and applies defaults; errors name the setting and its value. */
 export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
@@ -26,7 +32,8 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   };
   const parsed = engineConfigSchema.safeParse(input);
   if (!parsed.success) return fail(issueFromZod(parsed.error.issues[0]));
-  const { model: modelSetting, computeNsPerToken, maxModelLen: givenModelLen, ...settings } = parsed.data;
+  const { model: modelSetting, computeNsPerToken, maxModelLen: givenModelLen, remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteNamespace, ...settings } =
+    parsed.data;
 
   let model: ModelShape;
   if (typeof modelSetting === 'string') {
@@ -43,5 +50,6 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   const offload = settings.offload && ((settings.cpuBlocks ?? 0) > 0 || (settings.cpuBytes ?? 0) > 0);
   const issue = engineRuleIssue({ ...settings, model, maxModelLen, cpuBytes: offload ? settings.cpuBytes : undefined });
   if (issue !== null) return fail(issue);
-  return { ...settings, model, maxModelLen, offload };
+  const remote = remoteTierSettings({ remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteNamespace }, model, offload);
+  return { ...settings, model, maxModelLen, offload, remote };
 }

@@ -1,5 +1,6 @@
 import type { OffloadingSetup } from '../connector/create-connector.js';
 import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
+import type { RemoteTestSwitches } from '../protocol/remote-jobs.js';
 import type { Scheduler, SchedulerTestOnlyOptions } from '../scheduler/scheduler.js';
 import type { KVOutputAggregator } from './aggregator.js';
 import type { Executor } from './executor.js';
@@ -23,6 +24,8 @@ export interface BehaviourSwitches {
   readonly worker?: WorkerConnectorSwitches;
   readonly scheduler?: SchedulerTestOnlyOptions;
   readonly engine?: EngineSwitches;
+  /** The remote tier's client and connector. */
+  readonly remote?: RemoteTestSwitches;
 }
 
 /** What an engine is made of, as its probes read it. */

@@ -1,6 +1,7 @@
 import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import type { StorePolicyName } from '../config/store-policy-name.js';
 import type { FinishReason } from '../scheduler/request.js';
+import type { RemoteTierMetrics } from '../remote/remote-stats.js';
 
 /**
  * The library API's types: what an embedding service or the CLI hands the
@@ -67,6 +68,8 @@ export interface EngineMetrics {
    * (the per-request figures of FinishedRequest count its first admission).
    */
   hits: { gpuPrefixTokens: number; cpuTierTokens: number };
+  /** The remote tier's counters; absent without one. */
+  remote?: RemoteTierMetrics;
   transfers: { gpuToCpu: TransferCounters; cpuToGpu: TransferCounters };
   loadFailures: { blocks: number; requestsRecovered: number };
   storeFailures: number;

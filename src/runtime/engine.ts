@@ -25,6 +25,8 @@ import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup } from '../rank/rank-protocol.js';
+import { RemoteFaults } from '../remote/remote-faults.js';
+import type { RemoteTierConnector } from '../remote/remote-connector.js';
 
 export interface EngineOptions {
   /** Called as each rank finished opening its device at start (to show start-up progress). */
@@ -92,6 +94,7 @@ export class Engine {
     private readonly switches: EngineSwitches,
     private readonly monitor: EngineMonitor,
     private readonly events: EngineEventLog,
+    private readonly remote: RemoteTierConnector | null = null,
   ) {
     registerEngineParts(this, { scheduler, offloading, executor, aggregator });
   }
@@ -104,6 +107,16 @@ export class Engine {
     validateFaultPlanRanks(plan, config.tp);
     validateFaultPlanBlocks(plan, config.gpuBlocks);
 
+    // An unreachable remote stops the engine here, before any rank starts.
+    const remotePlan =
+      config.remote && config.offload
+        ? await (await import('../remote/create-remote-tier.js')).planRemoteTier(
+            config.remote,
+            { model: config.model, layout: config.layout, blockSize: config.blockSize, offloadFactor: config.offloadFactor, tp: config.tp },
+            switches.remote,
+            new RemoteFaults(plan.rules, plan.seed, null),
+          )
+        : null;
     const offloading = config.offload
       ? createOffloadingConnector({
           model: config.model,
@@ -114,8 +127,10 @@ export class Engine {
           cpuBytes: config.cpuBytes,
           eviction: config.eviction,
           storePolicy: config.storePolicy,
+          wrapManager: remotePlan?.wrapManager,
         })
       : null;
+    const remote = remotePlan && offloading ? remotePlan.attach(offloading) : null;
     const schedulerConfig = parseSchedulerConfig({
       blockSize: config.blockSize,
       numGpuBlocks: config.gpuBlocks,
@@ -130,7 +145,7 @@ export class Engine {
     const startedAt = performance.now();
     const monitor = new EngineMonitor(config.tp);
     const scheduler = new Scheduler(schedulerConfig, {
-      connector: offloading?.connector ?? null,
+      connector: remote ?? offloading?.connector ?? null,
       now: () => performance.now() - startedAt,
       testOnly: switches.scheduler,
       observer: monitor,
@@ -154,14 +169,21 @@ export class Engine {
         faultRules: rulesForRank(plan, rank),
         faultSeed: plan.seed,
         testSwitches: switches.worker,
+        remote: remotePlan?.rankInit,
       });
     }
-    const executor = await Executor.start({
-      ranks,
-      stepDeadlineMs: config.stepDeadlineMs,
-      initDeadlineMs: config.startDeadlineMs,
-      onRankOpened: options.onRankOpened,
-    });
+    let executor: Executor;
+    try {
+      executor = await Executor.start({
+        ranks,
+        stepDeadlineMs: config.stepDeadlineMs,
+        initDeadlineMs: config.startDeadlineMs,
+        onRankOpened: options.onRankOpened,
+      });
+    } catch (error) {
+      await remote?.close();
+      throw error;
+    }
     const engine = new Engine(
       config,
       backend,
@@ -174,6 +196,7 @@ export class Engine {
       switches.engine ?? {},
       monitor,
       new EngineEventLog(options.logger ?? null, plan.rules.length > 0 ? plan : null, { slowStepMs: options.slowStepMs }),
+      remote,
     );
     return engine;
   }
@@ -303,6 +326,7 @@ export class Engine {
       },
       tokens: { prompt: this.promptTokens, output: s.outputTokens, prefillComputed: s.prefillTokensComputed },
       hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
+      ...(this.remote ? { remote: this.remote.snapshot() } : {}),
       transfers,
       loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
       storeFailures: transfers.gpuToCpu.failedJobs,
@@ -340,6 +364,7 @@ export class Engine {
     await this.hashPool.close();
     if (this.stopped) await this.executor.terminateAll();
     else await this.executor.shutdown();
+    await this.remote?.close();
   }
 
   private assertUsable(): void {

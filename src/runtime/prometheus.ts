@@ -3,6 +3,7 @@ import { directionLabel, LOAD_FAILURE_CAUSES } from '../metrics/engine-monitor.j
 import type { MonitoringSnapshot } from '../metrics/gauges.js';
 import { registerSnapshotHistogram } from '../metrics/snapshot-histogram.js';
 import { label, registerSnapshotValues, unlabelled, type Sample } from '../metrics/snapshot-values.js';
+import { registerRemoteMetrics } from '../remote/remote-prometheus.js';
 import type { EngineMetrics, TransferCounters } from './engine-types.js';
 
 /**
@@ -87,6 +88,7 @@ export function createMetricsRegistry(source: MetricsSource | (() => EngineMetri
     return [
       [label('tier', 'gpu_prefix'), m.hits.gpuPrefixTokens],
       [label('tier', 'cpu'), m.hits.cpuTierTokens],
+      ...(m.remote ? [[label('tier', 'remote'), m.remote.hitTokens] as Sample] : []),
     ];
   });
   counter('offload_jobs_total', 'Transfer jobs finished on every rank.', ['direction'], perDirection((c) => c.jobs));
@@ -96,6 +98,8 @@ export function createMetricsRegistry(source: MetricsSource | (() => EngineMetri
   counter('load_failure_blocks_total', 'GPU blocks whose load failed.', [], () => [[unlabelled, metrics().loadFailures.blocks]]);
   counter('requests_recovered_total', 'Requests recomputed after a failed load.', [], () => [[unlabelled, metrics().loadFailures.requestsRecovered]]);
   counter('rank_restarts_total', 'Ranks respawned after they died.', [], () => [[unlabelled, metrics().rankRestarts]]);
+
+  registerRemoteMetrics(() => metrics().remote, counter, gauge);
 
   if (monitoring !== null) registerMonitoring(registry, prefix, monitoring, counter, gauge);
   return registry;

@@ -92,9 +92,14 @@ describe('a config giving every key', () => {
       offloadFactor: 2, eviction: 'arc', storePolicy: 'reuse:3', maxNumBatchedTokens: 512, maxNumSeqs: 8, maxModelLen: 1024,
       enableChunkedPrefill: true, enablePrefixCaching: false, failurePolicy: 'fail', faults: 'delay:ms=1', faultSeed: 7, rankRestart: true,
       stepDeadlineMs: 5000, startDeadlineMs: 6000, computeNsPerToken: 10, copyMethod: 'dma',
+      remote: 'redis://user:secret@127.0.0.1:7000', remotePolicy: 'write-back', remoteTimeoutMs: 900, remoteNamespace: 'fleet-a',
     };
-    const { model, computeNsPerToken, ...rest } = every;
-    expect(resolveEngineConfig(every)).toEqual({ ...rest, model: { ...MODEL_PRESETS[model as 'small'], computeNsPerToken } });
+    const { model, computeNsPerToken, remote, remotePolicy, remoteTimeoutMs, remoteNamespace, ...rest } = every;
+    expect(resolveEngineConfig(every)).toMatchObject({
+      ...rest,
+      model: { ...MODEL_PRESETS[model as 'small'], computeNsPerToken },
+      remote: { url: remote, policy: remotePolicy, timeoutMs: remoteTimeoutMs, namespace: remoteNamespace },
+    });
   });
 });
 

@@ -1,0 +1,21 @@
+import type { RemoteTierMetrics, RemoteTransferCounts } from './remote-stats.js';
+
+/** The remote tier's lines of the run report (label, text). */
+export function remoteReportRows(remote: RemoteTierMetrics, promptTokens: number): [string, string][] {
+  const n = (x: number) => Math.round(x).toLocaleString('en-US');
+  const ms = (x: number | null) => (x === null ? '-' : `${x.toFixed(x < 10 ? 2 : 1)} ms`);
+  const share = promptTokens === 0 ? '-' : `${((100 * remote.hitTokens) / promptTokens).toFixed(1)}%`;
+  const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+  const failures = (c: RemoteTransferCounts) => {
+    const kinds = Object.entries(c.failures).map(([kind, blocks]) => `${kind} ${n(blocks)}`);
+    return kinds.length === 0 ? '' : ` (${kinds.join(', ')})`;
+  };
+  const l = remote.lookups;
+  return [
+    ['remote hits', `${n(remote.hitTokens)} tok (${share} of prompt), read into the CPU tier and loaded from there`],
+    ['remote reads', `${n(remote.reads.blocks)} blocks   ${n(remote.reads.failed)} failed${failures(remote.reads)}   ${mb(remote.reads.bytes)}`],
+    ['remote writes', `${n(remote.writes.blocks)} blocks   ${n(remote.writes.failed)} failed${failures(remote.writes)}   ${mb(remote.writes.bytes)}   manifests ${n(remote.manifests.written)}${remote.manifests.failed > 0 ? ` (${n(remote.manifests.failed)} failed)` : ''}`],
+    ['remote lookups', `${n(l.count)}   ${n(l.blocksFound)}/${n(l.blocksAsked)} blocks found   ${n(l.failed)} failed (${n(l.timedOut)} timed out)   p50 ${ms(l.latencyMs.p50)}   p99 ${ms(l.latencyMs.p99)}`],
+    ['remote server', `${remote.connected ? 'connected' : 'DISCONNECTED'}   ${n(remote.reconnects)} reconnects`],
+  ];
+}

@@ -1,0 +1,46 @@
+import { ConfigError } from '../core/errors.js';
+import type { ModelShape } from '../model/shape.js';
+import type { RemotePolicy } from './remote-connector.js';
+import { checkNamespaceName } from './remote-keys.js';
+import { parseRemoteUrl, type RemoteAddress } from './remote-url.js';
+
+export { DEFAULT_REMOTE_TIMEOUT_MS } from '../config/limits.js';
+
+/** The remote tier's engine settings, checked. */
+export interface RemoteTierSettings {
+  readonly address: RemoteAddress;
+  /** The URL as given (passed to the ranks; printed only as address.masked). */
+  readonly url: string;
+  readonly policy: RemotePolicy;
+  readonly timeoutMs: number;
+  readonly namespace: string;
+}
+
+/** Engine config keys of the remote tier, after the schema checked their types. */
+interface RemoteInput {
+  readonly remote?: string;
+  readonly remotePolicy: RemotePolicy;
+  readonly remoteTimeoutMs: number;
+  readonly remoteNamespace?: string;
+}
+
+/** Checks the remote keys; errors name the key (and the URL, password masked). */
+export function remoteTierSettings(c: RemoteInput, model: ModelShape, offload: boolean): RemoteTierSettings | null {
+  if (c.remote === undefined) return null;
+  try {
+    const address = parseRemoteUrl(c.remote, 'remote');
+    if (!offload) throw new ConfigError('remote: the remote tier sits behind the CPU tier: give cpuBlocks or cpuBytes, and keep offload on');
+    const namespace = checkNamespaceName(c.remoteNamespace ?? defaultNamespace(model), 'remoteNamespace');
+    return { address, url: c.remote, policy: c.remotePolicy, timeoutMs: c.remoteTimeoutMs, namespace };
+  } catch (error) {
+    if (error instanceof Error && !error.message.startsWith('invalid engine config')) {
+      throw new ConfigError(`invalid engine config: ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+/** The model's name, with characters a key cannot hold replaced. */
+export function defaultNamespace(model: ModelShape): string {
+  return model.name.replace(/[^A-Za-z0-9._/-]/g, '-').slice(0, 100) || 'model';
+}

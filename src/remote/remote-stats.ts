@@ -1,0 +1,154 @@
+import type { RemoteJobFailure } from '../protocol/remote-jobs.js';
+import type { RemoteConnectionStats } from './remote-store.js';
+
+/** The remote tier's counters, as reports, JSON and Prometheus show them. */
+export interface RemoteTierMetrics {
+  /** Tokens read from the remote into the CPU tier beyond the GPU prefix hit (then loaded as CPU-tier hits). */
+  readonly hitTokens: number;
+  readonly lookups: {
+    readonly count: number;
+    readonly failed: number;
+    readonly timedOut: number;
+    /** Blocks asked about, and those found present (every rank's shard written). */
+    readonly blocksAsked: number;
+    readonly blocksFound: number;
+    readonly latencyMs: { readonly p50: number | null; readonly p99: number | null };
+  };
+  readonly reads: RemoteTransferCounts;
+  /** `failed` includes `dropped`: writes refused because too many were in flight. */
+  readonly writes: RemoteTransferCounts & { readonly dropped: number };
+  readonly manifests: { readonly written: number; readonly failed: number };
+  readonly reconnects: number;
+  readonly connected: boolean;
+}
+
+export interface RemoteTransferCounts {
+  /** Blocks issued (a block moves one shard per rank). */
+  readonly blocks: number;
+  readonly succeeded: number;
+  /** Blocks whose job failed on some rank, by the first failure reported. */
+  readonly failed: number;
+  readonly failures: Readonly<Record<string, number>>;
+  /** Payload bytes moved, over all ranks. */
+  readonly bytes: number;
+}
+
+const MAX_LATENCY_SAMPLES = 100_000;
+
+export class RemoteTierStats {
+  private hitTokens = 0;
+  private lookups = 0;
+  private lookupsFailed = 0;
+  private lookupsTimedOut = 0;
+  private blocksAsked = 0;
+  private blocksFound = 0;
+  private readonly latencies: number[] = [];
+  private readonly reads = newCounts();
+  private readonly writes = { ...newCounts(), dropped: 0 };
+  private manifestWrites = 0;
+  private manifestFailures = 0;
+  private connection: RemoteConnectionStats = { reconnects: 0, connected: false };
+
+  lookupAnswered(ms: number, asked: number, found: number): void {
+    this.lookups++;
+    this.blocksAsked += asked;
+    this.blocksFound += found;
+    this.sample(ms);
+  }
+
+  lookupFailed(ms: number, timedOut: boolean): void {
+    this.lookups++;
+    this.lookupsFailed++;
+    if (timedOut) this.lookupsTimedOut++;
+    this.sample(ms);
+  }
+
+  fetchIssued(blocks: number): void {
+    this.reads.blocks += blocks;
+  }
+
+  fetchSucceeded(blocks: number, tokens: number, bytes: number): void {
+    this.reads.succeeded += blocks;
+    this.reads.bytes += bytes;
+    this.hitTokens += tokens;
+  }
+
+  fetchFailed(blocks: number, failure: RemoteJobFailure | null): void {
+    this.reads.failed += blocks;
+    const kind = failure ?? 'server';
+    this.reads.failures[kind] = (this.reads.failures[kind] ?? 0) + blocks;
+  }
+
+  writeIssued(blocks: number): void {
+    this.writes.blocks += blocks;
+  }
+
+  writeSucceeded(blocks: number, bytes: number): void {
+    this.writes.succeeded += blocks;
+    this.writes.bytes += bytes;
+  }
+
+  writeFailed(blocks: number, failure: RemoteJobFailure | null): void {
+    this.writes.failed += blocks;
+    const kind = failure ?? 'server';
+    this.writes.failures[kind] = (this.writes.failures[kind] ?? 0) + blocks;
+    if (kind === 'dropped') this.writes.dropped += blocks;
+  }
+
+  /** Writes the scheduler side dropped before issuing them (too many in flight). */
+  writesDropped(blocks: number): void {
+    this.writes.dropped += blocks;
+    this.writes.failed += blocks;
+    this.writes.failures.dropped = (this.writes.failures.dropped ?? 0) + blocks;
+  }
+
+  manifestsWritten(n: number): void {
+    this.manifestWrites += n;
+  }
+
+  manifestsFailed(n: number): void {
+    this.manifestFailures += n;
+  }
+
+  noteConnection(stats: RemoteConnectionStats): void {
+    this.connection = stats;
+  }
+
+  snapshot(): RemoteTierMetrics {
+    const sorted = Float64Array.from(this.latencies).sort();
+    return {
+      hitTokens: this.hitTokens,
+      lookups: {
+        count: this.lookups,
+        failed: this.lookupsFailed,
+        timedOut: this.lookupsTimedOut,
+        blocksAsked: this.blocksAsked,
+        blocksFound: this.blocksFound,
+        latencyMs: { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) },
+      },
+      reads: { ...this.reads, failures: { ...this.reads.failures } },
+      writes: { ...this.writes, failures: { ...this.writes.failures } },
+      manifests: { written: this.manifestWrites, failed: this.manifestFailures },
+      reconnects: this.connection.reconnects,
+      connected: this.connection.connected,
+    };
+  }
+
+  private sample(ms: number): void {
+    if (this.latencies.length < MAX_LATENCY_SAMPLES) this.latencies.push(ms);
+    else this.latencies[Math.floor(Math.random() * MAX_LATENCY_SAMPLES)] = ms;
+  }
+}
+
+function newCounts(): { blocks: number; succeeded: number; failed: number; failures: Record<string, number>; bytes: number } {
+  return { blocks: 0, succeeded: 0, failed: 0, failures: {}, bytes: 0 };
+}
+
+/** Linear interpolation between the nearest ranks; null without samples. */
+function quantile(sorted: Float64Array, q: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = q * (sorted.length - 1);
+  const low = Math.floor(rank);
+  const high = Math.min(low + 1, sorted.length - 1);
+  return sorted[low] + (sorted[high] - sorted[low]) * (rank - low);
+}

@@ -1,0 +1,180 @@
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'iovalkey';
+import { RemoteUnavailableError } from './errors.js';
+import type { RemoteAddress } from './remote-url.js';
+
+/**
+ * One connection to the remote tier (a Redis/Valkey server or cluster)
+ * through iovalkey: binary values, auto-pipelining (commands issued in the
+ * same tick go out in one write, per cluster node), cluster slot routing, and
+ * reconnection with backoff. Every command is bounded by `timeoutMs`; while
+ * the connection is down, commands fail at once instead of queueing, so the
+ * engine keeps serving from its GPU and CPU tiers.
+ */
+
+/** How a remote operation failed. */
+export type RemoteFailureKind = 'miss' | 'timeout' | 'connection' | 'value' | 'dropped' | 'server';
+
+export class RemoteOperationError extends Error {
+  constructor(
+    readonly kind: RemoteFailureKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RemoteOperationError';
+  }
+}
+
+export interface RemoteStoreOptions {
+  readonly address: RemoteAddress;
+  /** Bound on every command (and on connecting). */
+  readonly timeoutMs: number;
+  /** Connect as a cluster client (found out by `probeRemote`). */
+  readonly cluster: boolean;
+}
+
+export interface RemoteConnectionStats {
+  /** Times the connection was lost and a reconnect was scheduled. */
+  readonly reconnects: number;
+  readonly connected: boolean;
+}
+
+/** Backoff between reconnect attempts: 50 ms doubling up to 2 s, forever. */
+export function reconnectDelayMs(attempt: number): number {
+  return Math.min(50 * 2 ** Math.min(Math.max(attempt - 1, 0), 6), 2000);
+}
+
+export class RemoteStore {
+  private readonly client: Redis | Cluster;
+  private reconnects = 0;
+  private closed = false;
+
+  constructor(readonly options: RemoteStoreOptions) {
+    const { address, timeoutMs } = options;
+    const common: RedisOptions = {
+      username: address.username,
+      password: address.password,
+      db: address.db,
+      tls: address.tls ? {} : undefined,
+      connectTimeout: Math.max(timeoutMs, 1000),
+      commandTimeout: timeoutMs,
+      maxRetriesPerRequest: 0,
+      enableAutoPipelining: true,
+      lazyConnect: true,
+    };
+    if (options.cluster) {
+      const clusterOptions: ClusterOptions = {
+        redisOptions: { ...common, db: undefined, lazyConnect: undefined },
+        enableAutoPipelining: true,
+        enableOfflineQueue: false,
+        lazyConnect: true,
+        maxRedirections: 4,
+        clusterRetryStrategy: (times) => reconnectDelayMs(times),
+      };
+      this.client = new Cluster([{ host: address.host, port: address.port }], clusterOptions);
+    } else {
+      this.client = new Redis({
+        ...common,
+        host: address.host,
+        port: address.port,
+        enableOfflineQueue: false,
+        retryStrategy: (times) => reconnectDelayMs(times),
+      });
+    }
+    // Without a listener the client prints every connection error; the counts say enough.
+    this.client.on('error', () => {});
+    this.client.on('reconnecting', () => {
+      this.reconnects++;
+    });
+  }
+
+  /** Starts connecting; resolves when connected, rejects after timeoutMs (the client keeps retrying). */
+  async connect(): Promise<void> {
+    const ready = new Promise<void>((resolve, reject) => {
+      if (this.client.status === 'ready') return resolve();
+      this.client.once('ready', resolve);
+      this.client.connect().catch(reject);
+    });
+    await withTimeout(ready, Math.max(this.options.timeoutMs, 1000), `connecting to ${this.options.address.masked}`);
+  }
+
+  get connected(): boolean {
+    return this.client.status === 'ready';
+  }
+
+  stats(): RemoteConnectionStats {
+    return { reconnects: this.reconnects, connected: this.connected };
+  }
+
+  /** The value at `key`, or null when the server holds none. */
+  async get(key: string): Promise<Buffer | null> {
+    return this.run(() => this.client.getBuffer(key));
+  }
+
+  async set(key: string, value: Buffer): Promise<void> {
+    await this.run(() => this.client.set(key, value));
+  }
+
+  /** Which of `keys` exist, in order; one EXISTS per key, pipelined. */
+  async exists(keys: readonly string[]): Promise<boolean[]> {
+    return this.run(() => Promise.all(keys.map((key) => this.client.exists(key).then((n) => n > 0))));
+  }
+
+  async del(keys: readonly string[]): Promise<void> {
+    await this.run(() => Promise.all(keys.map((key) => this.client.del(key))));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.client.disconnect();
+  }
+
+  private async run<T>(operation: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new RemoteOperationError('connection', 'remote connection is closed');
+    try {
+      return await withTimeout(operation(), this.options.timeoutMs, 'remote command');
+    } catch (error) {
+      throw classify(error);
+    }
+  }
+}
+
+/**
+ * Checks at start that the server answers and whether it is a cluster. The
+ * error names the URL with its password masked.
+ */
+export async function probeRemote(address: RemoteAddress, timeoutMs: number): Promise<{ cluster: boolean }> {
+  const store = new RemoteStore({ address, timeoutMs, cluster: false });
+  try {
+    await store.connect();
+    const info = await (store as unknown as { client: Redis }).client.info('cluster');
+    return { cluster: /cluster_enabled:1/.test(info) };
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new RemoteUnavailableError(`remote tier ${address.masked} is unreachable: ${maskSecrets(reason, address)}`, { cause: error });
+  } finally {
+    await store.close();
+  }
+}
+
+function maskSecrets(text: string, address: RemoteAddress): string {
+  return address.password ? text.split(address.password).join('***') : text;
+}
+
+function classify(error: unknown): RemoteOperationError {
+  if (error instanceof RemoteOperationError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (/timed? ?out/i.test(message)) return new RemoteOperationError('timeout', message);
+  if (/writeable|connection|closed|ECONN|EPIPE|socket|offline|ready/i.test(message)) {
+    return new RemoteOperationError('connection', message);
+  }
+  return new RemoteOperationError('server', message);
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RemoteOperationError('timeout', `${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

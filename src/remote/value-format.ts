@@ -1,0 +1,120 @@
+import zlib from 'node:zlib';
+import { RemoteValueError } from './errors.js';
+import { REMOTE_FORMAT_VERSION, type RemoteNamespace } from './remote-keys.js';
+
+/**
+ * A remote value: a fixed header, then the payload (one rank's shard of one
+ * offloaded block, or nothing for a manifest).
+ *
+ *   offset size
+ *   0      4   magic "KVTR"
+ *   4      2   format version
+ *   6      2   tp
+ *   8      2   rank (0xffff for a manifest)
+ *   10     2   reserved (0)
+ *   12     16  namespace digest (first 16 bytes)
+ *   28     32  block digest
+ *   60     4   payload length
+ *   64     4   CRC-32 of the payload
+ *   68     -   payload
+ *
+ * A reader checks every field against what it asked for, so a value written
+ * under another namespace, block, rank or tp, a truncated value, or one whose
+ * bytes were changed, is refused rather than loaded.
+ */
+
+const MAGIC = 0x4b565452; // "KVTR"
+export const HEADER_BYTES = 68;
+const MANIFEST_RANK = 0xffff;
+
+export interface ShardIdentity {
+  readonly digest: Buffer;
+  readonly rank: number;
+}
+
+const crc32: (data: Uint8Array) => number =
+  typeof (zlib as { crc32?: unknown }).crc32 === 'function'
+    ? (data) => (zlib as unknown as { crc32(d: Uint8Array): number }).crc32(data)
+    : crc32Table;
+
+/** Encodes a shard value: header and payload in one buffer. */
+export function encodeShard(ns: RemoteNamespace, id: ShardIdentity, payload: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(HEADER_BYTES + payload.length);
+  writeHeader(out, ns, id.digest, id.rank, payload.length, crc32(payload));
+  out.set(payload, HEADER_BYTES);
+  return out;
+}
+
+/** Encodes a block's manifest (no payload). */
+export function encodeManifest(ns: RemoteNamespace, digest: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(HEADER_BYTES);
+  writeHeader(out, ns, digest, MANIFEST_RANK, 0, 0);
+  return out;
+}
+
+/**
+ * Checks a shard value against the block, rank and length asked for and
+ * returns its payload (a view into `value`); throws a RemoteValueError naming
+ * the first field that does not match.
+ */
+export function decodeShard(ns: RemoteNamespace, id: ShardIdentity, expectedLength: number, value: Buffer): Buffer {
+  if (value.length < HEADER_BYTES || value.readUInt32BE(0) !== MAGIC) {
+    throw new RemoteValueError('format', `remote value of ${value.length} bytes is not a kvtier block`);
+  }
+  const version = value.readUInt16BE(4);
+  if (version !== REMOTE_FORMAT_VERSION) {
+    throw new RemoteValueError('version', `remote value has format version ${version}, expected ${REMOTE_FORMAT_VERSION}`);
+  }
+  if (!value.subarray(12, 28).equals(ns.digest.subarray(0, 16))) {
+    throw new RemoteValueError('namespace', 'remote value belongs to another namespace');
+  }
+  if (!value.subarray(28, 60).equals(id.digest)) {
+    throw new RemoteValueError('hash', 'remote value holds another block');
+  }
+  const tp = value.readUInt16BE(6);
+  const rank = value.readUInt16BE(8);
+  if (tp !== ns.tp || rank !== id.rank) {
+    throw new RemoteValueError('shard', `remote value is shard ${rank} of ${tp}, expected ${id.rank} of ${ns.tp}`);
+  }
+  const length = value.readUInt32BE(60);
+  if (length !== expectedLength || value.length !== HEADER_BYTES + length) {
+    throw new RemoteValueError(
+      'length',
+      `remote value holds ${value.length - HEADER_BYTES} payload bytes (header says ${length}), expected ${expectedLength}`,
+    );
+  }
+  const payload = value.subarray(HEADER_BYTES);
+  if (crc32(payload) !== value.readUInt32BE(64)) {
+    throw new RemoteValueError('checksum', 'remote value fails its checksum');
+  }
+  return payload;
+}
+
+function writeHeader(out: Buffer, ns: RemoteNamespace, digest: Buffer, rank: number, length: number, checksum: number): void {
+  out.writeUInt32BE(MAGIC, 0);
+  out.writeUInt16BE(REMOTE_FORMAT_VERSION, 4);
+  out.writeUInt16BE(ns.tp, 6);
+  out.writeUInt16BE(rank, 8);
+  out.writeUInt16BE(0, 10);
+  ns.digest.copy(out, 12, 0, 16);
+  digest.copy(out, 28, 0, 32);
+  out.writeUInt32BE(length, 60);
+  out.writeUInt32BE(checksum >>> 0, 64);
+}
+
+let table: Uint32Array | null = null;
+
+/** CRC-32 (IEEE) for Node versions without zlib.crc32. */
+function crc32Table(data: Uint8Array): number {
+  if (table === null) {
+    table = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      table[n] = c >>> 0;
+    }
+  }
+  let crc = 0xffffffff;
+  for (let i = 0; i < data.length; i++) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >>> 8);
+  return (crc ^ 0xffffffff) >>> 0;
+}

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { parseRunArgs, resolveRunConfig, toEngineConfig } from '../../src/cli/run-config.js';
+import { RemoteTierStats } from '../../src/remote/remote-stats.js';
+import type { EngineMetrics } from '../../src/runtime/engine-types.js';
+import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { kvtier } from '../cli-e2e/cli.js';
+import { freePort } from '../support/redis-server.js';
+
+describe('the remote tier on the command line', () => {
+  it('passes --remote, --remote-policy, --remote-timeout-ms and --remote-namespace to the engine as config keys', () => {
+    const config = parseRunArgs([
+      '--remote',
+      'redis://127.0.0.1:6380',
+      '--remote-policy',
+      'write-back',
+      '--remote-timeout-ms',
+      '40',
+      '--remote-namespace',
+      'team-a',
+    ]);
+    const engine = toEngineConfig(resolveRunConfig(config, 0), { offload: true });
+    expect(engine).toMatchObject({ remote: 'redis://127.0.0.1:6380', remotePolicy: 'write-back', remoteTimeoutMs: 40, remoteNamespace: 'team-a' });
+    expect(toEngineConfig(resolveRunConfig(config, 0), { offload: false }).remote).toBeUndefined();
+  });
+
+  it('exits 2 with one line naming the masked URL when the server is unreachable at start', async () => {
+    const port = await freePort();
+    const result = await kvtier(['run', '--remote', `redis://alice:s3cret@127.0.0.1:${port}`, '--requests', '2', '--rounds', '1']);
+    expect(result.code).toBe(2);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`redis://alice:***@127.0.0.1:${port}`);
+    expect(result.stderr + result.stdout).not.toContain('s3cret');
+  });
+
+  it('refuses remote settings without --remote, and a malformed URL, naming the flag', async () => {
+    const policy = await kvtier(['run', '--remote-policy', 'write-back']);
+    expect(policy.code).toBe(2);
+    expect(policy.stderr).toContain('--remote-policy configures the remote tier: add --remote URL');
+    const url = await kvtier(['run', '--remote', 'http://u:pw@host:1']);
+    expect(url.code).toBe(2);
+    expect(url.stderr).toContain("--remote: 'http://u:***@host:1' has scheme 'http'");
+  });
+});
+
+describe('remote tier metrics in Prometheus', () => {
+  it('expose remote hits, blocks, failures by cause, bytes, lookups and the connection', async () => {
+    const stats = new RemoteTierStats();
+    stats.lookupAnswered(2, 10, 4);
+    stats.lookupFailed(250, true);
+    stats.fetchIssued(4);
+    stats.fetchSucceeded(3, 48, 3000);
+    stats.fetchFailed(1, 'miss');
+    stats.writeIssued(5);
+    stats.writeFailed(2, 'connection');
+    stats.noteConnection({ reconnects: 3, connected: true });
+    const base = {
+      steps: 1,
+      preemptions: 0,
+      requests: { added: 1, finished: 1, aborted: 0, failed: 0 },
+      tokens: { prompt: 100, output: 1, prefillComputed: 52 },
+      hits: { gpuPrefixTokens: 0, cpuTierTokens: 48 },
+      transfers: { gpuToCpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 }, cpuToGpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 } },
+      loadFailures: { blocks: 0, requestsRecovered: 0 },
+      storeFailures: 0,
+      rankRestarts: 0,
+      leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+    } as EngineMetrics;
+    const text = await createMetricsRegistry(() => ({ ...base, remote: stats.snapshot() })).metrics();
+    expect(text).toContain('kvtier_hit_tokens_total{tier="remote"} 48');
+    expect(text).toContain('kvtier_remote_blocks_total{op="read"} 4');
+    expect(text).toContain('kvtier_remote_failed_blocks_total{op="read",cause="miss"} 1');
+    expect(text).toContain('kvtier_remote_failed_blocks_total{op="write",cause="connection"} 2');
+    expect(text).toContain('kvtier_remote_bytes_total{op="read"} 3000');
+    expect(text).toContain('kvtier_remote_lookups_total{outcome="timed_out"} 1');
+    expect(text).toContain('kvtier_remote_reconnects_total 3');
+    expect(text).toContain('kvtier_remote_connected 1');
+    const without = await createMetricsRegistry(() => base).metrics();
+    expect(without).not.toMatch(/kvtier_remote_blocks_total\{/);
+  });
+});

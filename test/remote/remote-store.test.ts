@@ -1,0 +1,209 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { RemoteUnavailableError } from '../../src/remote/errors.js';
+import { chainSeed, extendChain, manifestKey, remoteNamespace, shardKey, type RemoteNamespaceInput } from '../../src/remote/remote-keys.js';
+import { probeRemote, reconnectDelayMs, RemoteOperationError, RemoteStore } from '../../src/remote/remote-store.js';
+import { maskRemoteUrl, parseRemoteUrl } from '../../src/remote/remote-url.js';
+import { decodeShard, encodeManifest, encodeShard } from '../../src/remote/value-format.js';
+import { freePort, haveRedis, noteRedisSkip, startRedis, startRedisCluster, type RedisServer } from '../support/redis-server.js';
+
+const base: RemoteNamespaceInput = {
+  namespace: 'tiny',
+  model: MODEL_PRESETS.tiny,
+  layout: 'cross-layer',
+  blockSize: 4,
+  offloadFactor: 1,
+  tp: 2,
+};
+
+function digestsOf(input: RemoteNamespaceInput, tokens: number[], salt: string | null = null): string[] {
+  const ns = remoteNamespace(input);
+  const chain: Buffer[] = [];
+  extendChain(ns, chainSeed(ns, salt), chain, (i) => tokens[i], tokens.length);
+  return chain.map((d) => d.toString('hex'));
+}
+
+const prompt = Array.from({ length: 16 }, (_, i) => (i * 7919) % 1000);
+
+describe('remote keys', () => {
+  it('are the same in every process for the same tokens, namespace and shape', () => {
+    expect(digestsOf(base, prompt)).toEqual(digestsOf({ ...base, model: { ...MODEL_PRESETS.tiny } }, prompt));
+    expect(digestsOf(base, prompt)).toHaveLength(4);
+  });
+
+  it('differ by namespace, model, layout, block size, tp and cache salt', () => {
+    const plain = digestsOf(base, prompt)[0];
+    expect(digestsOf({ ...base, namespace: 'other' }, prompt)[0]).not.toBe(plain);
+    expect(digestsOf({ ...base, model: MODEL_PRESETS.small }, prompt)[0]).not.toBe(plain);
+    expect(digestsOf({ ...base, layout: 'per-layer' }, prompt)[0]).not.toBe(plain);
+    expect(digestsOf({ ...base, tp: 1 }, prompt)[0]).not.toBe(plain);
+    expect(digestsOf({ ...base, blockSize: 8 }, prompt)[0]).not.toBe(digestsOf({ ...base, offloadFactor: 2 }, prompt)[0]);
+    expect(digestsOf(base, prompt, 'tenant-a')[0]).not.toBe(plain);
+    expect(digestsOf(base, prompt, 'tenant-a')[0]).not.toBe(digestsOf(base, prompt, 'tenant-b')[0]);
+  });
+
+  it('chain: a block key depends on every token before it', () => {
+    const changed = [...prompt];
+    changed[0] += 1;
+    const a = digestsOf(base, prompt);
+    const b = digestsOf(base, changed);
+    for (let i = 0; i < a.length; i++) expect(b[i]).not.toBe(a[i]);
+  });
+
+  it("put a block's shards and manifest in one cluster slot through a hash tag", () => {
+    const ns = remoteNamespace(base);
+    const hex = digestsOf(base, prompt)[1];
+    const tag = (key: string) => /\{([^}]*)\}/.exec(key)?.[1];
+    expect(tag(shardKey(ns, hex, 0))).toBe(hex);
+    expect(tag(shardKey(ns, hex, 1))).toBe(hex);
+    expect(tag(manifestKey(ns, hex))).toBe(hex);
+  });
+
+  it('refuse a namespace that would break the hash tag, naming the field', () => {
+    expect(() => remoteNamespace({ ...base, namespace: 'a{b}' })).toThrow(/remoteNamespace: 'a\{b\}'/);
+  });
+});
+
+describe('remote URLs', () => {
+  it('never show the password', () => {
+    expect(maskRemoteUrl('rediss://alice:s3cret@cache.internal:6380')).toBe('rediss://alice:***@cache.internal:6380');
+    const address = parseRemoteUrl('rediss://alice:s3cret@cache.internal:6380/2');
+    expect(address).toMatchObject({ host: 'cache.internal', port: 6380, tls: true, username: 'alice', password: 's3cret', db: 2 });
+    expect(address.masked).not.toContain('s3cret');
+  });
+
+  it('refuse other schemes and bad databases, naming the field and the masked URL', () => {
+    expect(() => parseRemoteUrl('http://u:pw@h:1')).toThrow(/^remote: 'http:\/\/u:\*\*\*@h:1' has scheme 'http'/);
+    expect(() => parseRemoteUrl('redis://h:1/x', 'remote')).toThrow(/database 'x'/);
+    expect(() => parseRemoteUrl('not a url')).toThrow(/remote: 'not a url' is not a URL/);
+  });
+});
+
+describe('remote values', () => {
+  const ns = remoteNamespace(base);
+  const digest = Buffer.from(digestsOf(base, prompt)[0], 'hex');
+  const payload = Buffer.from(Array.from({ length: 300 }, (_, i) => i & 0xff));
+
+  it('round-trip a shard through its header', () => {
+    const value = encodeShard(ns, { digest, rank: 1 }, payload);
+    expect(decodeShard(ns, { digest, rank: 1 }, payload.length, value).equals(payload)).toBe(true);
+  });
+
+  it('refuse a changed byte by its checksum, and a value of another rank, block, namespace or length', () => {
+    const value = encodeShard(ns, { digest, rank: 1 }, payload);
+    const flipped = Buffer.from(value);
+    flipped[flipped.length - 5] ^= 1;
+    const fault = (f: () => unknown) => {
+      try {
+        f();
+      } catch (error) {
+        return (error as { fault?: string }).fault;
+      }
+      return 'accepted';
+    };
+    expect(fault(() => decodeShard(ns, { digest, rank: 1 }, payload.length, flipped))).toBe('checksum');
+    expect(fault(() => decodeShard(ns, { digest, rank: 0 }, payload.length, value))).toBe('shard');
+    const other = Buffer.from(digestsOf(base, prompt)[1], 'hex');
+    expect(fault(() => decodeShard(ns, { digest: other, rank: 1 }, payload.length, value))).toBe('hash');
+    expect(fault(() => decodeShard(remoteNamespace({ ...base, namespace: 'x' }), { digest, rank: 1 }, payload.length, value))).toBe(
+      'namespace',
+    );
+    expect(fault(() => decodeShard(ns, { digest, rank: 1 }, payload.length, value.subarray(0, value.length - 1)))).toBe('length');
+    expect(fault(() => decodeShard(ns, { digest, rank: 1 }, payload.length, Buffer.from('plain string')))).toBe('format');
+    expect(encodeManifest(ns, digest).length).toBeGreaterThan(0);
+  });
+});
+
+describe('reconnect backoff', () => {
+  it('doubles from 50 ms and stays at 2 s', () => {
+    expect([1, 2, 3, 4, 10, 100].map(reconnectDelayMs)).toEqual([50, 100, 200, 400, 2000, 2000]);
+  });
+});
+
+noteRedisSkip('the remote store tests');
+
+describe.skipIf(!haveRedis)('the remote store against a real redis-server', () => {
+  let server: RedisServer;
+  let store: RemoteStore;
+
+  beforeAll(async () => {
+    server = await startRedis({ password: 'p@ss word' });
+    store = new RemoteStore({ address: parseRemoteUrl(`redis://default:${encodeURIComponent('p@ss word')}@127.0.0.1:${server.port}`), timeoutMs: 500, cluster: false });
+    await store.connect();
+  });
+  afterAll(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  it('stores and reads binary values, and answers pipelined existence checks in order', async () => {
+    const value = Buffer.from([0, 255, 13, 10, 0, 1]);
+    await store.set('kvt:test:{a}:r0', value);
+    expect((await store.get('kvt:test:{a}:r0'))?.equals(value)).toBe(true);
+    expect(await store.get('kvt:test:{missing}:r0')).toBeNull();
+    expect(await store.exists(['kvt:test:{a}:r0', 'kvt:test:{b}:r0', 'kvt:test:{a}:r0'])).toEqual([true, false, true]);
+  });
+
+  it('times a command out when the server does not answer', async () => {
+    server.cli('client', 'pause', '900', 'ALL');
+    const error = await store.get('kvt:test:{a}:r0').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RemoteOperationError);
+    expect((error as RemoteOperationError).kind).toBe('timeout');
+    await new Promise((r) => setTimeout(r, 1000));
+  });
+
+  it('reports an unreachable server with the URL, password masked', async () => {
+    const port = await freePort();
+    const error = await probeRemote(parseRemoteUrl(`redis://default:hunter2@127.0.0.1:${port}`), 300).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RemoteUnavailableError);
+    expect((error as Error).message).toContain(`redis://default:***@127.0.0.1:${port}`);
+    expect((error as Error).message).not.toContain('hunter2');
+  });
+});
+
+describe.skipIf(!haveRedis)('a remote store losing its server', () => {
+  it('fails commands at once while the server is down and reconnects when it is back', async () => {
+    let server = await startRedis();
+    const store = new RemoteStore({ address: parseRemoteUrl(server.url), timeoutMs: 500, cluster: false });
+    try {
+      await store.connect();
+      await store.set('k', Buffer.from('v'));
+      await server.stop();
+      await new Promise((r) => setTimeout(r, 100));
+      const error = (await store.get('k').catch((e: unknown) => e)) as RemoteOperationError;
+      expect(error.kind).toBe('connection');
+      server = await startRedis({ port: server.port });
+      const deadline = Date.now() + 5000;
+      while (!store.connected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      // Restarted empty: the value is gone, the connection works.
+      expect(await store.get('k')).toBeNull();
+      expect(store.stats().reconnects).toBeGreaterThan(0);
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
+});
+
+describe.skipIf(!haveRedis)('the remote store on a 3-node cluster', () => {
+  it('is found to be a cluster and routes keys of many slots', async () => {
+    const cluster = await startRedisCluster();
+    const address = parseRemoteUrl(cluster.url);
+    const { cluster: isCluster } = await probeRemote(address, 1000);
+    expect(isCluster).toBe(true);
+    const store = new RemoteStore({ address, timeoutMs: 1000, cluster: true });
+    try {
+      await store.connect();
+      const keys = Array.from({ length: 30 }, (_, i) => `kvt:test:{block${i}}:r0`);
+      await Promise.all(keys.map((k, i) => store.set(k, Buffer.from([i]))));
+      const values = await Promise.all(keys.map((k) => store.get(k)));
+      expect(values.map((v) => v?.[0])).toEqual(keys.map((_, i) => i));
+      // The keys landed on more than one node.
+      const perNode = cluster.nodes.map((n) => Number(n.cli('dbsize').trim()));
+      expect(perNode.filter((n) => n > 0).length).toBeGreaterThan(1);
+    } finally {
+      await store.close();
+      await cluster.stop();
+    }
+  });
+});

@@ -1,0 +1,130 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * Real redis-server processes for the remote tier tests: each on a free
+ * loopback port, with no persistence, stopped by the test that started it.
+ */
+
+const REDIS_SERVER = process.env.KVTIER_REDIS_SERVER ?? 'redis-server';
+const REDIS_CLI = process.env.KVTIER_REDIS_CLI ?? 'redis-cli';
+
+function onPath(command: string): boolean {
+  return spawnSync(command, ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+export const haveRedis = onPath(REDIS_SERVER) && onPath(REDIS_CLI);
+
+/** Logs the one line a skipped remote test file prints. */
+export function noteRedisSkip(what: string): void {
+  if (!haveRedis) console.log(`skipping ${what}: redis-server is missing (install it: apt-get install redis-server)`);
+}
+
+export interface RedisServer {
+  readonly port: number;
+  readonly url: string;
+  /** Runs a redis-cli command against this server and returns its output. */
+  cli(...args: string[]): string;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface RedisServerOptions {
+  /** e.g. '2mb': the server evicts keys (allkeys-lru) past it. */
+  readonly maxmemory?: string;
+  readonly password?: string;
+  /** Start as a cluster node (config file in a temporary directory). */
+  readonly clusterNode?: boolean;
+  /** Reuse this port (a restart). */
+  readonly port?: number;
+}
+
+export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const port = options.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), 'kvtier-redis-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+  if (options.maxmemory) args.push('--maxmemory', options.maxmemory, '--maxmemory-policy', 'allkeys-lru');
+  if (options.password) args.push('--requirepass', options.password);
+  if (options.clusterNode) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'));
+  const child: ChildProcess = spawn(REDIS_SERVER, args, { stdio: 'ignore' });
+  await waitForPort(port, 5000);
+  const auth = options.password ? ['-a', options.password, '--no-auth-warning'] : [];
+  return {
+    port,
+    url: options.password ? `redis://default:${options.password}@127.0.0.1:${port}` : `redis://127.0.0.1:${port}`,
+    cli: (...cliArgs) => {
+      const out = spawnSync(REDIS_CLI, ['-p', String(port), ...auth, ...cliArgs], { encoding: 'utf8' });
+      return out.stdout;
+    },
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        await exited;
+      }
+      if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface RedisCluster {
+  readonly nodes: readonly RedisServer[];
+  /** A seed URL: any node. */
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/** Three masters on loopback ports, slots spread over them, no replicas. */
+export async function startRedisCluster(): Promise<RedisCluster> {
+  const nodes = await Promise.all([0, 1, 2].map(() => startRedis({ clusterNode: true })));
+  const created = spawnSync(
+    REDIS_CLI,
+    ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+    { encoding: 'utf8' },
+  );
+  if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+  const deadline = Date.now() + 10_000;
+  while (!nodes.every((n) => /cluster_state:ok/.test(n.cli('cluster', 'info')))) {
+    if (Date.now() > deadline) throw new Error('the cluster did not reach cluster_state:ok');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    nodes,
+    url: nodes[0].url,
+    stop: async () => {
+      await Promise.all(nodes.map((n) => n.stop()));
+    },
+  };
+}
+
+async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = new Socket();
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+      socket.connect(port, '127.0.0.1');
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`redis-server did not listen on port ${port} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
