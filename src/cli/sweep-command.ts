@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import type { z } from 'zod';
-import { runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
+import { DEFAULT_TRACE_MS_PER_STEP, runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
 import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { cpuBytesCapacity, cpuBytesIssue } from '../config/engine-rules.js';
 import { describeConfigIssue, invalidSetting, type SettingNaming } from '../config/issues.js';
@@ -52,6 +52,7 @@ export function createSweepCommand(): Command {
     .option('--gpu-blocks <n>', `GPU KV blocks (default ${SWEEP_DEFAULTS.gpuBlocks})`)
     .option('--block-size <tokens>', `tokens per GPU block (default ${SWEEP_DEFAULTS.blockSize})`)
     .option('--offload-factor <n>', `GPU blocks per offloaded block (default ${SWEEP_DEFAULTS.offloadFactor})`)
+    .option('--step-ms <ms>', `simulated replay: trace milliseconds per engine step; smaller serves the same arrivals with more steps, so fewer requests wait (default ${DEFAULT_TRACE_MS_PER_STEP})`)
     .option('--engine', 'run the full engine per point (host backend; adds TTFT) instead of the simulated replay')
     .option('--speedup <x>', `with --engine: arrivals this many times faster than the trace (default ${SWEEP_DEFAULTS.speedup})`)
     .option('--tp <n>', `with --engine: tensor-parallel ranks (default ${SWEEP_DEFAULTS.tp})`)
@@ -71,6 +72,8 @@ export interface SweepCommandOptions {
   readonly blockSize: number;
   readonly offloadFactor: number;
   readonly engine: { readonly backend: 'host'; readonly tp: number; readonly speedup: number } | null;
+  /** Simulated replay: trace milliseconds per engine step. */
+  readonly traceMsPerStep: number;
   readonly json: string | null;
   readonly html: string | null;
   readonly svg: string | null;
@@ -89,6 +92,7 @@ interface RawSweepFlags {
   offloadFactor?: string;
   engine?: boolean;
   speedup?: string;
+  stepMs?: string;
   tp?: string;
   json?: string;
   html?: string;
@@ -175,6 +179,12 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
   const engine = flags.engine === true;
   if (!engine && flags.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
   if (!engine && flags.tp !== undefined) throw new UsageError('--tp only applies with --engine');
+  if (engine && flags.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
+  let traceMsPerStep: number = DEFAULT_TRACE_MS_PER_STEP;
+  if (flags.stepMs !== undefined) {
+    traceMsPerStep = Number(flags.stepMs);
+    if (flags.stepMs.trim() === '' || !Number.isFinite(traceMsPerStep) || traceMsPerStep <= 0) throw flagError('--step-ms', flags.stepMs, 'expected a number > 0');
+  }
   let speedup: number = SWEEP_DEFAULTS.speedup;
   if (flags.speedup !== undefined) {
     speedup = Number(flags.speedup);
@@ -190,6 +200,7 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
     blockSize,
     offloadFactor,
     engine: engine ? { backend: 'host', tp: flagValue('--tp', flags.tp, engineSetting('tp'), SWEEP_DEFAULTS.tp), speedup } : null,
+    traceMsPerStep,
     json: flags.json ?? null,
     html: flags.html ?? null,
     svg: flags.svg ?? null,
@@ -228,7 +239,7 @@ export function formatSweepTable(result: SweepResult): string {
   const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   const header = [
     `kvtier sweep: ${result.mode} replay, trace ${result.trace.file}: ${n(result.trace.requests)} requests, lengths / ${result.trace.tokenScale}, ` +
-      `${n(result.gpuBlocks)} GPU blocks`,
+      `${n(result.gpuBlocks)} GPU blocks` + (result.traceMsPerStep === null ? '' : `, ${n(result.traceMsPerStep)} trace ms per step`),
     `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
       (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
     `optimum: Belady MIN at each capacity over the whole trace, with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
@@ -264,6 +275,7 @@ export async function sweepCommand(
     blockSize: options.blockSize,
     offloadFactor: options.offloadFactor,
     engine: options.engine,
+    traceMsPerStep: options.traceMsPerStep,
     onPoint: (point, done, total) => progress.write(`[${done}/${total}] ${point.policy} at ${point.cpuBlocks} CPU blocks: ${point.cpuHitTokens} CPU hit tokens\n`),
   });
   out.write(`${formatSweepTable(result)}\n`);

@@ -11,6 +11,13 @@ async function sweep(cpuBlocks: number[], policies: string[]): Promise<SweepResu
 }
 
 describe('runSweep (simulated)', () => {
+  it('paces arrivals at the trace milliseconds per step it was given, and says so in its result', async () => {
+    const paced = await runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 250 });
+    expect(paced.traceMsPerStep).toBe(250);
+    expect((await sweep([8], ['lru'])).traceMsPerStep).toBe(1000);
+    await expect(runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 0 })).rejects.toThrow(/traceMsPerStep must be > 0, got 0/);
+  });
+
   it('gives one verified point per capacity and policy, with the optimum of kvtier analyze at that capacity', async () => {
     const result = await sweep([8, 256], ['lru', 's3fifo', 'reuse:2']);
     expect(result.points.map((p) => `${p.policy}@${p.cpuBlocks}`)).toEqual([

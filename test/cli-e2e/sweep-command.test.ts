@@ -47,6 +47,8 @@ describe('kvtier sweep', () => {
     [['--policies', 'lru/sometimes'], /^--policies: storePolicy must be/],
     [['--speedup', '10'], '--speedup only applies with --engine'],
     [['--engine', '--speedup', 'fast'], '--speedup: invalid value "fast": expected a number > 0'],
+    [['--step-ms', 'slow'], '--step-ms: invalid value "slow": expected a number > 0'],
+    [['--engine', '--step-ms', '250'], '--step-ms applies to the simulated replay, not with --engine (use --speedup)'],
     [['--max-requests', '0'], '--max-requests: invalid value "0": expected a positive integer'],
     [['--block-size', '8192'], '--block-size: invalid value "8192": expected a positive integer up to 4096'],
     [['--cpu-bytes', '100'], /^--cpu-bytes: invalid value "100": holds no offloaded block: one takes \d+ bytes over all ranks/],
