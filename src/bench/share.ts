@@ -16,7 +16,12 @@ import { startPrivateServer } from './remote.js';
  * limit, measured in the same run: one engine with a CPU tier large enough to
  * never evict, replaying the whole slice, and what it hits on the same
  * second-half requests. ratio = the second engine's remote hit tokens over
- * the single engine's CPU-tier hit tokens on those requests.
+ * the single engine's CPU-tier hit tokens on those requests. Both count per
+ * request: a remote hit token is a token a request hit in a CPU-tier block
+ * the remote filled, whichever request's fetch filled it (`servedTokens`), as
+ * the single engine counts a CPU-tier block once for every request that hits
+ * it. Tokens fetched (`hitTokens`) count a block once however many requests
+ * read it, so they undercount against that limit.
  */
 
 export interface ShareBenchOptions {
@@ -142,5 +147,5 @@ async function replay(options: ShareBenchOptions, trace: Trace, extra: EngineCon
     await engine.shutdown();
   }
   const summary = await integrity.finish();
-  return { finished, remoteHitTokens: engine.metrics().remote?.hitTokens ?? null, verified: summary.checked, mismatches: summary.mismatches };
+  return { finished, remoteHitTokens: engine.metrics().remote?.servedTokens ?? null, verified: summary.checked, mismatches: summary.mismatches };
 }
