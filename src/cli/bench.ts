@@ -219,6 +219,9 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
 
 const ms = (x: number | null) => (x === null ? '-' : x.toFixed(1));
 
+/** What --url of the remote benches takes (without it, they start a private redis-server). */
+const REMOTE_URL_HELP = 'redis://[user:pass@]host:port or rediss://...; default: a private redis-server';
+
 const remoteBench: BenchSpec<RemoteBenchRow> = {
   notes: () => [
     'gbps: payload bytes of one rank\'s shards moved through the remote tier (write: CPU-tier block copied out, header and CRC-32, SET; read: GET, header and checksum checked, CPU-tier block written), jobs of jobBlocks blocks issued at once, over wall time.',
@@ -237,7 +240,7 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
     { header: 'ratio', cell: (r) => fixed(3)(r.ratio) },
   ],
   async run(backend, options) {
-    const url = options.optionalString('url');
+    const url = options.optionalString('url', REMOTE_URL_HELP);
     const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['tiny', 'llama-8b']);
     const blockTokens = options.intList('blockTokens', [16]);
     const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
@@ -268,7 +271,7 @@ const shareBench: BenchSpec<ShareBenchRow> = {
   ],
   async run(backend, options) {
     const trace = options.optionalString('trace');
-    const url = options.optionalString('url');
+    const url = options.optionalString('url', REMOTE_URL_HELP);
     const model = options.oneOf<ModelPresetName>('model', MODEL_PRESET_NAMES, 'tiny');
     const config = {
       backend,

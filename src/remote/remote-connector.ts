@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { BlockHash } from '../core/block-hash.js';
 import type { OffloadingConnector } from '../connector/scheduler-connector.js';
-import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
+import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
 import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
@@ -121,6 +121,8 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   private readonly remoteHeld = new Set<BlockHash>();
   private readonly fetchJobs = new Map<number, FetchJob>();
   private readonly writeJobs = new Map<number, WriteJob>();
+  /** Fetches that failed since the scheduler last asked, by request. */
+  private failedReads: FailedExternalRead[] = [];
   private fetchesToSend: RemoteFetchSpec[] = [];
   private writesToSend: RemoteWriteSpec[] = [];
   private manifestsInFlight = 0;
@@ -249,6 +251,12 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.inner.updateConnectorOutput(output);
   }
 
+  takeFailedReads(): FailedExternalRead[] {
+    const reads = this.failedReads;
+    this.failedReads = [];
+    return reads;
+  }
+
   onGpuBlockEvicted(blockId: number, hash: BlockHash): void {
     this.inner.onGpuBlockEvicted(blockId, hash);
   }
@@ -293,6 +301,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.writeJobs.clear();
     this.fetchesToSend = [];
     this.writesToSend = [];
+    this.failedReads = [];
   }
 
   /** Waits for manifest writes in flight, then closes the connection. */
@@ -426,6 +435,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     else {
       this.stats.fetchFailed(job.keys.length, result.failure);
       for (const key of job.keys) this.remoteHeld.delete(key);
+      this.failedReads.push({ reqId: job.reqId, blocks: job.keys.length, reason: describeFailure(result.failure) });
     }
     const state = this.requests.get(job.reqId);
     if (state !== undefined && state.phase === 'fetching') {
@@ -457,5 +467,22 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     ).finally(() => {
       this.manifestsInFlight--;
     });
+  }
+}
+
+function describeFailure(failure: RemoteJobResult['failure']): string {
+  switch (failure) {
+    case 'miss':
+      return 'the server no longer holds it';
+    case 'timeout':
+      return 'timed out';
+    case 'connection':
+      return 'connection lost';
+    case 'value':
+      return 'header or checksum mismatch';
+    case null:
+      return 'failed';
+    default:
+      return failure;
   }
 }
