@@ -50,6 +50,8 @@ export interface ShareBenchRow {
   readonly gpuHitTokens: number;
   readonly cpuHitTokens: number;
   readonly remoteHitTokens: number | null;
+  /** Tokens the engine's fetches read from the remote (a block once, however many requests hit it). */
+  readonly fetchedTokens: number | null;
   /** Second half: remoteHitTokens / the unbounded run's cpuHitTokens on the same requests. */
   readonly ratio: number | null;
   readonly verified: number;
@@ -59,6 +61,7 @@ export interface ShareBenchRow {
 interface HalfRun {
   readonly finished: FinishedRequest[];
   readonly remoteHitTokens: number | null;
+  readonly fetchedTokens: number | null;
   readonly verified: number;
   readonly mismatches: number;
 }
@@ -92,6 +95,7 @@ export async function runShareBench(options: ShareBenchOptions): Promise<ShareBe
     gpuHitTokens: sum(finished, (f) => f.gpuPrefixHitTokens),
     cpuHitTokens: sum(finished, (f) => f.cpuTierHitTokens),
     remoteHitTokens: r.remoteHitTokens,
+    fetchedTokens: r.fetchedTokens,
     ratio: null,
     verified: r.verified,
     mismatches: r.mismatches,
@@ -147,5 +151,6 @@ async function replay(options: ShareBenchOptions, trace: Trace, extra: EngineCon
     await engine.shutdown();
   }
   const summary = await integrity.finish();
-  return { finished, remoteHitTokens: engine.metrics().remote?.servedTokens ?? null, verified: summary.checked, mismatches: summary.mismatches };
+  const remote = engine.metrics().remote;
+  return { finished, remoteHitTokens: remote?.servedTokens ?? null, fetchedTokens: remote?.hitTokens ?? null, verified: summary.checked, mismatches: summary.mismatches };
 }

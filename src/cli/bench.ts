@@ -255,7 +255,7 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
 const shareBench: BenchSpec<ShareBenchRow> = {
   notes: () => [
     'Two engines share one remote tier (write-through): the first replays the first half of the trace slice, the second (its own empty CPU tier) the second half. Limit, same run: one engine with a CPU tier that never evicts replays the whole slice; its hits on the same second-half requests.',
-    'ratio = the second engine\'s remote hit tokens / the single engine\'s CPU-tier hit tokens on those requests. Requests are submitted all at once (no arrivals). Every finished request is checked against the reference model (verified).',
+    'ratio = the second engine\'s remote hit tokens / the single engine\'s CPU-tier hit tokens on those requests. Both count per request, at its admission: remoteHit = tokens a request hit in CPU-tier blocks the remote filled (by its own fetch or an earlier request\'s); fetched = tokens the fetches read, a block once however many requests hit it. Requests are submitted all at once (no arrivals). Every finished request is checked against the reference model (verified).',
     'The engines run one after another in one process, each with its own rank threads and connections: they share nothing but the server.',
   ],
   columns: [
@@ -266,6 +266,7 @@ const shareBench: BenchSpec<ShareBenchRow> = {
     { header: 'gpuHit', cell: (r) => String(r.gpuHitTokens) },
     { header: 'cpuHit', cell: (r) => String(r.cpuHitTokens) },
     { header: 'remoteHit', cell: (r) => (r.remoteHitTokens === null ? '-' : String(r.remoteHitTokens)) },
+    { header: 'fetched', cell: (r) => (r.fetchedTokens === null ? '-' : String(r.fetchedTokens)) },
     { header: 'ratio', cell: (r) => (r.ratio === null ? '-' : fixed(3)(r.ratio)) },
     { header: 'verified', cell: (r) => `${r.verified - r.mismatches}/${r.verified}` },
   ],
