@@ -16,7 +16,12 @@ import { startPrivateServer } from './remote.js';
  * limit, measured in the same run: one engine with a CPU tier large enough to
  * never evict, replaying the whole slice, and what it hits on the same
  * second-half requests. ratio = the second engine's remote hit tokens over
- * the single engine's CPU-tier hit tokens on those requests.
+ * the single engine's CPU-tier hit tokens on those requests. Both count per
+ * request: a remote hit token is a token a request hit in a CPU-tier block
+ * the remote filled, whichever request's fetch filled it (`servedTokens`), as
+ * the single engine counts a CPU-tier block once for every request that hits
+ * it. Tokens fetched (`hitTokens`) count a block once however many requests
+ * read it, so they undercount against that limit.
  */
 
 export interface ShareBenchOptions {
@@ -45,6 +50,8 @@ export interface ShareBenchRow {
   readonly gpuHitTokens: number;
   readonly cpuHitTokens: number;
   readonly remoteHitTokens: number | null;
+  /** Tokens the engine's fetches read from the remote (a block once, however many requests hit it). */
+  readonly fetchedTokens: number | null;
   /** Second half: remoteHitTokens / the unbounded run's cpuHitTokens on the same requests. */
   readonly ratio: number | null;
   readonly verified: number;
@@ -54,6 +61,7 @@ export interface ShareBenchRow {
 interface HalfRun {
   readonly finished: FinishedRequest[];
   readonly remoteHitTokens: number | null;
+  readonly fetchedTokens: number | null;
   readonly verified: number;
   readonly mismatches: number;
 }
@@ -87,6 +95,7 @@ export async function runShareBench(options: ShareBenchOptions): Promise<ShareBe
     gpuHitTokens: sum(finished, (f) => f.gpuPrefixHitTokens),
     cpuHitTokens: sum(finished, (f) => f.cpuTierHitTokens),
     remoteHitTokens: r.remoteHitTokens,
+    fetchedTokens: r.fetchedTokens,
     ratio: null,
     verified: r.verified,
     mismatches: r.mismatches,
@@ -142,5 +151,6 @@ async function replay(options: ShareBenchOptions, trace: Trace, extra: EngineCon
     await engine.shutdown();
   }
   const summary = await integrity.finish();
-  return { finished, remoteHitTokens: engine.metrics().remote?.hitTokens ?? null, verified: summary.checked, mismatches: summary.mismatches };
+  const remote = engine.metrics().remote;
+  return { finished, remoteHitTokens: remote?.servedTokens ?? null, fetchedTokens: remote?.hitTokens ?? null, verified: summary.checked, mismatches: summary.mismatches };
 }

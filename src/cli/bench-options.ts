@@ -43,8 +43,9 @@ export class BenchOptions {
     return value;
   }
 
-  optionalString(name: string): string | null {
-    if (this.describe(name, name === 'trace' ? 'a trace file' : 'a file', null)) return null;
+  /** `expected` says what the value is in the help (a file, unless told). */
+  optionalString(name: string, expected = name === 'trace' ? 'a trace file' : 'a file'): string | null {
+    if (this.describe(name, expected, null)) return null;
     const value = this.take(name);
     if (value === undefined) return null;
     if (typeof value !== 'string') throw this.bad(name, value, 'a value');

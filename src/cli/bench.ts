@@ -219,6 +219,9 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
 
 const ms = (x: number | null) => (x === null ? '-' : x.toFixed(1));
 
+/** What --url of the remote benches takes (without it, they start a private redis-server). */
+const REMOTE_URL_HELP = 'redis://[user:pass@]host:port or rediss://...; default: a private redis-server';
+
 const remoteBench: BenchSpec<RemoteBenchRow> = {
   notes: () => [
     'gbps: payload bytes of one rank\'s shards moved through the remote tier (write: CPU-tier block copied out, header and CRC-32, SET; read: GET, header and checksum checked, CPU-tier block written), jobs of jobBlocks blocks issued at once, over wall time.',
@@ -237,7 +240,7 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
     { header: 'ratio', cell: (r) => fixed(3)(r.ratio) },
   ],
   async run(backend, options) {
-    const url = options.optionalString('url');
+    const url = options.optionalString('url', REMOTE_URL_HELP);
     const models = options.list<ModelPresetName>('models', MODEL_PRESET_NAMES, ['tiny', 'llama-8b']);
     const blockTokens = options.intList('blockTokens', [16]);
     const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
@@ -252,7 +255,7 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
 const shareBench: BenchSpec<ShareBenchRow> = {
   notes: () => [
     'Two engines share one remote tier (write-through): the first replays the first half of the trace slice, the second (its own empty CPU tier) the second half. Limit, same run: one engine with a CPU tier that never evicts replays the whole slice; its hits on the same second-half requests.',
-    'ratio = the second engine\'s remote hit tokens / the single engine\'s CPU-tier hit tokens on those requests. Requests are submitted all at once (no arrivals). Every finished request is checked against the reference model (verified).',
+    'ratio = the second engine\'s remote hit tokens / the single engine\'s CPU-tier hit tokens on those requests. Both count per request, at its admission: remoteHit = tokens a request hit in CPU-tier blocks the remote filled (by its own fetch or an earlier request\'s); fetched = tokens the fetches read, a block once however many requests hit it. Requests are submitted all at once (no arrivals). Every finished request is checked against the reference model (verified).',
     'The engines run one after another in one process, each with its own rank threads and connections: they share nothing but the server.',
   ],
   columns: [
@@ -263,12 +266,13 @@ const shareBench: BenchSpec<ShareBenchRow> = {
     { header: 'gpuHit', cell: (r) => String(r.gpuHitTokens) },
     { header: 'cpuHit', cell: (r) => String(r.cpuHitTokens) },
     { header: 'remoteHit', cell: (r) => (r.remoteHitTokens === null ? '-' : String(r.remoteHitTokens)) },
+    { header: 'fetched', cell: (r) => (r.fetchedTokens === null ? '-' : String(r.fetchedTokens)) },
     { header: 'ratio', cell: (r) => (r.ratio === null ? '-' : fixed(3)(r.ratio)) },
     { header: 'verified', cell: (r) => `${r.verified - r.mismatches}/${r.verified}` },
   ],
   async run(backend, options) {
     const trace = options.optionalString('trace');
-    const url = options.optionalString('url');
+    const url = options.optionalString('url', REMOTE_URL_HELP);
     const model = options.oneOf<ModelPresetName>('model', MODEL_PRESET_NAMES, 'tiny');
     const config = {
       backend,

@@ -92,6 +92,11 @@ export class EngineMonitor implements SchedulerObserver {
 
   // ------------------------------------------------------------- engine side
 
+  /** Remote reads that failed count as load failures with cause `remote`. */
+  remoteReadsFailed(blocks: number): void {
+    this.loadFailedBlocks.remote += blocks;
+  }
+
   /** The scheduler built a step: its transfer jobs are in flight from now on. */
   stepScheduled(output: SchedulerOutput): void {
     const offload = output.offload;

@@ -72,4 +72,6 @@ export interface RemoteTestSwitches {
   readonly ignoreCluster?: boolean;
   /** Never write manifests, so no block is ever announced as present. */
   readonly skipManifests?: boolean;
+  /** Ask the remote for every waiting request at once, however far back in the queue (no lookahead window). */
+  readonly lookupWholeQueue?: boolean;
 }

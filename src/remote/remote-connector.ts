@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { BlockHash } from '../core/block-hash.js';
 import type { OffloadingConnector } from '../connector/scheduler-connector.js';
-import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
+import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
 import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
@@ -28,6 +28,8 @@ export interface RemoteTierConnectorOptions {
   readonly testSwitches?: RemoteTestSwitches;
   /** Injected outages (`remote-down` in the fault plan): lookups miss and manifests fail while the remote is down. */
   readonly faults?: RemoteFaults | null;
+  /** Waiting requests whose remote lookups may be under way at once (the next ones to be admitted). */
+  readonly lookaheadRequests?: number;
 }
 
 /** A request's remote chain and where its remote lookup stands. */
@@ -40,10 +42,32 @@ interface RequestRemoteState {
   found: number;
   /** Admission attempts that found no room in the CPU tier for the fetch. */
   roomRetries: number;
+  /** Lookups and fetches started for the request (bounded by MAX_REMOTE_ATTEMPTS). */
+  attempts: number;
+  /** The request's preemptions when its last lookup started. */
+  preemptions: number;
 }
 
 /** Admission attempts a request waits for CPU-tier room for its fetch before it gives the hit up. */
 const MAX_ROOM_RETRIES = 64;
+
+/**
+ * Default lookahead: waiting requests looked up before they are admitted. A
+ * lookup answers for the moment it is asked and a fetch fills CPU-tier blocks
+ * that the request reads only when admitted, so requests deep in the queue are
+ * asked later, when their answer includes blocks written meanwhile (by this
+ * engine or another) and their fetched blocks are not evicted before use.
+ */
+export const DEFAULT_LOOKAHEAD_REQUESTS = 16;
+
+/**
+ * Lookups plus fetches one request may start. A request asks again when the
+ * blocks it was answered are no longer in the GPU or CPU tier by the time it
+ * is admitted (evicted while it waited for GPU room, or it was preempted), or
+ * when a fetch covered only part of them; the bound stops a request whose
+ * blocks keep being evicted from fetching forever.
+ */
+const MAX_REMOTE_ATTEMPTS = 8;
 
 interface FetchJob {
   readonly reqId: string;
@@ -82,6 +106,13 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   private readonly switches: RemoteTestSwitches;
   private readonly maxWriteJobs: number;
   private readonly requests = new Map<string, RequestRemoteState>();
+  /** CPU-tier blocks (local keys) filled from the remote and not evicted since. */
+  private readonly fetched = new Set<BlockHash>();
+  /** Per request: GPU prefix tokens at the admission attempt that last returned a match. */
+  private readonly matchedFrom = new Map<string, number>();
+  /** Requests whose lookup started and that were not scheduled since (the lookahead window). */
+  private readonly preparing = new Set<string>();
+  private readonly maxPreparing: number;
   /** Remote digest of local block keys seen in requests (bounded, oldest dropped first). */
   private readonly digests = new Map<BlockHash, Buffer>();
   private readonly maxDigests: number;
@@ -90,6 +121,8 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   private readonly remoteHeld = new Set<BlockHash>();
   private readonly fetchJobs = new Map<number, FetchJob>();
   private readonly writeJobs = new Map<number, WriteJob>();
+  /** Fetches that failed since the scheduler last asked, by request. */
+  private failedReads: FailedExternalRead[] = [];
   private fetchesToSend: RemoteFetchSpec[] = [];
   private writesToSend: RemoteWriteSpec[] = [];
   private manifestsInFlight = 0;
@@ -110,6 +143,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.switches = options.testSwitches ?? {};
     this.maxWriteJobs = options.maxWriteJobsInFlight;
     this.faults = options.faults ?? null;
+    this.maxPreparing = this.switches.lookupWholeQueue ? Infinity : Math.max(1, options.lookaheadRequests ?? DEFAULT_LOOKAHEAD_REQUESTS);
     this.capacityBlocks = options.inner.manager.stats().capacityBlocks;
     this.maxDigests = Math.max(MAX_DIGESTS_MIN, 4 * this.capacityBlocks);
     this.manager.observe(this);
@@ -118,17 +152,34 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   // ---------------------------------------------------------------- admission
 
   getNumNewMatchedTokens(request: Request, numComputedTokens: number): ExternalMatch | null {
+    const match = this.admissionMatch(request, numComputedTokens);
+    if (match !== null && match.numTokens > 0) this.matchedFrom.set(request.id, numComputedTokens);
+    return match;
+  }
+
+  private admissionMatch(request: Request, numComputedTokens: number): ExternalMatch | null {
     let state = this.requests.get(request.id);
     if (state?.phase === 'looking' || state?.phase === 'fetching') return null;
     const match = this.inner.getNumNewMatchedTokens(request, numComputedTokens);
     if (match === null) return null;
-    if (state?.phase === 'done') return match;
 
     const per = this.ns.blockTokens;
     const numBlocks = Math.floor(request.numTokens / per);
     const from = match.numTokens > 0 ? (numComputedTokens + match.numTokens) / per : Math.floor(numComputedTokens / per);
+    if (state?.phase === 'done') {
+      // Answered before: ask again only where the GPU and CPU tiers now stop short of what the remote was known to hold.
+      if (state.attempts >= MAX_REMOTE_ATTEMPTS || from >= numBlocks || !this.store.connected) return match;
+      if (from < state.from || request.numPreemptions !== state.preemptions) {
+        this.lookup(request, state, from, numBlocks);
+        return null;
+      }
+      if (from >= state.from + state.found) return match;
+      state.phase = 'found';
+    }
     if (state === undefined) {
       if (from >= numBlocks || !this.store.connected) return match;
+      // Far back in the queue: asked when it nears admission, so the answer includes blocks written meanwhile.
+      if (this.preparing.size >= this.maxPreparing) return null;
       state = this.track(request, 'looking');
       this.lookup(request, state, from, numBlocks);
       return null;
@@ -149,7 +200,12 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
       state.phase = 'found';
       return null;
     }
-    if (out === null || out.keysToStore.length === 0) return match;
+    if (out === null || out.keysToStore.length === 0) {
+      // Given up (no room) or nothing left to fetch: not asked again for these blocks.
+      if (out === null) state.found = 0;
+      return match;
+    }
+    state.attempts++;
     const index = new Map(keys.map((k, i) => [k, from + i]));
     for (let i = 0; i < out.keysToStore.length; i++) {
       const block = index.get(out.keysToStore[i]) as number;
@@ -166,6 +222,8 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   }
 
   updateStateAfterAlloc(request: Request, blockIds: readonly number[], numExternalTokens: number): IssuedLoad | null {
+    const local = this.matchedFrom.get(request.id);
+    if (local !== undefined && request.numPreemptions === 0) this.countServed(request, local, local + numExternalTokens);
     return this.inner.updateStateAfterAlloc(request, blockIds, numExternalTokens);
   }
 
@@ -174,7 +232,10 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   buildConnectorMeta(step: StepView): OffloadStepMetadata {
     this.step = step.step + 1;
     // Stores this step may choose need the digests of the blocks computed so far.
-    for (const view of step.scheduled) this.extend(view.request, view.request.numTokens);
+    for (const view of step.scheduled) {
+      this.extend(view.request, view.request.numTokens);
+      this.preparing.delete(view.request.id);
+    }
     const meta = this.inner.buildConnectorMeta(step);
     const remote = { fetches: this.fetchesToSend, writes: this.writesToSend };
     this.fetchesToSend = [];
@@ -190,6 +251,12 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.inner.updateConnectorOutput(output);
   }
 
+  takeFailedReads(): FailedExternalRead[] {
+    const reads = this.failedReads;
+    this.failedReads = [];
+    return reads;
+  }
+
   onGpuBlockEvicted(blockId: number, hash: BlockHash): void {
     this.inner.onGpuBlockEvicted(blockId, hash);
   }
@@ -203,13 +270,18 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
 
   blocksEvicted(keys: readonly BlockHash[], cpuBlockIds: readonly number[]): void {
     if (this.policy === 'write-back') this.queueWrites(keys, cpuBlockIds);
-    for (const key of keys) this.remoteHeld.delete(key);
+    for (const key of keys) {
+      this.remoteHeld.delete(key);
+      this.fetched.delete(key);
+    }
   }
 
   // ---------------------------------------------------------------- lifecycle
 
   requestFinished(request: Request, blockIds: readonly number[]): boolean {
     this.requests.delete(request.id);
+    this.preparing.delete(request.id);
+    this.matchedFrom.delete(request.id);
     return this.inner.requestFinished(request, blockIds);
   }
 
@@ -221,11 +293,15 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.epoch++;
     this.inner.reset();
     this.requests.clear();
+    this.preparing.clear();
+    this.matchedFrom.clear();
+    this.fetched.clear();
     this.remoteHeld.clear();
     this.fetchJobs.clear();
     this.writeJobs.clear();
     this.fetchesToSend = [];
     this.writesToSend = [];
+    this.failedReads = [];
   }
 
   /** Waits for manifest writes in flight, then closes the connection. */
@@ -253,6 +329,8 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
       from: 0,
       found: 0,
       roomRetries: 0,
+      attempts: 0,
+      preemptions: request.numPreemptions,
     };
     this.requests.set(request.id, state);
     return state;
@@ -278,6 +356,11 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.extend(request, to * this.ns.blockTokens);
     state.phase = 'looking';
     state.from = from;
+    state.found = 0;
+    state.roomRetries = 0;
+    state.attempts++;
+    state.preemptions = request.numPreemptions;
+    this.preparing.add(request.id);
     const keys: string[] = [];
     for (let i = from; i < to; i++) keys.push(manifestKey(this.ns, state.chain[i].toString('hex')));
     const epoch = this.epoch;
@@ -303,6 +386,18 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
         if (epoch === this.epoch && this.requests.get(request.id) === state) state.phase = 'done';
       },
     );
+  }
+
+  /** Counts the tokens in [fromToken, toToken) that lie in blocks the remote filled. */
+  private countServed(request: Request, fromToken: number, toToken: number): void {
+    const per = this.ns.blockTokens;
+    const f = this.inner.geometry.offloadFactor;
+    let tokens = 0;
+    for (let i = Math.floor(fromToken / per); i * per < toToken; i++) {
+      if (!this.fetched.has(request.blockHashes[i * f + f - 1])) continue;
+      tokens += Math.min(toToken, (i + 1) * per) - Math.max(fromToken, i * per);
+    }
+    if (tokens > 0) this.stats.served(tokens);
   }
 
   private queueWrites(keys: readonly BlockHash[], cpuBlockIds: readonly number[]): void {
@@ -333,13 +428,21 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.fetchJobs.delete(result.jobId);
     // Ready on success; freed (and recomputed by whoever needs it) on failure.
     this.manager.completeStore(job.keys, result.ok);
-    if (result.ok) this.stats.fetchSucceeded(job.keys.length, job.tokens, result.bytes);
+    if (result.ok) {
+      this.stats.fetchSucceeded(job.keys.length, job.tokens, result.bytes);
+      for (const key of job.keys) this.fetched.add(key);
+    }
     else {
       this.stats.fetchFailed(job.keys.length, result.failure);
       for (const key of job.keys) this.remoteHeld.delete(key);
+      this.failedReads.push({ reqId: job.reqId, blocks: job.keys.length, reason: describeFailure(result.failure) });
     }
     const state = this.requests.get(job.reqId);
-    if (state !== undefined && state.phase === 'fetching') state.phase = 'done';
+    if (state !== undefined && state.phase === 'fetching') {
+      state.phase = 'done';
+      // What the remote failed to give is not asked for again.
+      if (!result.ok) state.found = 0;
+    }
   }
 
   private writeFinished(result: RemoteJobResult): void {
@@ -364,5 +467,22 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     ).finally(() => {
       this.manifestsInFlight--;
     });
+  }
+}
+
+function describeFailure(failure: RemoteJobResult['failure']): string {
+  switch (failure) {
+    case 'miss':
+      return 'the server no longer holds it';
+    case 'timeout':
+      return 'timed out';
+    case 'connection':
+      return 'connection lost';
+    case 'value':
+      return 'header or checksum mismatch';
+    case null:
+      return 'failed';
+    default:
+      return failure;
   }
 }

@@ -5,6 +5,13 @@ import type { RemoteConnectionStats } from './remote-store.js';
 export interface RemoteTierMetrics {
   /** Tokens read from the remote into the CPU tier beyond the GPU prefix hit (then loaded as CPU-tier hits). */
   readonly hitTokens: number;
+  /**
+   * Hit tokens of admitted requests that lay in CPU-tier blocks read from the
+   * remote, by the request itself or by an earlier one: counted per request,
+   * as CPU-tier hits are, so a block fetched once and hit by three requests
+   * counts three times.
+   */
+  readonly servedTokens: number;
   readonly lookups: {
     readonly count: number;
     readonly failed: number;
@@ -37,6 +44,7 @@ const MAX_LATENCY_SAMPLES = 100_000;
 
 export class RemoteTierStats {
   private hitTokens = 0;
+  private servedTokens = 0;
   private lookups = 0;
   private lookupsFailed = 0;
   private lookupsTimedOut = 0;
@@ -61,6 +69,11 @@ export class RemoteTierStats {
     this.lookupsFailed++;
     if (timedOut) this.lookupsTimedOut++;
     this.sample(ms);
+  }
+
+  /** An admitted request hit `tokens` in blocks the remote filled. */
+  served(tokens: number): void {
+    this.servedTokens += tokens;
   }
 
   fetchIssued(blocks: number): void {
@@ -118,6 +131,7 @@ export class RemoteTierStats {
     const sorted = Float64Array.from(this.latencies).sort();
     return {
       hitTokens: this.hitTokens,
+      servedTokens: this.servedTokens,
       lookups: {
         count: this.lookups,
         failed: this.lookupsFailed,

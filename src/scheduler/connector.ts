@@ -72,6 +72,13 @@ export interface SchedulerConnector {
   updateConnectorOutput(output: ModelRunnerOutput): void;
 
   /**
+   * Optional: reads for waiting requests that failed in the tiers behind the
+   * GPU since the last call (after updateConnectorOutput). Nothing reached a
+   * GPU block; the scheduler applies the failure policy to each request.
+   */
+  takeFailedReads?(): FailedExternalRead[];
+
+  /**
    * A request finished or was aborted. Returns true when freeing its GPU
    * blocks must wait until every store reading them completed on every rank
    * (the request then appears in a later output's finishedSending).
@@ -90,4 +97,13 @@ export interface SchedulerConnector {
    * this step's writes (store-on-evict offloads it here).
    */
   onGpuBlockEvicted?(blockId: number, hash: BlockHash): void;
+}
+
+/** A read into the tiers behind the GPU (a remote fetch) that failed for a waiting request. */
+export interface FailedExternalRead {
+  readonly reqId: string;
+  /** Blocks the read would have filled. */
+  readonly blocks: number;
+  /** How it failed, for the request's error message. */
+  readonly reason: string;
 }

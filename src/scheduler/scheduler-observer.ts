@@ -24,4 +24,6 @@ export interface SchedulerObserver {
   requestsPreempted(cause: PreemptionCause, count: number): void;
   /** One lookup of a prompt in `tier` took `ms` milliseconds. */
   lookupTimed(tier: LookupTier, ms: number): void;
+  /** Optional: `blocks` blocks failed to come from the remote tier for waiting requests. */
+  remoteReadsFailed?(blocks: number): void;
 }

@@ -1,7 +1,7 @@
 import { EngineError, RequestError } from '../core/errors.js';
 import type { FinishReason } from './request.js';
 import type { SchedulerConfig } from './config.js';
-import type { ExternalMatch, IssuedLoad, SchedulerConnector, ScheduledRequestView } from './connector.js';
+import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, ScheduledRequestView } from './connector.js';
 import { checkExternalMatch, checkIssuedLoad } from './connector-checks.js';
 import { FinishedHolds } from './finished-holds.js';
 import { KVCacheManager } from './kv-cache-manager.js';
@@ -490,6 +490,8 @@ export class Scheduler {
       if (released !== null) this.kvCacheManager.free(released);
     }
     this.connector?.updateConnectorOutput(output);
+    const failedReads = this.connector?.takeFailedReads?.() ?? null;
+    const readFailedUpdates = failedReads !== null && failedReads.length > 0 ? this.applyFailedReads(failedReads) : null;
     for (const reqId of output.finishedSending) {
       const released = this.holds.sendingFinished(reqId);
       if (released !== null) this.kvCacheManager.free(released);
@@ -530,7 +532,34 @@ export class Scheduler {
     if (runningFinished) this.running.removeFinished();
     updates.length = numUpdates;
     // Requests failed by invalid blocks come first, as they were found before any token was applied.
-    return failedUpdates === null || failedUpdates.length === 0 ? updates : failedUpdates.concat(updates);
+    const failed = readFailedUpdates === null ? failedUpdates : (failedUpdates ?? []).concat(readFailedUpdates);
+    return failed === null || failed.length === 0 ? updates : failed.concat(updates);
+  }
+
+  /**
+   * Failed remote reads (docs/architecture.md, "Failure recovery"): the
+   * blocks count as failed loads; the waiting request recomputes them or,
+   * under failurePolicy 'fail', finishes with an error. Returns its updates.
+   */
+  private applyFailedReads(reads: readonly FailedExternalRead[]): RequestUpdate[] {
+    const updates: RequestUpdate[] = [];
+    for (const read of reads) {
+      this.counters.failedLoadBlocks += read.blocks;
+      this.observer?.remoteReadsFailed?.(read.blocks);
+      const request = this.requests.get(read.reqId);
+      if (request === undefined || request.isFinished) continue;
+      if (this.config.failurePolicy === 'fail') {
+        const message = `KV load failed for ${read.blocks} block(s) of request '${request.id}' read from the remote tier (${read.reason}); failurePolicy is 'fail'`;
+        this.detach(request);
+        this.finish(request, 'finishedError', message);
+        this.counters.requestsFailedByLoad++;
+        updates.push({ reqId: request.id, newTokenIds: [], finishReason: 'error', errorMessage: message });
+      } else if (!this.recoveredRequests.has(request.id)) {
+        this.recoveredRequests.add(request.id);
+        this.counters.requestsRecovered++;
+      }
+    }
+    return updates;
   }
 
   /**

@@ -37,6 +37,8 @@ export interface RemoteRun {
   readonly finished: readonly FinishedRequest[];
   readonly metrics: EngineMetrics;
   readonly remote: RemoteTierMetrics;
+  /** load_failed_blocks_total{cause="remote"} (in-process runs only). */
+  readonly remoteLoadFailedBlocks?: number;
 }
 
 /** Runs the requests in one engine in this process; `between` runs after every step (to kill the server mid-run). */
@@ -58,7 +60,8 @@ export async function runEngine(
       }
       const metrics = engine.metrics();
       expect(metrics.leaks).toEqual({ gpuBlocks: 0, cpuBlocks: 0 });
-      return { finished, metrics, remote: metrics.remote as RemoteTierMetrics };
+      const remoteLoadFailedBlocks = engine.monitoring().monitor.loadFailedBlocks.remote;
+      return { finished, metrics, remote: metrics.remote as RemoteTierMetrics, remoteLoadFailedBlocks };
     },
     options,
   );

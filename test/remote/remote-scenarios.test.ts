@@ -67,12 +67,17 @@ function expectCorrectWithFailuresCounted({ second, third }: { second: RemoteRun
   expect(third.remote.writes.succeeded).toBeGreaterThan(0);
 }
 
-/** The server keeps about 2 MB: the first engine's blocks overflow it, so some shards are evicted while their manifest stays. */
+/**
+ * The server keeps about 2 MB: the first engine's blocks overflow it, so some
+ * shards are evicted while their manifest stays. The second engine asks for
+ * its whole queue at once, so its own writes evict shards between lookups
+ * and fetches too.
+ */
 async function serverEvicts(switches: RemoteTestSwitches): Promise<RemoteRun> {
   const s = await server({ maxmemory: '1500kb' });
   const many = prompts(4_000, 48, 256);
   await runEngine(remoteConfig(s.url, { cpuBlocks: 1024 }), asRequests(many, 'fill'), switches);
-  return runEngine(remoteConfig(s.url, { cpuBlocks: 1024 }), asRequests(many, 'again', 16), switches);
+  return runEngine(remoteConfig(s.url, { cpuBlocks: 1024 }), asRequests(many, 'again', 16), { ...switches, lookupWholeQueue: true });
 }
 
 function expectMissesRecovered(run: RemoteRun): void {
