@@ -59,7 +59,7 @@ export class EngineMonitor implements SchedulerObserver {
     cpu: new Histogram(LOOKUP_BUCKETS_SECONDS),
   };
   readonly preemptions: Record<PreemptionCause, number> = { out_of_blocks: 0, rank_loss: 0 };
-  /** GPU block loads that failed, summed over ranks, by cause. */
+  /** Block loads that failed, by cause: GPU block loads summed over ranks (injected, device), and blocks whose remote read failed, once each (remote). */
   readonly loadFailedBlocks: Record<LoadFailureCause, number> = { injected: 0, device: 0, remote: 0 };
   /** Transfer jobs scheduled and not yet finished on every rank. */
   readonly jobsInFlight: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };

@@ -184,7 +184,7 @@ function registerMonitoring(
     const tier = read().gauges.cpuBlocks;
     return tier === null ? [] : [[unlabelled, tier.declinedTotal]];
   });
-  counter('load_failed_blocks_total', 'GPU block loads that failed, summed over ranks, by cause (injected, device, remote).', ['cause'], () => {
+  counter('load_failed_blocks_total', 'Block loads that failed, by cause: injected and device (GPU block loads, summed over ranks), remote (blocks whose remote read failed, once per block).', ['cause'], () => {
     const failed = read().monitor.loadFailedBlocks;
     return LOAD_FAILURE_CAUSES.map((cause): Sample => [label('cause', cause), failed[cause]]);
   });
