@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { freeLoopbackPort, waitForLoopbackPort } from '../core/loopback-port.js';
 import { openDevice } from '../device/device.js';
 import type { BackendName, Device } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
@@ -186,38 +186,19 @@ export interface PrivateServer {
 
 /** A redis-server of the bench's own on a free loopback port, without persistence. */
 export async function startPrivateServer(): Promise<PrivateServer> {
-  const port = await new Promise<number>((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const p = typeof a === 'object' && a !== null ? a.port : 0;
-      s.close(() => resolve(p));
-    });
-  });
+  const port = await freeLoopbackPort();
   const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: 'ignore',
   });
   const failed = new Promise<never>((_, reject) => {
     child.once('error', () => reject(new Error('bench remote: redis-server was not found (install it: apt-get install redis-server), or pass --url')));
   });
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const ok = await Promise.race([
-      failed,
-      new Promise<boolean>((resolve) => {
-        const socket = new Socket();
-        socket.once('connect', () => {
-          socket.destroy();
-          resolve(true);
-        });
-        socket.once('error', () => resolve(false));
-        socket.connect(port, '127.0.0.1');
-      }),
-    ]);
-    if (ok) break;
-    if (Date.now() > deadline) throw new Error(`bench remote: redis-server did not listen on port ${port}`);
-    await new Promise((r) => setTimeout(r, 25));
+  try {
+    await waitForLoopbackPort(port, 5000, failed);
+  } catch (error) {
+    child.kill('SIGKILL');
+    if (error instanceof Error && error.message.startsWith('nothing listened')) throw new Error(`bench remote: redis-server did not listen on port ${port}`);
+    throw error;
   }
   return {
     port,

@@ -1,11 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { OffloadingConnector } from '../connector/scheduler-connector.js';
-import type {
-  OffloadingManager,
-  OffloadingManagerStats,
-  PrepareStoreOutput,
-  StoreAdmission,
-} from '../offload/manager.js';
+import { ForwardingManager } from '../offload/forwarding-manager.js';
+import type { OffloadingManager, PrepareStoreOutput, StoreAdmission } from '../offload/manager.js';
 import type { OffloadGeometry, StorePolicy } from '../offload/policies/store-policy.js';
 import type { ExternalMatch, StepView } from '../scheduler/connector.js';
 import type { OffloadStepMetadata } from '../protocol/step-protocol.js';
@@ -82,52 +78,22 @@ class BlockIds {
  * holds what it stores, so the store policy advances and each computed block
  * is offered once).
  */
-class RecordingManager implements OffloadingManager {
+class RecordingManager extends ForwardingManager {
   constructor(
-    private readonly inner: OffloadingManager,
+    inner: OffloadingManager,
     private readonly servesHits: boolean,
     private readonly onOffer: (keys: readonly BlockHash[]) => void,
-  ) {}
+  ) {
+    super(inner);
+  }
 
-  lookup(keys: readonly BlockHash[]): number | null {
+  override lookup(keys: readonly BlockHash[]): number | null {
     return this.servesHits ? this.inner.lookup(keys) : 0;
   }
 
-  prepareLoad(keys: readonly BlockHash[]): number[] {
-    return this.inner.prepareLoad(keys);
-  }
-
-  touch(keys: readonly BlockHash[]): void {
-    this.inner.touch(keys);
-  }
-
-  completeLoad(keys: readonly BlockHash[]): void {
-    this.inner.completeLoad(keys);
-  }
-
-  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
+  override prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
     this.onOffer(keys);
     return this.inner.prepareStore(keys, admit);
-  }
-
-  completeStore(keys: readonly BlockHash[], success: boolean): void {
-    this.inner.completeStore(keys, success);
-  }
-
-  protect(owner: string, keys: readonly BlockHash[], front?: boolean): void {
-    this.inner.protect?.(owner, keys, front);
-  }
-
-  release(owner: string): void {
-    this.inner.release?.(owner);
-  }
-
-  reset(): void {
-    this.inner.reset();
-  }
-
-  stats(): OffloadingManagerStats {
-    return this.inner.stats();
   }
 }
 

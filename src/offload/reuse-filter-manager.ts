@@ -1,11 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ConfigError } from '../core/errors.js';
-import type {
-  OffloadingManager,
-  OffloadingManagerStats,
-  PrepareStoreOutput,
-  StoreAdmission,
-} from './manager.js';
+import { ForwardingManager } from './forwarding-manager.js';
+import type { OffloadingManager, PrepareStoreOutput, StoreAdmission } from './manager.js';
 
 export interface ReuseFilterOptions {
   /** A block is stored only once lookups have seen its key at least this many times (>= 1). */
@@ -25,16 +21,14 @@ export interface ReuseFilterOptions {
  * The tracker outlives `reset`: it records how requests reuse prefixes, which
  * losing the tier's contents does not change.
  */
-export class ReuseFilterManager implements OffloadingManager {
+export class ReuseFilterManager extends ForwardingManager {
   /** Sightings per key, least recently seen first. */
   private readonly sightings = new Map<BlockHash, number>();
   readonly threshold: number;
   readonly maxTrackerSize: number;
 
-  constructor(
-    private readonly backing: OffloadingManager,
-    options: ReuseFilterOptions,
-  ) {
+  constructor(backing: OffloadingManager, options: ReuseFilterOptions) {
+    super(backing);
     if (!Number.isSafeInteger(options.threshold) || options.threshold < 1) {
       throw new ConfigError(`reuse filter: threshold must be an integer >= 1, got ${String(options.threshold)}`);
     }
@@ -47,46 +41,14 @@ export class ReuseFilterManager implements OffloadingManager {
     this.maxTrackerSize = options.maxTrackerSize;
   }
 
-  lookup(keys: readonly BlockHash[]): number | null {
+  override lookup(keys: readonly BlockHash[]): number | null {
     for (const key of keys) this.countSighting(key);
-    return this.backing.lookup(keys);
+    return this.inner.lookup(keys);
   }
 
-  prepareLoad(keys: readonly BlockHash[]): number[] {
-    return this.backing.prepareLoad(keys);
-  }
-
-  touch(keys: readonly BlockHash[]): void {
-    this.backing.touch(keys);
-  }
-
-  completeLoad(keys: readonly BlockHash[]): void {
-    this.backing.completeLoad(keys);
-  }
-
-  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
+  override prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
     const reused: StoreAdmission = (key) => this.sightingsOf(key) >= this.threshold;
-    return this.backing.prepareStore(keys, admit === undefined ? reused : (key) => reused(key) && admit(key));
-  }
-
-  completeStore(keys: readonly BlockHash[], success: boolean): void {
-    this.backing.completeStore(keys, success);
-  }
-
-  protect(owner: string, keys: readonly BlockHash[], front?: boolean): void {
-    this.backing.protect?.(owner, keys, front);
-  }
-
-  release(owner: string): void {
-    this.backing.release?.(owner);
-  }
-
-  reset(): void {
-    this.backing.reset();
-  }
-
-  stats(): OffloadingManagerStats {
-    return this.backing.stats();
+    return this.inner.prepareStore(keys, admit === undefined ? reused : (key) => reused(key) && admit(key));
   }
 
   /** How many times lookups have seen `key` since it entered the tracker (0 if untracked). */

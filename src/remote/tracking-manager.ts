@@ -1,5 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
-import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../offload/manager.js';
+import { ForwardingManager } from '../offload/forwarding-manager.js';
+import type { PrepareStoreOutput, StoreAdmission } from '../offload/manager.js';
 
 /** What the remote tier needs to hear from the CPU tier's manager. */
 export interface CpuTierObserver {
@@ -15,34 +16,16 @@ export interface CpuTierObserver {
  * the remote tier writes a block through after its store, or back when it is
  * evicted, by its CPU block id.
  */
-export class CpuTierTrackingManager implements OffloadingManager {
+export class CpuTierTrackingManager extends ForwardingManager {
   /** CPU block id of every block being stored or ready. */
   private readonly cpuIds = new Map<BlockHash, number>();
   private observer: CpuTierObserver | null = null;
-
-  constructor(private readonly inner: OffloadingManager) {}
 
   observe(observer: CpuTierObserver): void {
     this.observer = observer;
   }
 
-  lookup(keys: readonly BlockHash[]): number | null {
-    return this.inner.lookup(keys);
-  }
-
-  prepareLoad(keys: readonly BlockHash[]): number[] {
-    return this.inner.prepareLoad(keys);
-  }
-
-  touch(keys: readonly BlockHash[]): void {
-    this.inner.touch(keys);
-  }
-
-  completeLoad(keys: readonly BlockHash[]): void {
-    this.inner.completeLoad(keys);
-  }
-
-  prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
+  override prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
     const out = this.inner.prepareStore(keys, admit);
     if (out === null) return null;
     if (out.evictedKeys.length > 0) {
@@ -57,7 +40,7 @@ export class CpuTierTrackingManager implements OffloadingManager {
     return out;
   }
 
-  completeStore(keys: readonly BlockHash[], success: boolean): void {
+  override completeStore(keys: readonly BlockHash[], success: boolean): void {
     this.inner.completeStore(keys, success);
     if (!success) {
       for (const key of keys) this.cpuIds.delete(key);
@@ -74,12 +57,9 @@ export class CpuTierTrackingManager implements OffloadingManager {
     if (stored.length > 0) this.observer?.blocksStored(stored, ids);
   }
 
-  reset(): void {
+  override reset(): void {
     this.inner.reset();
     this.cpuIds.clear();
   }
 
-  stats(): OffloadingManagerStats {
-    return this.inner.stats();
-  }
 }

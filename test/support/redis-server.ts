@@ -1,8 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freeLoopbackPort, waitForLoopbackPort } from '../../src/core/loopback-port.js';
 
 /**
  * Real redis-server processes for the remote tier tests: each on a free
@@ -31,17 +31,7 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export const freePort = freeLoopbackPort;
 
 export interface RedisServerOptions {
   /** e.g. '2mb': the server evicts keys (allkeys-lru) past it. */
@@ -61,7 +51,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   if (options.password) args.push('--requirepass', options.password);
   if (options.clusterNode) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'));
   const child: ChildProcess = spawn(REDIS_SERVER, args, { stdio: 'ignore' });
-  await waitForPort(port, 5000);
+  await waitForLoopbackPort(port, 5000);
   const auth = options.password ? ['-a', options.password, '--no-auth-warning'] : [];
   return {
     port,
@@ -111,20 +101,3 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   };
 }
 
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = new Socket();
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-      socket.connect(port, '127.0.0.1');
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`redis-server did not listen on port ${port} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
