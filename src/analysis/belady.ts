@@ -70,43 +70,79 @@ export function simulateBelady(accesses: OffloadBlockAccesses, capacityBlocks: n
   if (capacityBlocks >= accesses.uniqueBlocks) return simulateUnboundedCache(accesses);
   const { blocks, starts, depth } = accesses;
   const next = nextUses(accesses);
-  // Eviction priority: next use first, depth second, packed into one number (both < 2^31, product < 2^53).
-  const depthSpan = 2 ** 21;
-  const priority = (t: number) => next[t] * depthSpan + Math.min(depth[blocks[t]], depthSpan - 1);
-  const heap = new MaxHeap(blocks.length);
-  const resident = new Uint8Array(accesses.uniqueBlocks);
-  // Priority of each resident block's latest access: older heap entries for it are stale.
-  const currentPriority = new Float64Array(accesses.uniqueBlocks);
-  let size = 0;
+  const cache = new MinResidency(accesses.uniqueBlocks, blocks.length);
   let hitBlocks = 0;
   let hitTokens = 0;
   for (let i = 0; i + 1 < starts.length; i++) {
     let t = starts[i];
-    while (t < starts[i + 1] && resident[blocks[t]] === 1) t++;
+    while (t < starts[i + 1] && cache.has(blocks[t])) t++;
     hitBlocks += t - starts[i];
     hitTokens += hitTokensOf(accesses, i, t - starts[i]);
-    for (let u = starts[i]; u < starts[i + 1]; u++) {
-      const block = blocks[u];
-      if (resident[block] === 0) {
-        resident[block] = 1;
-        size++;
-      }
-      currentPriority[block] = priority(u);
-      heap.push(currentPriority[block], block);
-    }
-    while (size > capacityBlocks) {
-      const block = heap.popBlock();
-      if (resident[block] === 1 && heap.lastKey === currentPriority[block]) {
-        resident[block] = 0;
-        size--;
-      }
-    }
+    for (let u = starts[i]; u < starts[i + 1]; u++) cache.put(blocks[u], minPriority(next[u], depth[blocks[u]]));
+    cache.evictDownTo(capacityBlocks);
   }
   return { hitBlocks, hitTokens };
 }
 
+/** Priority packing: depth takes the low 21 bits (next use and depth are both < 2^31, the product < 2^53). */
+const DEPTH_SPAN = 2 ** 21;
+
+/**
+ * MIN's eviction priority of a block (larger leaves first): its next use
+ * first, then its depth, since a prefix hit needs the shallow blocks.
+ */
+export function minPriority(nextUse: number, depth: number): number {
+  return nextUse * DEPTH_SPAN + Math.min(depth, DEPTH_SPAN - 1);
+}
+
+/**
+ * The resident blocks of a MIN cache: each block's latest eviction priority
+ * in a max-heap, whose older entries for the block are stale and skipped
+ * when they come up.
+ */
+export class MinResidency {
+  private readonly resident: Uint8Array;
+  /** Priority of each resident block's latest entry. */
+  private readonly currentPriority: Float64Array;
+  private readonly heap: MaxHeap;
+  private size = 0;
+
+  /** `maxEntries`: how many times put() may be called in all. */
+  constructor(uniqueBlocks: number, maxEntries: number) {
+    this.resident = new Uint8Array(uniqueBlocks);
+    this.currentPriority = new Float64Array(uniqueBlocks);
+    this.heap = new MaxHeap(maxEntries);
+  }
+
+  has(block: number): boolean {
+    return this.resident[block] === 1;
+  }
+
+  /** Makes `block` resident, or keeps it so, with eviction priority `priority`. */
+  put(block: number, priority: number): void {
+    if (this.resident[block] === 0) {
+      this.resident[block] = 1;
+      this.size++;
+    }
+    this.currentPriority[block] = priority;
+    this.heap.push(priority, block);
+  }
+
+  /** Evicts the highest-priority blocks until at most `capacityBlocks` are resident. */
+  evictDownTo(capacityBlocks: number): void {
+    const { heap, resident, currentPriority } = this;
+    while (this.size > capacityBlocks) {
+      const block = heap.popBlock();
+      if (resident[block] === 1 && heap.lastKey === currentPriority[block]) {
+        resident[block] = 0;
+        this.size--;
+      }
+    }
+  }
+}
+
 /** A max-heap of (key, block) pairs in typed arrays; stale entries are skipped by the caller. */
-export class MaxHeap {
+class MaxHeap {
   private readonly keys: Float64Array;
   private readonly values: Int32Array;
   private length = 0;

@@ -1,4 +1,4 @@
-import { MaxHeap, type PrefixHitResult } from '../analysis/belady.js';
+import { MinResidency, minPriority, type PrefixHitResult } from '../analysis/belady.js';
 import type { TierStream } from './tier-stream.js';
 
 /**
@@ -29,20 +29,11 @@ export function simulateTierStreamBelady(stream: TierStream, capacityBlocks: num
   }
 
   const depth = new Int32Array(uniqueBlocks);
-  const depthSpan = 2 ** 21;
-  const resident = new Uint8Array(uniqueBlocks);
-  // Priority of each resident block's latest entry: older heap entries for it are stale.
-  const currentPriority = new Float64Array(uniqueBlocks);
-  let heapSize = 0;
-  for (const event of events) heapSize += event.blocks.length;
-  const heap = new MaxHeap(heapSize);
-  let size = 0;
+  let puts = 0;
+  for (const event of events) puts += event.blocks.length;
+  const cache = new MinResidency(uniqueBlocks, puts);
   let hitBlocks = 0;
   let hitTokens = 0;
-  const prioritize = (block: number, next: number) => {
-    currentPriority[block] = next * depthSpan + Math.min(depth[block], depthSpan - 1);
-    heap.push(currentPriority[block], block);
-  };
 
   for (let e = 0; e < events.length; e++) {
     const event = events[e];
@@ -51,28 +42,16 @@ export function simulateTierStreamBelady(stream: TierStream, capacityBlocks: num
     if (event.kind === 'lookup') {
       for (let j = 0; j < blocks.length; j++) depth[blocks[j]] = event.firstDepth + j;
       let h = 0;
-      while (h < blocks.length && resident[blocks[h]] === 1) h++;
+      while (h < blocks.length && cache.has(blocks[h])) h++;
       if (h > 0) {
         hitBlocks += h;
         hitTokens += h * blockTokens - event.coveredTokens;
       }
-      for (let j = 0; j < blocks.length; j++) if (resident[blocks[j]] === 1) prioritize(blocks[j], next[j]);
+      for (let j = 0; j < blocks.length; j++) if (cache.has(blocks[j])) cache.put(blocks[j], minPriority(next[j], depth[blocks[j]]));
       continue;
     }
-    for (let j = 0; j < blocks.length; j++) {
-      const block = blocks[j];
-      if (resident[block] === 1) continue;
-      resident[block] = 1;
-      size++;
-      prioritize(block, next[j]);
-    }
-    while (size > capacityBlocks) {
-      const block = heap.popBlock();
-      if (resident[block] === 1 && heap.lastKey === currentPriority[block]) {
-        resident[block] = 0;
-        size--;
-      }
-    }
+    for (let j = 0; j < blocks.length; j++) if (!cache.has(blocks[j])) cache.put(blocks[j], minPriority(next[j], depth[blocks[j]]));
+    cache.evictDownTo(capacityBlocks);
   }
   return { hitBlocks, hitTokens };
 }
