@@ -46,16 +46,14 @@ function sameKeys(actual: readonly BlockHash[], expected: ReadonlySet<BlockHash>
   expect(actual).toHaveLength(expected.size);
 }
 
+/** A manager that stores every absent key it is offered, checked by `checkPolicy`. */
+function storingSubject(manager: OffloadingManager, checkPolicy: Subject['checkPolicy'], protectsQueued = false): Subject {
+  return { manager, probe: manager, admits: () => true, noteLookup: () => {}, checkPolicy, protectsQueued };
+}
+
 function lruSubject(protectQueued = false): Subject {
   const manager = new LruOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
-  return {
-    manager,
-    probe: manager,
-    admits: () => true,
-    noteLookup: () => {},
-    checkPolicy: (held) => sameKeys(manager.keysOldestFirst(), held),
-    protectsQueued: protectQueued,
-  };
+  return storingSubject(manager, (held) => sameKeys(manager.keysOldestFirst(), held), protectQueued);
 }
 
 function checkArc(manager: ArcOffloadingManager, held: ReadonlySet<BlockHash>): void {
@@ -71,13 +69,7 @@ function checkArc(manager: ArcOffloadingManager, held: ReadonlySet<BlockHash>): 
 
 function arcSubject(): Subject {
   const manager = new ArcOffloadingManager({ capacityBlocks: CAPACITY });
-  return {
-    manager,
-    probe: manager,
-    admits: () => true,
-    noteLookup: () => {},
-    checkPolicy: (held) => checkArc(manager, held),
-  };
+  return storingSubject(manager, (held) => checkArc(manager, held));
 }
 
 function reuseFilterSubject(): Subject {
@@ -98,36 +90,27 @@ function reuseFilterSubject(): Subject {
 
 function hitDensitySubject(): Subject {
   const manager = new HitDensityOffloadingManager({ capacityBlocks: CAPACITY });
-  return {
-    manager,
-    probe: manager,
-    admits: () => true,
-    noteLookup: () => {},
-    checkPolicy: (held) => {
-      const state = manager.hitDensityState();
-      sameKeys(state.keys, held);
-      // One assertion each: this check runs after every random call.
-      expect(state.orphans.filter((orphan) => !held.has(orphan))).toEqual([]);
-      expect(Math.min(...state.densities)).toBeGreaterThanOrEqual(0);
-    },
-  };
+  return storingSubject(manager, (held) => {
+    const state = manager.hitDensityState();
+    sameKeys(state.keys, held);
+    // One assertion each: this check runs after every random call.
+    expect(state.orphans.filter((orphan) => !held.has(orphan))).toEqual([]);
+    expect(Math.min(...state.densities)).toBeGreaterThanOrEqual(0);
+  });
 }
 
 function s3FifoSubject(protectQueued = false): Subject {
   const manager = new S3FifoOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
-  return {
+  return storingSubject(
     manager,
-    probe: manager,
-    admits: () => true,
-    noteLookup: () => {},
-    checkPolicy: (held) => {
+    (held) => {
       const state = manager.s3FifoState();
       sameKeys([...state.small, ...state.main], held);
       expect(state.ghosts.length).toBeLessThanOrEqual(4 * CAPACITY);
       for (const ghost of state.ghosts) expect(held.has(ghost)).toBe(false);
     },
-    protectsQueued: protectQueued,
-  };
+    protectQueued,
+  );
 }
 
 class Scenario {
