@@ -191,14 +191,13 @@ export async function startPrivateServer(): Promise<PrivateServer> {
     stdio: 'ignore',
   });
   const failed = new Promise<never>((_, reject) => {
-    child.once('error', () => reject(new Error('bench remote: redis-server was not found (install it: apt-get install redis-server), or pass --url')));
+    child.once('error', () => reject(new Error('redis-server was not found (install it: apt-get install redis-server), or pass --url')));
   });
   try {
-    await waitForLoopbackPort(port, 5000, failed);
+    await waitForLoopbackPort(port, 5000, 'redis-server', failed);
   } catch (error) {
     child.kill('SIGKILL');
-    if (error instanceof Error && error.message.startsWith('nothing listened')) throw new Error(`bench remote: redis-server did not listen on port ${port}`);
-    throw error;
+    throw new Error(`bench remote: ${error instanceof Error ? error.message : String(error)}`);
   }
   return {
     port,

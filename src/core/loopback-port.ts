@@ -33,16 +33,16 @@ export function acceptsConnections(port: number): Promise<boolean> {
 }
 
 /**
- * Resolves once 127.0.0.1:`port` accepts connections; rejects when `timeoutMs`
- * pass first, or as soon as `gaveUp` (e.g. the server process failing to
- * start) rejects.
+ * Resolves once 127.0.0.1:`port` accepts connections; rejects, naming
+ * `server`, when `timeoutMs` pass first, or as soon as `gaveUp` (e.g. the
+ * server process failing to start) rejects.
  */
-export async function waitForLoopbackPort(port: number, timeoutMs: number, gaveUp?: Promise<never>): Promise<void> {
+export async function waitForLoopbackPort(port: number, timeoutMs: number, server: string, gaveUp?: Promise<never>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ok = gaveUp === undefined ? await acceptsConnections(port) : await Promise.race([gaveUp, acceptsConnections(port)]);
     if (ok) return;
-    if (Date.now() > deadline) throw new Error(`nothing listened on port ${port} within ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`${server} did not listen on port ${port} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }

@@ -4,7 +4,7 @@ import { RemoteTierStats } from '../../src/remote/remote-stats.js';
 import type { EngineMetrics } from '../../src/runtime/engine-types.js';
 import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
 import { kvtier } from '../cli-e2e/cli.js';
-import { freePort } from '../support/redis-server.js';
+import { freeLoopbackPort } from '../../src/core/loopback-port.js';
 
 describe('the remote tier on the command line', () => {
   it('passes --remote, --remote-policy, --remote-timeout-ms and --remote-namespace to the engine as config keys', () => {
@@ -24,7 +24,7 @@ describe('the remote tier on the command line', () => {
   });
 
   it('exits 2 with one line naming the masked URL when the server is unreachable at start', async () => {
-    const port = await freePort();
+    const port = await freeLoopbackPort();
     const result = await kvtier(['run', '--remote', `redis://alice:s3cret@127.0.0.1:${port}`, '--requests', '2', '--rounds', '1']);
     expect(result.code).toBe(2);
     const lines = result.stderr.trim().split('\n');

@@ -5,7 +5,8 @@ import { chainSeed, extendChain, manifestKey, remoteNamespace, shardKey, type Re
 import { probeRemote, reconnectDelayMs, RemoteOperationError, RemoteStore } from '../../src/remote/remote-store.js';
 import { maskRemoteUrl, parseRemoteUrl } from '../../src/remote/remote-url.js';
 import { decodeShard, encodeManifest, encodeShard } from '../../src/remote/value-format.js';
-import { freePort, haveRedis, noteRedisSkip, startRedis, startRedisCluster, type RedisServer } from '../support/redis-server.js';
+import { freeLoopbackPort } from '../../src/core/loopback-port.js';
+import { haveRedis, noteRedisSkip, startRedis, startRedisCluster, type RedisServer } from '../support/redis-server.js';
 
 const base: RemoteNamespaceInput = {
   namespace: 'tiny',
@@ -153,7 +154,7 @@ describe.skipIf(!haveRedis)('the remote store against a real redis-server', () =
   });
 
   it('reports an unreachable server with the URL, password masked', async () => {
-    const port = await freePort();
+    const port = await freeLoopbackPort();
     const error = await probeRemote(parseRemoteUrl(`redis://default:hunter2@127.0.0.1:${port}`), 300).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RemoteUnavailableError);
     expect((error as Error).message).toContain(`redis://default:***@127.0.0.1:${port}`);

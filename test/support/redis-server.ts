@@ -31,8 +31,6 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-export const freePort = freeLoopbackPort;
-
 export interface RedisServerOptions {
   /** e.g. '2mb': the server evicts keys (allkeys-lru) past it. */
   readonly maxmemory?: string;
@@ -44,14 +42,14 @@ export interface RedisServerOptions {
 }
 
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await freeLoopbackPort());
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-redis-'));
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
   if (options.maxmemory) args.push('--maxmemory', options.maxmemory, '--maxmemory-policy', 'allkeys-lru');
   if (options.password) args.push('--requirepass', options.password);
   if (options.clusterNode) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'));
   const child: ChildProcess = spawn(REDIS_SERVER, args, { stdio: 'ignore' });
-  await waitForLoopbackPort(port, 5000);
+  await waitForLoopbackPort(port, 5000, 'redis-server');
   const auth = options.password ? ['-a', options.password, '--no-auth-warning'] : [];
   return {
     port,
