@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
 import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
+import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
@@ -28,8 +29,8 @@ export function createRunCommand(): Command {
     .option('--store-policy <policy>', `on-compute | on-evict | reuse:K (default ${RUN_DEFAULTS.storePolicy})`)
     .option('--no-offload', 'run without the CPU tier')
     .option('--remote <url>', 'a shared remote tier behind the CPU tier: redis://[user:pass@]host:port or rediss://... (Redis/Valkey server or cluster)')
-    .option('--remote-policy <policy>', 'remote writes: write-through (after each CPU-tier store) | write-back (when the CPU tier evicts) (default write-through)')
-    .option('--remote-timeout-ms <ms>', 'bound on every remote command; a slower lookup is a miss (default 250)')
+    .option('--remote-policy <policy>', `remote writes: write-through (after each CPU-tier store) | write-back (when the CPU tier evicts) (default ${ENGINE_DEFAULTS.remotePolicy})`)
+    .option('--remote-timeout-ms <ms>', `bound on every remote command; a slower lookup is a miss (default ${ENGINE_DEFAULTS.remoteTimeoutMs})`)
     .option('--remote-namespace <name>', 'name engines sharing the remote tier agree on (default: the model name)')
     .option('--workload <kind>', 'multiturn | trace (default multiturn; trace when --trace is given)')
     .option('--requests <n>', `multiturn: requests in all (default ${MULTITURN_DEFAULTS.requests})`)
