@@ -117,6 +117,14 @@ function positiveIntFlag(flag: string, text: string | undefined, fallback: numbe
   return flagValue(flag, text, positiveInt(), fallback);
 }
 
+/** A flag's number > 0 (not only integers), or `fallback` when it is absent. */
+function positiveNumberFlag(flag: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value <= 0) throw flagError(flag, text, 'expected a number > 0');
+  return value;
+}
+
 function listOf(flag: string, text: string): string[] {
   const items = text.split(',').map((item) => item.trim());
   if (items.some((item) => item === '')) throw flagError(flag, text, 'expected a comma-separated list with no empty items');
@@ -180,16 +188,8 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
   if (!engine && flags.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
   if (!engine && flags.tp !== undefined) throw new UsageError('--tp only applies with --engine');
   if (engine && flags.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
-  let traceMsPerStep: number = DEFAULT_TRACE_MS_PER_STEP;
-  if (flags.stepMs !== undefined) {
-    traceMsPerStep = Number(flags.stepMs);
-    if (flags.stepMs.trim() === '' || !Number.isFinite(traceMsPerStep) || traceMsPerStep <= 0) throw flagError('--step-ms', flags.stepMs, 'expected a number > 0');
-  }
-  let speedup: number = SWEEP_DEFAULTS.speedup;
-  if (flags.speedup !== undefined) {
-    speedup = Number(flags.speedup);
-    if (flags.speedup.trim() === '' || !Number.isFinite(speedup) || speedup <= 0) throw flagError('--speedup', flags.speedup, 'expected a number > 0');
-  }
+  const traceMsPerStep = positiveNumberFlag('--step-ms', flags.stepMs, DEFAULT_TRACE_MS_PER_STEP);
+  const speedup = positiveNumberFlag('--speedup', flags.speedup, SWEEP_DEFAULTS.speedup);
   return {
     trace: flags.trace,
     cpuBlocks: capacities(flags, blockSize, offloadFactor),
