@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
+import { AllocationProbe, median } from './allocation-probe.js';
 import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges } from '../metrics/gauges.js';
 import type { OffloadingManagerStats } from '../offload/manager.js';
@@ -53,6 +54,8 @@ export interface SchedulerBenchOptions {
   readonly scrapeEverySteps?: number;
   /** The CPU tier's stats, for the registry's gauges (the connector's manager). */
   readonly cpuTierStats?: () => OffloadingManagerStats | null;
+  /** Untimed steps after the timed ones whose heap allocation is read (allocBytesPerRequestStep). Default 64. */
+  readonly allocationProbeSteps?: number;
 }
 
 type ResolvedBenchOptions = Required<
@@ -91,6 +94,13 @@ export interface SchedulerBenchRow {
    */
   readonly monitoringUsPerStep: number | null;
   readonly monitoringShare: number | null;
+  /**
+   * Heap bytes that schedule() + updateFromOutput() allocate per running
+   * request in a decode step that completes no block (the median over the
+   * untimed probe steps after the timed ones, steps with a garbage
+   * collection left out); null when no probed step qualified.
+   */
+  readonly allocBytesPerRequestStep: number | null;
 }
 
 /** Token stream of request `index`: distinct prompts, so there are no prefix hits to skew the figure. */
@@ -271,7 +281,7 @@ class ModeTimings {
 async function measure(n: number, options: ResolvedBenchOptions, withMetrics: boolean): Promise<SchedulerBenchRow[]> {
   const { steps, warmupSteps, promptTokens, blockSize, vocabSize } = options;
   const timedSteps = withMetrics ? 2 * steps : steps;
-  const maxTokens = warmupSteps + timedSteps + 8;
+  const maxTokens = warmupSteps + timedSteps + options.allocationProbeSteps + 8;
   const maxModelLen = promptTokens + maxTokens;
   const blocksPerRequest = Math.ceil(maxModelLen / blockSize);
   const config = parseSchedulerConfig({
@@ -358,6 +368,7 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
   }
   const cpu = process.cpuUsage(cpuMark);
   previous.cpuUs += cpu.user + cpu.system;
+  const allocBytesPerRequestStep = probeAllocation(scheduler, workers, options.allocationProbeSteps, blockSize, n);
   if (scheduler.stats().running !== n) throw new Error('bench: a request stopped running during the timed steps');
   if (monitoring !== null && monitoring.monitor.stepTime.count !== 1 + warmupSteps + modes[1].steps) {
     throw new Error('bench: the monitor missed steps');
@@ -381,6 +392,7 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
       metricsOverhead: null,
       monitoringUsPerStep: metrics && monitoring !== null ? (monitoring.ownMs * 1000) / mode.steps : null,
       monitoringShare: null,
+      allocBytesPerRequestStep,
     };
   };
   if (!withMetrics) return [row(modes[0], false)];
@@ -394,6 +406,32 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
       monitoringShare: (on.monitoringUsPerStep as number) / off.usPerStep,
     },
   ];
+}
+
+/**
+ * Heap bytes per request that the scheduler's two calls allocate in the
+ * probed steps that complete no block (see SchedulerBenchRow); the stand-in
+ * workers' own allocation is outside the measured calls.
+ */
+function probeAllocation(scheduler: Scheduler, workers: TrivialWorkers, steps: number, blockSize: number, n: number): number | null {
+  if (steps === 0) return null;
+  const probe = new AllocationProbe();
+  const quiet: number[] = [];
+  for (let i = 0; i < steps; i++) {
+    let so: SchedulerOutput | null = null;
+    const scheduled = probe.measure(() => {
+      so = scheduler.schedule();
+    });
+    const step = so as unknown as SchedulerOutput;
+    const output = workers.run(step);
+    const updated = probe.measure(() => {
+      scheduler.updateFromOutput(step, output);
+    });
+    if (scheduled === null || updated === null) continue;
+    if (step.requests.some((r) => (r.startPosition + r.tokens.length) % blockSize === 0)) continue;
+    quiet.push((scheduled + updated) / n);
+  }
+  return median(quiet);
 }
 
 function medianBy(runs: SchedulerBenchRow[][], key: (pair: SchedulerBenchRow[]) => number): SchedulerBenchRow[] {
@@ -416,6 +454,7 @@ export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Pr
     withMetrics: options.withMetrics ?? false,
     scrapeEverySteps: options.scrapeEverySteps ?? 1000,
     cpuTierStats: options.cpuTierStats,
+    allocationProbeSteps: options.allocationProbeSteps ?? 64,
   };
   const counts: Array<[string, number, number]> = [
     ['steps', resolved.steps, 1],
@@ -425,6 +464,7 @@ export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Pr
     ['blockSize', resolved.blockSize, 1],
     ['vocabSize', resolved.vocabSize, 2],
     ['scrapeEverySteps', resolved.scrapeEverySteps, 1],
+    ['allocationProbeSteps', resolved.allocationProbeSteps, 0],
   ];
   for (const [name, value, min] of counts) {
     if (!Number.isInteger(value) || value < min) {

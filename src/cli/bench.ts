@@ -98,6 +98,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     'usPerStep: CPU microseconds (user + system, the whole process: GC and JIT threads included) of Scheduler.schedule() + updateFromOutput() per decode step, with that many running requests; no model work is timed. With offload on, the connector (store-on-compute, --eviction lru by default) runs inside both calls.',
     'Each row is the median (by usPerStep) of --repeats measurements on fresh schedulers, after one untimed run that warms up the JIT.',
     'Every request decodes in lockstep, so all of them complete a block (hash, prefix-cache insert, one store job each) in the same step once every blockSize steps: p99WallUs is that step.',
+    'allocBPerReq: heap bytes that schedule() + updateFromOutput() allocate per request in a decode step that completes no block, read from V8\'s heap statistics around each call over 64 untimed steps after the timed ones (median; steps with a garbage collection left out).',
     'metrics on (--with-metrics): the engine monitor observes the scheduler and every step as Engine.step() does, and a Prometheus registry over it is scraped every --scrape-every steps with metrics (its CPU time counts). On one scheduler the timed steps alternate blocks of 2 x blockSize steps without and with the metrics (--steps of each), so a busy machine slows both alike; metricsOverhead = usPerStep(on) / usPerStep(off) - 1, and the row is the median run by it. monitoringUs: wall microseconds per step inside the monitoring calls themselves (hooks and scrapes); monitoringShare = monitoringUs / usPerStep(off).',
   ],
   columns: [
@@ -112,6 +113,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     { header: 'metricsOverhead', cell: (r) => (r.metricsOverhead === null ? '-' : `${(100 * r.metricsOverhead).toFixed(1)}%`) },
     { header: 'monitoringUs', cell: (r) => (r.monitoringUsPerStep === null ? '-' : fixed(1)(r.monitoringUsPerStep)) },
     { header: 'monitoringShare', cell: (r) => (r.monitoringShare === null ? '-' : `${(100 * r.monitoringShare).toFixed(1)}%`) },
+    { header: 'allocBPerReq', cell: (r) => (r.allocBytesPerRequestStep === null ? '-' : fixed(1)(r.allocBytesPerRequestStep)) },
   ],
   async run(_backend, options) {
     const runningRequests = options.intList('running', [256, 1024, 4096]);

@@ -1,7 +1,7 @@
 import { extendBlockHashes, type BlockHash } from '../core/block-hash.js';
 import { RequestError } from '../core/errors.js';
 import type { BlockTable } from './kv-cache-manager.js';
-import type { StepRequestView } from './step-records.js';
+import type { SampledTokenUpdate, StepRequest, StepRequestView } from './step-records.js';
 
 /**
  * One generation request as the scheduler tracks it: its tokens, its progress
@@ -101,6 +101,9 @@ export class Request {
   knownToWorkersOf: object | null = null;
   /** The connector's view of this request in the step being built, refilled every step (see StepRequestView). */
   connectorView: StepRequestView | null = null;
+  /** Its part of the latest step that scheduled it and its latest sampled-token update, refilled in place (see step-records.ts). */
+  stepRecord: StepRequest | null = null;
+  tokenUpdate: SampledTokenUpdate | null = null;
 
   /** Prompt and prompt + output token counts, kept as fields so the hot path reads the request alone, not its arrays. */
   private readonly promptLength: number;

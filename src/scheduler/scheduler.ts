@@ -12,7 +12,7 @@ import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits }
 import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
-import { presized, SampledTokenUpdate, singleToken, StepRequest, StepRequestView } from './step-records.js';
+import { SampledTokenUpdate, singleToken, StepRequest, StepRequestView } from './step-records.js';
 
 /**
  * Decides each engine step (docs/architecture.md, "One engine step"), following vLLM v1:
@@ -94,12 +94,16 @@ export class Scheduler {
   /** The requests of the last step scheduled, in batch order (saves lookups when its output arrives). */
   private lastStep: { readonly step: number; readonly scheduled: readonly Request[] } | null = null;
   /**
-   * The arrays behind the step's `scheduled` requests and connector views, refilled every step: the
-   * first is read only until the next step is scheduled (through `lastStep`, which names its step), the
-   * second only while the connector builds the step's metadata.
+   * The arrays behind a step, refilled by every step so that a decode step allocates none per request
+   * (docs/architecture.md, "One engine step"): the step's records (`SchedulerOutput.requests`, valid until
+   * the next schedule()), the requests behind them (read until the next step is scheduled, through
+   * `lastStep`, which names its step), the connector's views (read only while the connector builds the
+   * step's metadata), and the updates updateFromOutput() returns (valid until its next call).
    */
+  private readonly stepRequests: ScheduledRequest[] = [];
   private readonly stepScheduled: Request[] = [];
   private readonly stepViews: StepRequestView[] = [];
+  private readonly stepUpdates: RequestUpdate[] = [];
   private readonly loadWaits = new LoadWaits();
   /** In-flight asynchronous loads issued for a request: request id -> job id, and back. */
   private readonly ownLoadByRequest = new Map<string, number>();
@@ -198,11 +202,8 @@ export class Scheduler {
 
   schedule(): SchedulerOutput {
     const step = this.stepCount++;
-    // Sized for every request that might run (no step schedules more than maxNumSeqs), so the arrays
-    // are not regrown entry by entry while a large batch is built.
-    const capacity = Math.min(this.running.length + this.waiting.length, this.config.maxNumSeqs);
     const draft: StepDraft = {
-      requests: presized(capacity),
+      requests: this.stepRequests,
       scheduled: this.stepScheduled,
       views: this.connector === null ? null : this.stepViews,
       count: 0,
@@ -430,14 +431,13 @@ export class Scheduler {
     request.firstScheduledTime ??= now;
     request.numComputedTokens = end;
     const k = draft.count++;
-    draft.requests[k] = new StepRequest(
-        request.id,
-        fresh ? this.kvCacheManager.getBlockIds(request) : null,
-        fresh ? NO_IDS : newBlockIds,
-        start,
-        numTokens === 1 ? singleToken(request.tokenAt(start)) : request.tokensBetween(start, end),
-        end === request.numTokens,
-        request.seed,
+    draft.requests[k] = StepRequest.of(
+      request,
+      fresh ? this.kvCacheManager.getBlockIds(request) : null,
+      fresh ? NO_IDS : newBlockIds,
+      start,
+      numTokens === 1 ? singleToken(request.tokenAt(start)) : request.tokensBetween(start, end),
+      end === request.numTokens,
     );
     draft.scheduled[k] = request;
     if (draft.views !== null) {
@@ -500,8 +500,8 @@ export class Scheduler {
     let runningFinished = false;
     const now = this.now();
     const batch = schedulerOutput.requests;
-    // At most one update per scheduled request: sized for the batch, filled by index and cut to length.
-    const updates: RequestUpdate[] = presized(batch.length);
+    // At most one update per scheduled request: filled by index and cut to length.
+    const updates = this.stepUpdates;
     let numUpdates = 0;
     const known = this.lastStep !== null && this.lastStep.step === schedulerOutput.step ? this.lastStep.scheduled : null;
     for (let k = 0; k < batch.length; k++) {
@@ -522,7 +522,7 @@ export class Scheduler {
       if (request.stopToken !== null && token === request.stopToken) status = 'finishedStopped';
       else if (request.numTokens - request.numPromptTokens >= request.maxTokens) status = 'finishedLength';
       if (status === null) {
-        updates[numUpdates++] = new SampledTokenUpdate(request.id, token);
+        updates[numUpdates++] = SampledTokenUpdate.of(request, token);
       } else {
         if (request.status === 'running') runningFinished = true;
         this.finish(request, status);

@@ -13,17 +13,44 @@ import type { Request } from './request.js';
  * They are plain data (own fields only) and cross threads like literals do.
  */
 
-/** One request's part of a step, as the workers get it. */
+/**
+ * One request's part of a step, as the workers get it. Each request keeps
+ * one (`Request.stepRecord`) and every step that schedules it refills it in
+ * place, so a decode step allocates no record per request: a step's records
+ * are valid until the next schedule() (docs/architecture.md, "One engine
+ * step"); the engine's ranks get a structured clone of them.
+ */
 export class StepRequest implements ScheduledRequest {
   constructor(
-    readonly reqId: string,
-    readonly blockIds: readonly number[] | null,
-    readonly newBlockIds: readonly number[],
-    readonly startPosition: number,
-    readonly tokens: readonly number[],
-    readonly sample: boolean,
-    readonly seed: number,
+    public reqId: string,
+    public blockIds: readonly number[] | null,
+    public newBlockIds: readonly number[],
+    public startPosition: number,
+    public tokens: readonly number[],
+    public sample: boolean,
+    public seed: number,
   ) {}
+
+  /** The request's record for this step: its own record, refilled, or a new one the first time. */
+  static of(
+    request: Request,
+    blockIds: readonly number[] | null,
+    newBlockIds: readonly number[],
+    startPosition: number,
+    tokens: readonly number[],
+    sample: boolean,
+  ): StepRequest {
+    const record = request.stepRecord;
+    if (record === null) {
+      return (request.stepRecord = new StepRequest(request.id, blockIds, newBlockIds, startPosition, tokens, sample, request.seed));
+    }
+    record.blockIds = blockIds;
+    record.newBlockIds = newBlockIds;
+    record.startPosition = startPosition;
+    record.tokens = tokens;
+    record.sample = sample;
+    return record;
+  }
 }
 
 /**
@@ -50,15 +77,27 @@ export class StepRequestView implements ScheduledRequestView {
   }
 }
 
-/** A token sampled for a request that keeps running. */
+/**
+ * A token sampled for a request that keeps running. Each request keeps one
+ * (`Request.tokenUpdate`), refilled by every step that samples it: an
+ * update is valid until the next updateFromOutput().
+ */
 export class SampledTokenUpdate {
-  readonly newTokenIds: readonly number[];
+  newTokenIds: readonly number[];
 
   constructor(
     readonly reqId: string,
     token: number,
   ) {
     this.newTokenIds = singleToken(token);
+  }
+
+  /** The request's update for this step: its own, refilled, or a new one the first time. */
+  static of(request: Request, token: number): SampledTokenUpdate {
+    const update = request.tokenUpdate;
+    if (update === null) return (request.tokenUpdate = new SampledTokenUpdate(request.id, token));
+    update.newTokenIds = singleToken(token);
+    return update;
   }
 }
 
@@ -87,12 +126,4 @@ export function singleToken(token: number): readonly number[] {
     shared[token] = ids;
   }
   return ids;
-}
-
-/** Above this, `new Array(n)` may start out as a dictionary: such a step's arrays grow as they are filled instead. */
-const MAX_PRESIZED = 16384;
-
-/** An array with room for `capacity` entries, to be filled by index from 0 and cut to length. */
-export function presized<T>(capacity: number): T[] {
-  return capacity > 0 && capacity <= MAX_PRESIZED ? new Array<T>(capacity) : [];
 }

@@ -2,7 +2,12 @@ import type { ModelRunnerOutput, SchedulerOutput } from '../protocol/step-protoc
 import type { RequestUpdate, Scheduler } from '../scheduler/scheduler.js';
 import type { SimulatedRanks } from './simulated-ranks.js';
 
-/** One step of the loop: what was scheduled, the merged output, and what it changed for requests. */
+/**
+ * One step of the loop: what was scheduled, the merged output, and what it
+ * changed for requests. The scheduler refills its step records and updates
+ * in place, so `scheduled.requests` and `updates` are valid until the next
+ * step; a caller that keeps them copies them.
+ */
 export interface SimulatedStep {
   readonly scheduled: SchedulerOutput;
   readonly output: ModelRunnerOutput;

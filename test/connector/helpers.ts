@@ -19,6 +19,7 @@ import { Scheduler } from '../../src/scheduler/scheduler.js';
 import type { WorkerConnectorSwitches } from '../../src/connector/worker-connector-switches.js';
 import { SimulatedEngine } from '../../src/sim/simulated-engine.js';
 import { SimulatedRanks, type PerRank } from '../../src/sim/simulated-ranks.js';
+import { kept } from '../support/kept-step.js';
 
 export { TINY };
 
@@ -228,7 +229,7 @@ export class OffloadHarness {
   }
 
   async step(): Promise<SchedulerOutput> {
-    const { scheduled, output, updates } = await this.engine.step();
+    const { scheduled, output, updates } = kept(await this.engine.step());
     this.steps.push(scheduled);
     this.results.push(output);
     for (const update of updates) {

@@ -33,6 +33,22 @@ describe('scheduler bench', () => {
     }
   });
 
+  it('reads the heap bytes per request of the decode steps that complete no block, and none without probe steps', async () => {
+    const [probed] = await runSchedulerBench({ runningRequests: [64], steps: 4, warmupSteps: 40, promptTokens: 8, repeats: 1, warmupRun: false });
+    expect(probed.allocBytesPerRequestStep).not.toBeNull();
+    expect(probed.allocBytesPerRequestStep).toBeGreaterThanOrEqual(0);
+    const [unprobed] = await runSchedulerBench({
+      runningRequests: [4],
+      steps: 2,
+      warmupSteps: 1,
+      promptTokens: 4,
+      repeats: 1,
+      warmupRun: false,
+      allocationProbeSteps: 0,
+    });
+    expect(unprobed.allocBytesPerRequestStep).toBeNull();
+  });
+
   it('runs the scheduler with the connector it is given', async () => {
     const connector = countingConnector();
     let stepsBeforeFirst = -1;
@@ -43,12 +59,14 @@ describe('scheduler bench', () => {
       promptTokens: 4,
       warmupRun: false,
       repeats: 1,
+      allocationProbeSteps: 4,
       connector: () => connector,
       onSchedulerCreated: (scheduler) => (stepsBeforeFirst = scheduler.stats().steps),
     });
     expect(row.withConnector).toBe(true);
     expect(stepsBeforeFirst).toBe(0);
-    expect(connector.steps).toBe(1 + 2 + 3);
+    // Prefill, warm-up, timed, then the untimed steps whose allocation is read.
+    expect(connector.steps).toBe(1 + 2 + 3 + 4);
   });
 
   it('first runs the first size once, untimed, then measures each size `repeats` times on fresh schedulers', async () => {
@@ -59,6 +77,7 @@ describe('scheduler bench', () => {
       warmupSteps: 2,
       promptTokens: 4,
       repeats: 2,
+      allocationProbeSteps: 0,
       connector: () => {
         connectors.push(countingConnector());
         return connectors[connectors.length - 1];

@@ -18,6 +18,7 @@ import type {
 import { createRequest, type Request, type RequestParams } from '../../src/scheduler/request.js';
 import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { SimulatedEngine, type SimulatedStep } from '../../src/sim/simulated-engine.js';
+import { kept } from '../support/kept-step.js';
 import { SimulatedRanks, type LoadFaultInjector, type PerRank } from '../../src/sim/simulated-ranks.js';
 
 export { TINY };
@@ -237,7 +238,7 @@ export class Harness {
 
   /** One engine step: schedule, run on the ranks, apply the merged output. */
   async step(): Promise<SimulatedStep> {
-    const step = await this.engine.step();
+    const step = kept(await this.engine.step());
     this.record(step.scheduled, step.output, step.updates);
     return step;
   }
@@ -249,9 +250,9 @@ export class Harness {
   async stepWithOutput(alter: (output: ModelRunnerOutput) => ModelRunnerOutput): Promise<RequestUpdate[]> {
     const scheduled = this.scheduler.schedule();
     const output = alter(await this.ranks.execute(scheduled));
-    const updates = this.scheduler.updateFromOutput(scheduled, output);
-    this.record(scheduled, output, updates);
-    return updates;
+    const step = kept({ scheduled, output, updates: this.scheduler.updateFromOutput(scheduled, output) });
+    this.record(step.scheduled, step.output, step.updates);
+    return step.updates;
   }
 
   /** Steps until nothing is left to do; returns the number of steps taken. */
@@ -288,4 +289,3 @@ export class Harness {
     return referenceTokens(this.sketches.get(id) as RequestSketch);
   }
 }
-
