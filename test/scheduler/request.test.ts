@@ -91,3 +91,30 @@ describe('request block hashes', () => {
     expect(request.blockHashes).toEqual(hashes);
   });
 });
+
+describe('request tokens', () => {
+  // Decode tokens gather in a small tail before they reach the token buffer: whatever the block
+  // size and the prompt's offset within a block, every reader sees prompt + output in order.
+  for (const blockSize of [4, 16, 48]) {
+    it(`reads back every appended token and hashes every full block, block size ${blockSize}`, () => {
+      const prompt = promptOf(7, 3).map((t) => t % 1000);
+      const request = createRequest({ id: 'r', promptTokens: prompt, maxTokens: 100 }, { vocabSize: 1000, maxModelLen: 128, blockSize });
+      const output: number[] = [];
+      for (let i = 0; i < 100; i++) {
+        const token = (i * 37 + 11) % 1000;
+        request.appendOutputToken(token);
+        output.push(token);
+        const all = [...prompt, ...output];
+        expect(request.tokenAt(all.length - 1)).toBe(token);
+        expect(request.numTokens).toBe(all.length);
+        if (i % 9 === 0) {
+          expect(request.tokensBetween(0, all.length)).toEqual(all);
+          expect(request.tokensBetween(5, all.length - 2)).toEqual(all.slice(5, -2));
+          expect(request.blockHashes).toEqual(blockHashes(all, blockSize));
+        }
+      }
+      expect(request.outputTokens).toEqual(output);
+      expect(request.blockHashes).toEqual(blockHashes([...prompt, ...output], blockSize));
+    });
+  }
+});
