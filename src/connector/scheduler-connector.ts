@@ -91,6 +91,8 @@ export class OffloadingConnector implements SchedulerConnector {
   private readonly offered = new Map<string, OfferedMatch>();
   private loadsToSend: TransferJobSpec[] = [];
   private storesToSend: TransferJobSpec[] = [];
+  /** The keys of the offer being stored, refilled by every store() (see there). */
+  private readonly offerKeys: BlockHash[] = [];
   /** Requests that got a load since the last metadata was built. */
   private readonly loadedSinceMeta = new Set<string>();
   private readonly storeContext: StoreContext;
@@ -333,14 +335,21 @@ export class OffloadingConnector implements SchedulerConnector {
   /** The StoreContext's store: one prepareStore, and one job (into this step's metadata) for what it accepted. */
   private store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean): StoreResult | null {
     const f = this.geometry.offloadFactor;
-    for (const candidate of candidates) {
+    // Index loops and one reused key array: a step in which thousands of requests complete a block
+    // offers thousands of one-block stores, and per-offer garbage there is what the garbage collector pays for.
+    const keys = this.offerKeys;
+    for (let c = 0; c < candidates.length; c++) {
+      const candidate = candidates[c];
       if (candidate.gpuBlockIds.length !== f) {
         throw new OffloadingConnectorError(
           `store of key ${candidate.key}: an offloaded block is ${f} GPU blocks, got ${candidate.gpuBlockIds.length}`,
         );
       }
+      keys[c] = candidate.key;
     }
-    const out = this.manager.prepareStore(candidates.map((c) => c.key));
+    keys.length = candidates.length;
+    // The manager reads the offered keys only during the call (what it keeps, it copies).
+    const out = this.manager.prepareStore(keys);
     if (out === null) {
       this.counters.storesRejected++;
       return null;
@@ -350,13 +359,19 @@ export class OffloadingConnector implements SchedulerConnector {
     const declinedKeys = out.declinedKeys.length === 0 ? NO_KEYS : new Set(out.declinedKeys);
     if (out.keysToStore.length === 0) return { job: null, declinedKeys };
 
-    const gpuBlockIds: number[] = [];
+    const gpuBlockIds = new Array<number>(out.keysToStore.length * f);
     if (out.keysToStore.length === candidates.length) {
       // Everything offered was accepted, in input order: no need to match keys to candidates.
-      for (const candidate of candidates) for (const id of candidate.gpuBlockIds) gpuBlockIds.push(id);
+      for (let c = 0; c < candidates.length; c++) {
+        const ids = candidates[c].gpuBlockIds;
+        for (let j = 0; j < f; j++) gpuBlockIds[c * f + j] = ids[j];
+      }
     } else {
       const byKey = new Map(candidates.map((c) => [c.key, c]));
-      for (const key of out.keysToStore) gpuBlockIds.push(...(byKey.get(key) as StoreCandidate).gpuBlockIds);
+      out.keysToStore.forEach((key, k) => {
+        const ids = (byKey.get(key) as StoreCandidate).gpuBlockIds;
+        for (let j = 0; j < f; j++) gpuBlockIds[k * f + j] = ids[j];
+      });
     }
     const job = this.jobs.issue('store', reqId, out.keysToStore, gpuBlockIds.length);
     const spec: TransferJobSpec = {
@@ -364,7 +379,8 @@ export class OffloadingConnector implements SchedulerConnector {
       reqId,
       direction: 'gpuToCpu',
       gpuBlockIds,
-      cpuBlockIds: out.cpuBlockIds.slice(),
+      // The manager's answer is a fresh array each call.
+      cpuBlockIds: out.cpuBlockIds,
       firstSubBlock: 0,
       fence,
     };

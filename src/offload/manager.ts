@@ -307,13 +307,20 @@ export class CpuOffloadingManager implements OffloadingManager {
   prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
     // Most stores are one block (a decode step completed it): skip building a set for them.
     const inputKeys = keys.length > 1 ? new Set(keys) : null;
+    // An index loop over the distinct keys: iterating a Set-or-array allocates iterator objects per store.
+    const distinct: readonly BlockHash[] = inputKeys === null ? keys : [...inputKeys];
+    // Sized when the first key to store is found, filled by index and cut to length: a one-block store
+    // (most are) gets a one-entry array rather than one grown for pushes.
     let keysToStore: BlockHash[] | null = null;
+    let numToStore = 0;
     let declinedKeys: BlockHash[] | null = null;
-    for (const key of inputKeys ?? keys) {
+    for (let i = 0; i < distinct.length; i++) {
+      const key = distinct[i];
       if (this.index.get(key) !== ABSENT) continue;
-      if (admit === undefined || admit(key)) (keysToStore ??= []).push(key);
+      if (admit === undefined || admit(key)) (keysToStore ??= new Array<BlockHash>(distinct.length - i))[numToStore++] = key;
       else (declinedKeys ??= []).push(key);
     }
+    if (keysToStore !== null) keysToStore.length = numToStore;
     const declined = declinedKeys ?? NO_KEYS;
     if (keysToStore === null) {
       this.storesDeclined += declined.length;
@@ -357,7 +364,9 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
-    for (const key of keys.length > 1 ? new Set(keys) : keys) {
+    const distinct: readonly BlockHash[] = keys.length > 1 ? [...new Set(keys)] : keys;
+    for (let i = 0; i < distinct.length; i++) {
+      const key = distinct[i];
       const id = this.index.get(key);
       // Unknown or ready keys are not this store's to complete.
       if (id === ABSENT || this.refCnt[id] !== BEING_STORED) continue;

@@ -28,6 +28,8 @@ export class StoreOnComputePolicy implements StorePolicy {
    * completes no block has nothing to offer and its mark is not looked up.
    */
   private readonly behind = new Set<string>();
+  /** The candidates of the offer being made, refilled for every offer: the context reads them only while it stores. */
+  private readonly offer = new OfferBuffer();
 
   constructor(private readonly geometry: OffloadGeometry) {}
 
@@ -53,12 +55,11 @@ export class StoreOnComputePolicy implements StorePolicy {
         continue;
       }
 
-      const candidates: StoreCandidate[] = [];
+      const candidates = this.offer.fill(end - start, f);
       for (let i = start; i < end; i++) {
-        candidates.push({
-          key: offloadKeyOf(request.blockHashes, f, i),
-          gpuBlockIds: view.blockIds.slice(i * f, (i + 1) * f),
-        });
+        const candidate = candidates[i - start];
+        candidate.key = offloadKeyOf(request.blockHashes, f, i);
+        for (let j = 0; j < f; j++) candidate.gpuBlockIds[j] = view.blockIds[i * f + j];
       }
       const result = context.store(request.id, candidates, false);
       if (result === null) {
@@ -102,6 +103,36 @@ export class StoreOnComputePolicy implements StorePolicy {
 }
 
 /** How many candidates, from the first, the manager did not decline. */
+/** A store candidate the policy refills in place. */
+interface RefilledCandidate extends StoreCandidate {
+  key: BlockHash;
+  readonly gpuBlockIds: number[];
+}
+
+/**
+ * Candidates reused from offer to offer. In a decode step every request
+ * that completes a block makes an offer, so building fresh candidate objects
+ * and id arrays for each was most of what such a step allocated per block.
+ */
+class OfferBuffer {
+  private readonly pool: RefilledCandidate[] = [];
+  private readonly offer: RefilledCandidate[] = [];
+
+  /** `count` candidates of `idsPerCandidate` GPU block ids each, to be filled in. */
+  fill(count: number, idsPerCandidate: number): RefilledCandidate[] {
+    const pool = this.pool;
+    while (pool.length < count) pool.push({ key: '', gpuBlockIds: [] });
+    const offer = this.offer;
+    for (let i = 0; i < count; i++) {
+      const candidate = pool[i];
+      candidate.gpuBlockIds.length = idsPerCandidate;
+      offer[i] = candidate;
+    }
+    offer.length = count;
+    return offer;
+  }
+}
+
 function acceptedRun(candidates: readonly StoreCandidate[], declined: ReadonlySet<BlockHash>): number {
   let n = 0;
   while (n < candidates.length && !declined.has(candidates[n].key)) n++;
