@@ -46,6 +46,7 @@ export function reconnectDelayMs(attempt: number): number {
 export class RemoteStore {
   private readonly client: Redis | Cluster;
   private reconnects = 0;
+  private lastConnectionError: string | null = null;
   private closed = false;
 
   constructor(readonly options: RemoteStoreOptions) {
@@ -80,8 +81,11 @@ export class RemoteStore {
         retryStrategy: (times) => reconnectDelayMs(times),
       });
     }
-    // Without a listener the client prints every connection error; the counts say enough.
-    this.client.on('error', () => {});
+    // Without a listener the client prints every connection error; the counts say enough. The last one
+    // is kept: when the first connection fails, it says why (refused, a certificate that does not verify).
+    this.client.on('error', (error: unknown) => {
+      this.lastConnectionError = error instanceof Error ? error.message : String(error);
+    });
     this.client.on('reconnecting', () => {
       this.reconnects++;
     });
@@ -95,6 +99,11 @@ export class RemoteStore {
       this.client.connect().catch(reject);
     });
     await withTimeout(ready, Math.max(this.options.timeoutMs, 1000), `connecting to ${this.options.address.masked}`);
+  }
+
+  /** The last connection error the client reported, or null. */
+  get lastError(): string | null {
+    return this.lastConnectionError;
   }
 
   get connected(): boolean {
@@ -150,7 +159,10 @@ export async function probeRemote(address: RemoteAddress, timeoutMs: number): Pr
     const info = await (store as unknown as { client: Redis }).client.info('cluster');
     return { cluster: /cluster_enabled:1/.test(info) };
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const failed = error instanceof Error ? error.message : String(error);
+    // "Connection is closed" alone hides the cause the client saw while connecting.
+    const cause = store.lastError;
+    const reason = cause === null || failed.includes(cause) ? failed : `${cause} (${failed})`;
     throw new RemoteUnavailableError(`remote tier ${address.masked} is unreachable: ${maskSecrets(reason, address)}`, { cause: error });
   } finally {
     await store.close();

@@ -24,10 +24,11 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-export async function kvtier(args: readonly string[]): Promise<CliResult> {
+/** `env`: variables set for the child on top of this process's environment. */
+export async function kvtier(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: build kvtier first (npm run build:ts)`);
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));

@@ -75,6 +75,7 @@ export async function runEngineProcess(
   config: EngineConfigInput,
   requests: readonly RequestSpec[],
   remote: RemoteTestSwitches = {},
+  env: NodeJS.ProcessEnv = {},
 ): Promise<RemoteRun> {
   const script = `
     const { Engine } = await import(${JSON.stringify(ENGINE_MODULE)});
@@ -95,6 +96,7 @@ export async function runEngineProcess(
   writeFileSync(file, script);
   const child = spawn(process.execPath, [file, JSON.stringify({ config: { backend: 'host', model: 'tiny', ...config }, requests, remote })], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
   });
   let out = '';
   let err = '';

@@ -39,23 +39,31 @@ export interface RedisServerOptions {
   readonly clusterNode?: boolean;
   /** Reuse this port (a restart). */
   readonly port?: number;
+  /** Serve TLS only, on the port, with this certificate and key (see selfSignedCertificate). */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
 }
 
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = options.port ?? (await freeLoopbackPort());
   const dir = mkdtempSync(join(tmpdir(), 'kvtier-redis-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+  const listen = options.tls
+    ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile,
+       '--tls-ca-cert-file', options.tls.certFile, '--tls-auth-clients', 'no']
+    : ['--port', String(port)];
+  const args = [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
   if (options.maxmemory) args.push('--maxmemory', options.maxmemory, '--maxmemory-policy', 'allkeys-lru');
   if (options.password) args.push('--requirepass', options.password);
   if (options.clusterNode) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'));
   const child: ChildProcess = spawn(REDIS_SERVER, args, { stdio: 'ignore' });
   await waitForLoopbackPort(port, 5000, 'redis-server');
   const auth = options.password ? ['-a', options.password, '--no-auth-warning'] : [];
+  const tls = options.tls ? ['--tls', '--cacert', options.tls.certFile] : [];
+  const scheme = options.tls ? 'rediss' : 'redis';
   return {
     port,
-    url: options.password ? `redis://default:${options.password}@127.0.0.1:${port}` : `redis://127.0.0.1:${port}`,
+    url: options.password ? `${scheme}://default:${options.password}@127.0.0.1:${port}` : `${scheme}://127.0.0.1:${port}`,
     cli: (...cliArgs) => {
-      const out = spawnSync(REDIS_CLI, ['-p', String(port), ...auth, ...cliArgs], { encoding: 'utf8' });
+      const out = spawnSync(REDIS_CLI, ['-p', String(port), ...tls, ...auth, ...cliArgs], { encoding: 'utf8' });
       return out.stdout;
     },
     stop: async () => {
@@ -99,3 +107,19 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   };
 }
 
+export const haveOpenssl = spawnSync('openssl', ['version'], { stdio: 'ignore' }).status === 0;
+
+/** A self-signed certificate for 127.0.0.1 (openssl), in a fresh folder: its PEM files. */
+export function selfSignedCertificate(): { certFile: string; keyFile: string; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'kvtier-tls-'));
+  const certFile = join(dir, 'cert.pem');
+  const keyFile = join(dir, 'key.pem');
+  const made = spawnSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1',
+     '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    { encoding: 'utf8' },
+  );
+  if (made.status !== 0) throw new Error(`openssl could not make a certificate: ${made.stderr}`);
+  return { certFile, keyFile, dir };
+}
