@@ -123,8 +123,8 @@ export class RankWorker implements RankWorkerApi {
     } else {
       const idleWaitMs = this.host.idleWaitMs ?? IDLE_WAIT_MS;
       if (idleWaitMs > 0) {
-        await connector.waitForProgress(idleWaitMs);
-        await this.remote?.waitForProgress(idleWaitMs);
+        // Copies and remote reads progress independently: wait for both at once, each bounded by idleWaitMs.
+        await Promise.all([connector.waitForProgress(idleWaitMs), this.remote?.waitForProgress(idleWaitMs)]);
       }
     }
 
