@@ -114,6 +114,26 @@ export class RemoteStore {
     await this.run(() => this.client.set(key, value));
   }
 
+  /**
+   * SETs written to the connection now, in one write, rather than at the end
+   * of the tick as auto-pipelining does: a caller encoding many values sends
+   * the first ones while it encodes the next. One promise per entry, in
+   * order. A cluster has no multi-slot pipeline; there they go out
+   * auto-pipelined, per node.
+   */
+  setNow(entries: readonly (readonly [key: string, value: Buffer])[]): Promise<void>[] {
+    if (this.options.cluster) return entries.map(([key, value]) => this.set(key, value));
+    const pipeline = this.client.pipeline();
+    for (const [key, value] of entries) pipeline.set(key, value);
+    const replies = this.run(() => pipeline.exec());
+    return entries.map((_, i) =>
+      replies.then((all) => {
+        const error = all?.[i]?.[0];
+        if (error) throw classify(error);
+      }),
+    );
+  }
+
   /** Which of `keys` exist, in order; one EXISTS per key, pipelined. */
   async exists(keys: readonly string[]): Promise<boolean[]> {
     return this.run(() => Promise.all(keys.map((key) => this.client.exists(key).then((n) => n > 0))));

@@ -1,0 +1,135 @@
+#include "crc32c.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <nmmintrin.h>
+#define KVTIER_CRC32C_X86 1
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#include <arm_acle.h>
+#define KVTIER_CRC32C_ARM 1
+#endif
+
+namespace kvtier {
+namespace {
+
+constexpr uint32_t kPolynomial = 0x82f63b78u;  // reflected Castagnoli
+
+// Slicing-by-8 tables: table[k][b] is the CRC of byte b followed by k zero bytes.
+using Tables = std::array<std::array<uint32_t, 256>, 8>;
+
+Tables makeTables() {
+  Tables t{};
+  for (uint32_t b = 0; b < 256; b++) {
+    uint32_t c = b;
+    for (int k = 0; k < 8; k++) c = (c & 1) ? kPolynomial ^ (c >> 1) : c >> 1;
+    t[0][b] = c;
+  }
+  for (uint32_t b = 0; b < 256; b++) {
+    for (size_t k = 1; k < 8; k++) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xff];
+  }
+  return t;
+}
+
+const Tables& tables() {
+  static const Tables t = makeTables();
+  return t;
+}
+
+uint32_t tableWord(uint32_t state, uint64_t word) {
+  const Tables& t = tables();
+  const uint64_t x = word ^ state;
+  return t[7][x & 0xff] ^ t[6][(x >> 8) & 0xff] ^ t[5][(x >> 16) & 0xff] ^ t[4][(x >> 24) & 0xff] ^
+         t[3][(x >> 32) & 0xff] ^ t[2][(x >> 40) & 0xff] ^ t[1][(x >> 48) & 0xff] ^ t[0][x >> 56];
+}
+
+uint32_t tableByte(uint32_t state, uint8_t byte) { return (state >> 8) ^ tables()[0][(state ^ byte) & 0xff]; }
+
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// The words are read as little-endian, as the table step assumes.
+constexpr bool kLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
+template <bool kCopy>
+uint32_t portable(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
+  size_t i = 0;
+  if (kLittleEndian) {
+    for (; i + 8 <= n; i += 8) {
+      const uint64_t v = load64(src + i);
+      if (kCopy) std::memcpy(dst + i, &v, 8);
+      state = tableWord(state, v);
+    }
+  }
+  for (; i < n; i++) {
+    if (kCopy) dst[i] = src[i];
+    state = tableByte(state, src[i]);
+  }
+  return state;
+}
+
+#if defined(KVTIER_CRC32C_X86)
+template <bool kCopy>
+__attribute__((target("sse4.2"))) uint32_t hardware(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
+  size_t i = 0;
+#if defined(__x86_64__)
+  uint64_t wide = state;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t v = load64(src + i);
+    if (kCopy) std::memcpy(dst + i, &v, 8);
+    wide = _mm_crc32_u64(wide, v);
+  }
+  state = static_cast<uint32_t>(wide);
+#endif
+  for (; i < n; i++) {
+    if (kCopy) dst[i] = src[i];
+    state = _mm_crc32_u8(state, src[i]);
+  }
+  return state;
+}
+
+bool hasHardware() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+#elif defined(KVTIER_CRC32C_ARM)
+template <bool kCopy>
+uint32_t hardware(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t v = load64(src + i);
+    if (kCopy) std::memcpy(dst + i, &v, 8);
+    state = __crc32cd(state, v);
+  }
+  for (; i < n; i++) {
+    if (kCopy) dst[i] = src[i];
+    state = __crc32cb(state, src[i]);
+  }
+  return state;
+}
+
+bool hasHardware() { return true; }
+#else
+template <bool kCopy>
+uint32_t hardware(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
+  return portable<kCopy>(dst, src, n, state);
+}
+
+bool hasHardware() { return false; }
+#endif
+
+}  // namespace
+
+uint32_t crc32cCopy(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
+  return hasHardware() ? hardware<true>(dst, src, n, state) : portable<true>(dst, src, n, state);
+}
+
+uint32_t crc32cUpdate(const uint8_t* src, size_t n, uint32_t state) {
+  return hasHardware() ? hardware<false>(nullptr, src, n, state) : portable<false>(nullptr, src, n, state);
+}
+
+}  // namespace kvtier
