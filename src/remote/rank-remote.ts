@@ -11,7 +11,8 @@ import { checkShardHeader, checksumMismatch, HEADER_BYTES, writeShardHeader } fr
 /**
  * Encoded values are sent in batches of about this many bytes as they are
  * encoded, so the connection carries the first while the next are copied out
- * (large values go one by one, small ones many to a write).
+ * (large values go one by one, small ones many to a write). Reads ask for
+ * about as many bytes per command, and load each reply as it arrives.
  */
 const SEND_BATCH_BYTES = 1 << 20;
 
@@ -42,6 +43,9 @@ export class RankRemoteTier {
   /** Encoded writes not sent yet (see queueWrite). */
   private unsent: UnsentWrite[] = [];
   private unsentBytes = 0;
+  /** Where small values are cut from (see allocValue). */
+  private slab: Buffer | null = null;
+  private slabUsed = 0;
   /** Bumped by reset: results of jobs started before it are dropped. */
   private epoch = 0;
 
@@ -153,22 +157,32 @@ export class RankRemoteTier {
     const fetch = async (): Promise<number> => {
       let failure: unknown = null;
       let bytes = 0;
-      const settled = spec.blocks.map((b) =>
-        this.store.get(shardKey(this.ns, b.digestHex, this.rank)).then(
-          (value) => {
-            if (failure !== null || epoch !== this.epoch) return;
-            try {
-              bytes += this.loadBlock(b, value, switches.skipValueCheck === true);
-            } catch (error) {
-              failure = error;
-            }
-          },
-          (error: unknown) => {
-            failure ??= error;
-          },
-        ),
-      );
-      await Promise.all(settled);
+      const load = (blocks: readonly RemoteBlockRef[], values: readonly (Buffer | null)[]): void => {
+        for (let i = 0; i < blocks.length; i++) {
+          if (failure !== null || epoch !== this.epoch) return;
+          try {
+            bytes += this.loadBlock(blocks[i], values[i], switches.skipValueCheck === true);
+          } catch (error) {
+            failure = error;
+          }
+        }
+      };
+      // Values are loaded as each group arrives, while the next groups are still on the way.
+      const groups: Promise<void>[] = [];
+      const per = this.blocksPerRead();
+      for (let start = 0; start < spec.blocks.length; start += per) {
+        const blocks = spec.blocks.slice(start, start + per);
+        const keys = blocks.map((b) => shardKey(this.ns, b.digestHex, this.rank));
+        groups.push(
+          this.store.getMany(keys).then(
+            (values) => load(blocks, values),
+            (error: unknown) => {
+              failure ??= error;
+            },
+          ),
+        );
+      }
+      await Promise.all(groups);
       if (failure !== null) throw failure;
       return epoch === this.epoch ? bytes : 0;
     };
@@ -182,6 +196,11 @@ export class RankRemoteTier {
         },
       ),
     );
+  }
+
+  /** Blocks read with one command: about SEND_BATCH_BYTES of values, at least one. */
+  private blocksPerRead(): number {
+    return Math.max(1, Math.floor(SEND_BATCH_BYTES / (HEADER_BYTES + this.device.info.bytesPerCpuBlock)));
   }
 
   /** Queues one SET; the queue is sent once it holds SEND_BATCH_BYTES, and at the end of startStep. */
@@ -205,9 +224,26 @@ export class RankRemoteTier {
   /** One shard value: header, then the block's bytes copied and checksummed in one pass. */
   private encodeBlock(block: RemoteBlockRef): Buffer {
     const length = this.device.info.bytesPerCpuBlock;
-    const value = Buffer.allocUnsafe(HEADER_BYTES + length);
+    const value = this.allocValue(HEADER_BYTES + length);
     const checksum = this.device.readCpuBlockInto(block.cpuBlockId, value, HEADER_BYTES);
     writeShardHeader(value, this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, checksum);
+    return value;
+  }
+
+  /**
+   * Room for one value. Small values are cut from a shared slab of
+   * SEND_BATCH_BYTES: one allocation per batch instead of one (an ArrayBuffer
+   * for the collector to track) per value.
+   */
+  private allocValue(size: number): Buffer {
+    if (size * 4 > SEND_BATCH_BYTES) return Buffer.allocUnsafeSlow(size);
+    if (this.slab === null || this.slab.length - this.slabUsed < size) {
+      this.slab = Buffer.allocUnsafeSlow(SEND_BATCH_BYTES);
+      this.slabUsed = 0;
+    }
+    const value = this.slab.subarray(this.slabUsed, this.slabUsed + size);
+    // Values start 64-byte aligned, as a fresh allocation would.
+    this.slabUsed = Math.min(this.slab.length, (this.slabUsed + size + 63) & ~63);
     return value;
   }
 

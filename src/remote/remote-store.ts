@@ -110,6 +110,16 @@ export class RemoteStore {
     return this.run(() => this.client.getBuffer(key));
   }
 
+  /**
+   * The values at `keys`, in order (null where the server holds none): one
+   * MGET, so one command and one reply for them all. A cluster has no
+   * cross-slot MGET; there each key is a GET of its own, auto-pipelined.
+   */
+  async getMany(keys: readonly string[]): Promise<(Buffer | null)[]> {
+    if (keys.length === 1 || this.options.cluster) return Promise.all(keys.map((key) => this.get(key)));
+    return this.run(() => this.client.mgetBuffer(...keys));
+  }
+
   async set(key: string, value: Buffer): Promise<void> {
     await this.run(() => this.client.set(key, value));
   }
