@@ -265,7 +265,7 @@ export class SimulatedDevice implements Device {
 
   writeCpuBlockFrom(blockId: number, source: Uint8Array, offset = 0): number {
     const at = this.checkBlockRange('writeCpuBlockFrom', 'source', source, offset);
-    const bytes = source.subarray(at, at + this.info.bytesPerCpuBlock);
+    const bytes = source.subarray(at, at + this.cpuImageBytes());
     this.writeCpuBlock(blockId, bytes);
     return crc32c(bytes);
   }
@@ -437,13 +437,18 @@ export class SimulatedDevice implements Device {
   /** Checks a buffer and offset that one CPU block is copied to or from; returns the offset. */
   private checkBlockRange(operation: string, name: string, buffer: Uint8Array, offset: number): number {
     if (!(buffer instanceof Uint8Array)) throw new TypeError(`${operation}: ${name} must be a Uint8Array or Buffer`);
-    const block = this.info.bytesPerCpuBlock;
+    const block = this.cpuImageBytes();
     if (!Number.isInteger(offset) || offset < 0 || offset > buffer.length - block) {
       throw new RangeError(
-        `${operation}: offset = ${String(offset)} leaves no room for bytesPerCpuBlock = ${block} in ${name}.length = ${buffer.length}`,
+        `${operation}: offset = ${String(offset)} leaves no room for a CPU block image of ${block} bytes in ${name}.length = ${buffer.length}`,
       );
     }
     return offset;
+  }
+
+  /** Bytes of a CPU block's image here: its positions' chain states (see the class comment), not bytesPerCpuBlock. */
+  private cpuImageBytes(): number {
+    return this.cpu.offloadFactor * this.blockSize * 4;
   }
 
   private assertOpen(): void {
