@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { crc32c } from '../../src/core/crc32c.js';
 import { DeviceError } from '../../src/device/errors.js';
-import type { Device, KvLayout } from '../../src/device/types.js';
+import { cudaDeviceCount } from '../../src/device/native.js';
+import type { BackendName, Device, KvLayout } from '../../src/device/types.js';
 import { SimulatedDevice } from '../../src/sim/simulated-device.js';
 import { openTestDevice, patternImage, TINY_NO_COMPUTE } from './helpers.js';
 
@@ -20,12 +21,12 @@ afterEach(() => {
   devices = [];
 });
 
-async function hostDevice(layout: KvLayout): Promise<Device> {
+async function addonDevice(layout: KvLayout, backend: BackendName = 'host'): Promise<Device> {
   // Two sub-blocks per CPU block, and chunks of 3 CPU blocks: the block spans segments and the tier spans chunks.
-  const probe = await openTestDevice({ layout, offloadFactor: 2, numCpuBlocks: 1 });
+  const probe = await openTestDevice({ backend, layout, offloadFactor: 2, numCpuBlocks: 1 });
   const bytes = probe.info.bytesPerCpuBlock;
   probe.close();
-  const d = await openTestDevice({ layout, offloadFactor: 2, numCpuBlocks: 7, cpuChunkBytes: 3 * bytes });
+  const d = await openTestDevice({ backend, layout, offloadFactor: 2, numCpuBlocks: 7, cpuChunkBytes: 3 * bytes });
   devices.push(d);
   return d;
 }
@@ -69,9 +70,11 @@ function blockImage(d: Device, tag: number): Buffer {
 }
 
 const subjects: [string, () => Promise<Device>][] = [
-  ['the host addon, cross-layer', () => hostDevice('cross-layer')],
-  ['the host addon, per-layer', () => hostDevice('per-layer')],
+  ['the host addon, cross-layer', () => addonDevice('cross-layer')],
+  ['the host addon, per-layer', () => addonDevice('per-layer')],
   ['the simulated device', async () => simulatedDevice()],
+  // The CUDA backend's CPU tier is pinned host memory; only where a GPU is seen.
+  ...(cudaDeviceCount() > 0 ? ([['the cuda addon, per-layer', () => addonDevice('per-layer', 'cuda')]] as [string, () => Promise<Device>][]) : []),
 ];
 
 describe.each(subjects)('CPU block copies with a checksum on %s', (_, open) => {
@@ -144,7 +147,7 @@ describe.each(subjects)('CPU block copies with a checksum on %s', (_, open) => {
 
 describe('the addon calls at the boundary', () => {
   it('raise DeviceErrors naming the call and the argument', async () => {
-    const d = await hostDevice('cross-layer');
+    const d = await addonDevice('cross-layer');
     const value = valueBuffer(d);
     const size = d.info.bytesPerCpuBlock;
     for (const error of [
@@ -158,7 +161,7 @@ describe('the addon calls at the boundary', () => {
   });
 
   it('throw "device is closed" once the device is closed', async () => {
-    const d = await hostDevice('cross-layer');
+    const d = await addonDevice('cross-layer');
     d.close();
     thrown(() => d.readCpuBlockInto(0, valueBuffer(d), HEADER), 'device is closed');
     thrown(() => d.writeCpuBlockFrom(0, valueBuffer(d), HEADER), 'device is closed');
