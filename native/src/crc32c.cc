@@ -73,10 +73,81 @@ uint32_t portable(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
 }
 
 #if defined(KVTIER_CRC32C_X86)
+// x * y modulo the polynomial, in the reflected representation (bit 31 is x^0).
+uint32_t multiplyModP(uint32_t x, uint32_t y) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (x & bit) product ^= y;
+    y = (y & 1) ? (y >> 1) ^ kPolynomial : y >> 1;
+  }
+  return product;
+}
+
+// Appending n zero bytes to a message multiplies its CRC state by x^(8n):
+// a linear map of the state, kept as one table per state byte.
+struct ZeroShift {
+  std::array<std::array<uint32_t, 256>, 4> byByte{};
+
+  explicit ZeroShift(size_t bytes) {
+    uint32_t factor = 1u << 31;  // x^0
+    uint32_t square = 1u << 30;  // x^1, squared up to x^(2^k)
+    for (uint64_t bits = static_cast<uint64_t>(bytes) * 8; bits != 0; bits >>= 1) {
+      if (bits & 1) factor = multiplyModP(factor, square);
+      square = multiplyModP(square, square);
+    }
+    for (uint32_t k = 0; k < 4; k++) {
+      for (uint32_t b = 0; b < 256; b++) byByte[k][b] = multiplyModP(factor, b << (8 * k));
+    }
+  }
+
+  uint32_t operator()(uint32_t state) const {
+    return byByte[0][state & 0xff] ^ byByte[1][(state >> 8) & 0xff] ^ byByte[2][(state >> 16) & 0xff] ^
+           byByte[3][state >> 24];
+  }
+};
+
+// The crc32 instruction takes 3 cycles but can start every cycle: three
+// stripes of kStripe bytes are checksummed side by side and joined by
+// shifting the earlier ones' states over the bytes after them.
+constexpr size_t kStripe = 4096;
+
+const ZeroShift& shiftOneStripe() {
+  static const ZeroShift shift(kStripe);
+  return shift;
+}
+
+const ZeroShift& shiftTwoStripes() {
+  static const ZeroShift shift(2 * kStripe);
+  return shift;
+}
+
 template <bool kCopy>
 __attribute__((target("sse4.2"))) uint32_t hardware(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
   size_t i = 0;
 #if defined(__x86_64__)
+  if (n >= 3 * kStripe) {
+    const ZeroShift& one = shiftOneStripe();
+    const ZeroShift& two = shiftTwoStripes();
+    for (; i + 3 * kStripe <= n; i += 3 * kStripe) {
+      uint64_t a = state, b = 0, c = 0;
+      const uint8_t* s = src + i;
+      uint8_t* d = kCopy ? dst + i : nullptr;
+      for (size_t j = 0; j < kStripe; j += 8) {
+        const uint64_t va = load64(s + j);
+        const uint64_t vb = load64(s + kStripe + j);
+        const uint64_t vc = load64(s + 2 * kStripe + j);
+        if (kCopy) {
+          std::memcpy(d + j, &va, 8);
+          std::memcpy(d + kStripe + j, &vb, 8);
+          std::memcpy(d + 2 * kStripe + j, &vc, 8);
+        }
+        a = _mm_crc32_u64(a, va);
+        b = _mm_crc32_u64(b, vb);
+        c = _mm_crc32_u64(c, vc);
+      }
+      state = two(static_cast<uint32_t>(a)) ^ one(static_cast<uint32_t>(b)) ^ static_cast<uint32_t>(c);
+    }
+  }
   uint64_t wide = state;
   for (; i + 8 <= n; i += 8) {
     const uint64_t v = load64(src + i);
