@@ -121,7 +121,19 @@ const ZeroShift& shiftTwoStripes() {
   return shift;
 }
 
-template <bool kCopy>
+// Stores 8 bytes, non-temporally when streaming (x86-64 only).
+template <bool kStream>
+inline void store64(uint8_t* p, uint64_t v) {
+#if defined(__x86_64__)
+  if (kStream) {
+    _mm_stream_si64(reinterpret_cast<long long*>(p), static_cast<long long>(v));
+    return;
+  }
+#endif
+  std::memcpy(p, &v, 8);
+}
+
+template <bool kCopy, bool kStream = false>
 __attribute__((target("sse4.2"))) uint32_t hardware(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
   size_t i = 0;
 #if defined(__x86_64__)
@@ -137,9 +149,9 @@ __attribute__((target("sse4.2"))) uint32_t hardware(uint8_t* dst, const uint8_t*
         const uint64_t vb = load64(s + kStripe + j);
         const uint64_t vc = load64(s + 2 * kStripe + j);
         if (kCopy) {
-          std::memcpy(d + j, &va, 8);
-          std::memcpy(d + kStripe + j, &vb, 8);
-          std::memcpy(d + 2 * kStripe + j, &vc, 8);
+          store64<kStream>(d + j, va);
+          store64<kStream>(d + kStripe + j, vb);
+          store64<kStream>(d + 2 * kStripe + j, vc);
         }
         a = _mm_crc32_u64(a, va);
         b = _mm_crc32_u64(b, vb);
@@ -151,10 +163,12 @@ __attribute__((target("sse4.2"))) uint32_t hardware(uint8_t* dst, const uint8_t*
   uint64_t wide = state;
   for (; i + 8 <= n; i += 8) {
     const uint64_t v = load64(src + i);
-    if (kCopy) std::memcpy(dst + i, &v, 8);
+    if (kCopy) store64<kStream>(dst + i, v);
     wide = _mm_crc32_u64(wide, v);
   }
   state = static_cast<uint32_t>(wide);
+  // Non-temporal stores are weakly ordered: fence them before the caller goes on.
+  if (kStream) _mm_sfence();
 #endif
   for (; i < n; i++) {
     if (kCopy) dst[i] = src[i];
@@ -195,8 +209,14 @@ bool hasHardware() { return false; }
 
 }  // namespace
 
-uint32_t crc32cCopy(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state) {
-  return hasHardware() ? hardware<true>(dst, src, n, state) : portable<true>(dst, src, n, state);
+uint32_t crc32cCopy(uint8_t* dst, const uint8_t* src, size_t n, uint32_t state, CopyStores stores) {
+  if (!hasHardware()) return portable<true>(dst, src, n, state);
+#if defined(KVTIER_CRC32C_X86)
+  if (stores == CopyStores::kStreaming) return hardware<true, true>(dst, src, n, state);
+#else
+  (void)stores;
+#endif
+  return hardware<true>(dst, src, n, state);
 }
 
 uint32_t crc32cUpdate(const uint8_t* src, size_t n, uint32_t state) {

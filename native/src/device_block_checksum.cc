@@ -61,7 +61,7 @@ Napi::Value DeviceWrap::writeCpuBlockFrom(const Napi::CallbackInfo& info) {
   for (uint64_t j = 0; j < cpu.offloadFactor; j++) {
     for (uint32_t s = 0; s < cpu.segments; s++) {
       const CpuTierGeometry::Location at = cpu.locate(id * cpu.offloadFactor + j, s);
-      state = crc32cCopy(backend_->cpuChunk(at.chunk) + at.offset, in, cpu.segmentBytes, state);
+      state = crc32cCopy(backend_->cpuChunk(at.chunk) + at.offset, in, cpu.segmentBytes, state, CopyStores::kStreaming);
       in += cpu.segmentBytes;
     }
   }

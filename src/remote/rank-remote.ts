@@ -61,6 +61,7 @@ export class RankRemoteTier {
       address: parseRemoteUrl(init.url),
       timeoutMs: init.timeoutMs,
       cluster: init.cluster && !switches.ignoreCluster,
+      ownSetBatches: true,
     });
     this.ns = {
       name: init.namespace,
