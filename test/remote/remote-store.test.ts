@@ -157,6 +157,20 @@ describe.skipIf(!haveRedis)('the remote store against a real redis-server', () =
     expect(store.setNow([])).toEqual([]);
   });
 
+  it('with SETs batched by the caller, sends lone values and batches alike', async () => {
+    const own = new RemoteStore({ ...store.options, ownSetBatches: true });
+    try {
+      await own.connect();
+      const big = Buffer.alloc(3 << 20, 0x5a);
+      await Promise.all(own.setNow([['kvt:test:{big}:r0', big]]));
+      await Promise.all(own.setNow([['kvt:test:{s0}:r0', Buffer.from('a')], ['kvt:test:{s1}:r0', Buffer.from('b')]]));
+      expect((await store.get('kvt:test:{big}:r0'))?.equals(big)).toBe(true);
+      expect((await own.getMany(['kvt:test:{s0}:r0', 'kvt:test:{s1}:r0'])).map(String)).toEqual(['a', 'b']);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('times a command out when the server does not answer', async () => {
     server.cli('client', 'pause', '900', 'ALL');
     const error = await store.get('kvt:test:{a}:r0').catch((e: unknown) => e);
