@@ -78,12 +78,16 @@ export class RankRemoteTier {
 
   /** Step start: copy out and send this step's writes, then start its fetches. */
   startStep(meta: RemoteStepMetadata, step = 0): void {
-    for (const spec of meta.writes) {
-      const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
-      if (injected !== null) this.finished.push(result(spec.jobId, 'write', injected, 0, 0));
-      else this.startWrite(spec);
+    try {
+      for (const spec of meta.writes) {
+        const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
+        if (injected !== null) this.finished.push(result(spec.jobId, 'write', injected, 0, 0));
+        else this.startWrite(spec);
+      }
+    } finally {
+      // Even when a copy failed: the writes queued before it settle.
+      this.sendWrites();
     }
-    this.sendWrites();
     for (const spec of meta.fetches) {
       const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
       const ok = injected !== null && this.init.testSwitches?.reportFailedFetchesAsOk === true;
@@ -134,10 +138,16 @@ export class RankRemoteTier {
     // Copied now: the block may be evicted and reused by this step's stores.
     const sets: Promise<void>[] = [];
     let bytes = 0;
-    for (const b of spec.blocks) {
-      const value = this.encodeBlock(b);
-      bytes += value.length;
-      sets.push(this.queueWrite(shardKey(this.ns, b.digestHex, this.rank), value));
+    try {
+      for (const b of spec.blocks) {
+        const value = this.encodeBlock(b);
+        bytes += value.length;
+        sets.push(this.queueWrite(shardKey(this.ns, b.digestHex, this.rank), value));
+      }
+    } catch (error) {
+      // The job was not started; what of it was queued is sent and forgotten.
+      void Promise.allSettled(sets);
+      throw error;
     }
     this.writeBlocksInFlight += n;
     const epoch = this.epoch;

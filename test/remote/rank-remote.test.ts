@@ -156,4 +156,20 @@ describe.skipIf(!haveRedis)("a rank's remote tier", () => {
     expect(fetched.ok).toBe(true);
     expect(device.readCpuBlock(7).equals(image)).toBe(true);
   });
+
+  it('a write naming a block outside the tier fails the step, and the writes queued before it still complete', async () => {
+    await openTier();
+    fillBlock(0, 'bad');
+    const good = writeJob(refs('bad', [0]));
+    const bad = writeJob([{ digestHex: refs('bad', [1])[0].digestHex, cpuBlockId: CPU_BLOCKS + 5 }]);
+    expect(() => tier.startStep({ writes: [good, bad], fetches: [] })).toThrow(/blockId/);
+    const results: RemoteJobResult[] = [];
+    const deadline = Date.now() + 5000;
+    while (results.length === 0 && Date.now() < deadline) {
+      await tier.waitForProgress(50);
+      results.push(...tier.collect());
+    }
+    expect(results).toEqual([expect.objectContaining({ jobId: good.jobId, ok: true })]);
+    expect(tier.pendingCount()).toBe(0);
+  });
 });
