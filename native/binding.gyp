@@ -10,6 +10,8 @@
     'kvtier_sources': [
       'src/addon.cc',
       'src/copy_method.cc',
+      'src/crc32c.cc',
+      'src/device_block_checksum.cc',
       'src/device_completions.cc',
       'src/device_compute.cc',
       'src/device_jobs.cc',

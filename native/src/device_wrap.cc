@@ -60,6 +60,8 @@ Napi::Function DeviceWrap::defineClass(Napi::Env env) {
                          InstanceMethod<&DeviceWrap::writeGpuBlock>("writeGpuBlock"),
                          InstanceMethod<&DeviceWrap::readCpuBlock>("readCpuBlock"),
                          InstanceMethod<&DeviceWrap::writeCpuBlock>("writeCpuBlock"),
+                         InstanceMethod<&DeviceWrap::readCpuBlockInto>("readCpuBlockInto"),
+                         InstanceMethod<&DeviceWrap::writeCpuBlockFrom>("writeCpuBlockFrom"),
                          InstanceMethod<&DeviceWrap::close>("close"),
                      });
 }

@@ -84,6 +84,10 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   Napi::Value writeGpuBlock(const Napi::CallbackInfo& info);
   Napi::Value readCpuBlock(const Napi::CallbackInfo& info);
   Napi::Value writeCpuBlock(const Napi::CallbackInfo& info);
+  // Copies between a CPU block and a caller's buffer at an offset, returning
+  // the CRC-32C of the block's bytes (device_block_checksum.cc).
+  Napi::Value readCpuBlockInto(const Napi::CallbackInfo& info);
+  Napi::Value writeCpuBlockFrom(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
 
   // CompletionSink: any thread.
@@ -94,6 +98,9 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   // an id that was never submitted is an error naming `name`.
   std::vector<int64_t> liveJobs(const std::vector<int64_t>& ids, const std::string& name) const;
   uint32_t readBlockId(const Napi::Value& value, const char* operation, uint64_t limit, const char* limitName) const;
+  // The offset argument of readCpuBlockInto/writeCpuBlockFrom, checked so that
+  // a whole CPU block fits in a buffer of `length` bytes from it.
+  uint64_t readBlockOffset(const Napi::Value& value, const char* operation, const char* bufferName, size_t length) const;
 
   void handleOpened(Napi::Env env, const Completion& c);
   void handleProgress(Napi::Env env, const Completion& c);

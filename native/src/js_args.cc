@@ -99,6 +99,14 @@ ByteView readBytes(const Napi::Value& value, const std::string& name) {
   return ByteView{array.Data(), array.ElementLength()};
 }
 
+MutableByteView readMutableBytes(const Napi::Value& value, const std::string& name) {
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    fail(name + " must be a Uint8Array or Buffer (got " + typeName(value) + ")");
+  }
+  Napi::Uint8Array array = value.As<Napi::Uint8Array>();
+  return MutableByteView{array.Data(), array.ElementLength()};
+}
+
 std::vector<int64_t> readIdList(const Napi::Value& value, const std::string& name) {
   std::vector<int64_t> ids;
   if (!isPresent(value)) return ids;

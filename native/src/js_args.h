@@ -38,6 +38,13 @@ struct ByteView {
 // A Uint8Array (Buffers included).
 ByteView readBytes(const Napi::Value& value, const std::string& name);
 
+struct MutableByteView {
+  uint8_t* data;
+  size_t length;
+};
+// A Uint8Array (Buffers included) the addon writes into.
+MutableByteView readMutableBytes(const Napi::Value& value, const std::string& name);
+
 // An array of non-negative integer ids; absent means none.
 std::vector<int64_t> readIdList(const Napi::Value& value, const std::string& name);
 

@@ -14,8 +14,9 @@ import { createHash } from 'node:crypto';
 
 /**
  * `kvtier bench remote`: GB/s of remote writes and reads through the tier
- * (a rank's RankRemoteTier: CPU-tier block copied out, header and checksum,
- * SET; GET, header and checksum check, CPU-tier block written), against
+ * (a rank's RankRemoteTier: CPU-tier block copied into its value with its
+ * checksum, header, SET; GET, header check, payload copied into the CPU-tier
+ * block with its checksum checked), against
  * plain pipelined SET/GET of values of the same size on the same server in
  * the same run. Both sides issue the same number of commands at once, so the
  * ratio is what the tier's own work costs.

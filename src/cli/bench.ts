@@ -226,7 +226,7 @@ const REMOTE_URL_HELP = 'redis://[user:pass@]host:port or rediss://...; default:
 
 const remoteBench: BenchSpec<RemoteBenchRow> = {
   notes: () => [
-    'gbps: payload bytes of one rank\'s shards moved through the remote tier (write: CPU-tier block copied out, header and CRC-32, SET; read: GET, header and checksum checked, CPU-tier block written), jobs of jobBlocks blocks issued at once, over wall time.',
+    'gbps: payload bytes of one rank\'s shards moved through the remote tier (write: CPU-tier block copied into its value with its CRC-32C in one pass, header, SET, sent as soon as about 1 MiB is encoded: a large value as a command of its own, small ones in one pipeline; read: about 1 MiB of values per MGET (a GET for a large value), auto-pipelined, the headers of each reply checked and payloads copied into the CPU-tier blocks with their checksums checked in the same pass), jobs of jobBlocks blocks issued at once, over wall time.',
     'limitGbps: plain SET (write) or GET (read) of values of the same size (payload + 68-byte header) through the same client (iovalkey, auto-pipelined), all issued at once, on the same server in the same run; ratio = gbps / limitGbps. Best of the repeats on both sides.',
     'Server: a private redis-server on a loopback port unless --url names one.',
   ],

@@ -154,6 +154,14 @@ class AddonDevice implements Device {
     guard(() => this.native.writeCpuBlock(blockId, data));
   }
 
+  readCpuBlockInto(blockId: number, target: Uint8Array, offset = 0): number {
+    return guard(() => this.native.readCpuBlockInto(blockId, target, offset));
+  }
+
+  writeCpuBlockFrom(blockId: number, source: Uint8Array, offset = 0): number {
+    return guard(() => this.native.writeCpuBlockFrom(blockId, source, offset));
+  }
+
   /** Idempotent: closing a closed device does nothing. */
   close(): void {
     this.native.close();

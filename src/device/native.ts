@@ -47,6 +47,8 @@ export interface NativeDevice {
   writeGpuBlock(blockId: number, data: Uint8Array): void;
   readCpuBlock(blockId: number): Buffer;
   writeCpuBlock(blockId: number, data: Uint8Array): void;
+  readCpuBlockInto(blockId: number, target: Uint8Array, offset?: number): number;
+  writeCpuBlockFrom(blockId: number, source: Uint8Array, offset?: number): number;
   close(): void;
 }
 

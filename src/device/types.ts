@@ -155,6 +155,17 @@ export interface Device {
   readCpuBlock(blockId: number): Buffer;
   writeCpuBlock(blockId: number, data: Uint8Array): void;
   /**
+   * The remote tier's access to a CPU block, one pass each way: copies the
+   * block's bytes into target[offset, offset + bytesPerCpuBlock) (a remote
+   * value, after its header), or from source[offset, ...) into the block,
+   * and returns the CRC-32C of those bytes (src/core/crc32c.ts). Like
+   * readCpuBlock, stream-unordered: the caller knows no transfer touches the
+   * block meanwhile. A block written from a value whose checksum turns out
+   * wrong must not be used.
+   */
+  readCpuBlockInto(blockId: number, target: Uint8Array, offset?: number): number;
+  writeCpuBlockFrom(blockId: number, source: Uint8Array, offset?: number): number;
+  /**
    * Bench access: one contiguous copy of `bytes` (at most the smaller of the
    * GPU buffer and the first CPU chunk) on that direction's copy stream;
    * resolves with its duration measured on the stream (ms): the limit block

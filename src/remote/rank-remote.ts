@@ -2,11 +2,26 @@ import { performance } from 'node:perf_hooks';
 import type { Device } from '../device/types.js';
 import { RemoteValueError } from './errors.js';
 import type { RemoteFaults } from './remote-faults.js';
-import type { RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from '../protocol/remote-jobs.js';
+import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from '../protocol/remote-jobs.js';
 import { shardKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteOperationError, RemoteStore } from './remote-store.js';
 import { parseRemoteUrl } from './remote-url.js';
-import { decodeShard, encodeShard } from './value-format.js';
+import { checkShardHeader, checksumMismatch, HEADER_BYTES, writeShardHeader } from './value-format.js';
+
+/**
+ * Encoded values are sent in batches of about this many bytes as they are
+ * encoded, so the connection carries the first while the next are copied out
+ * (large values go one by one, small ones many to a write). Reads ask for
+ * about as many bytes per command, and load each reply as it arrives.
+ */
+const SEND_BATCH_BYTES = 1 << 20;
+
+interface UnsentWrite {
+  readonly key: string;
+  readonly value: Buffer;
+  resolve(): void;
+  reject(error: unknown): void;
+}
 
 /**
  * One rank's side of the remote tier: moves this rank's shard of each block
@@ -14,8 +29,10 @@ import { decodeShard, encodeShard } from './value-format.js';
  * blocks a step: writes copy the block's bytes out at the start of the step
  * (the block is ready, so nothing writes it) and send them in the
  * background; fetches write a CPU block (reserved as being stored, so
- * nothing reads it) when the value arrived and checked out. Results are
- * reported with the next step's output.
+ * nothing reads it) as each value arrives, checking it in the same pass. A
+ * job is reported (with the next step's output) only once every value of it
+ * settled, so no value lands in a block after its job failed and the block
+ * was freed; a failed job's blocks are never used.
  */
 export class RankRemoteTier {
   private readonly store: RemoteStore;
@@ -23,6 +40,12 @@ export class RankRemoteTier {
   private readonly finished: RemoteJobResult[] = [];
   private readonly inFlight = new Set<Promise<void>>();
   private writeBlocksInFlight = 0;
+  /** Encoded writes not sent yet (see queueWrite). */
+  private unsent: UnsentWrite[] = [];
+  private unsentBytes = 0;
+  /** Where small values are cut from (see allocValue). */
+  private slab: Buffer | null = null;
+  private slabUsed = 0;
   /** Bumped by reset: results of jobs started before it are dropped. */
   private epoch = 0;
 
@@ -38,6 +61,7 @@ export class RankRemoteTier {
       address: parseRemoteUrl(init.url),
       timeoutMs: init.timeoutMs,
       cluster: init.cluster && !switches.ignoreCluster,
+      ownSetBatches: true,
     });
     this.ns = {
       name: init.namespace,
@@ -54,10 +78,15 @@ export class RankRemoteTier {
 
   /** Step start: copy out and send this step's writes, then start its fetches. */
   startStep(meta: RemoteStepMetadata, step = 0): void {
-    for (const spec of meta.writes) {
-      const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
-      if (injected !== null) this.finished.push(result(spec.jobId, 'write', injected, 0, 0));
-      else this.startWrite(spec);
+    try {
+      for (const spec of meta.writes) {
+        const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
+        if (injected !== null) this.finished.push(result(spec.jobId, 'write', injected, 0, 0));
+        else this.startWrite(spec);
+      }
+    } finally {
+      // Even when a copy failed: the writes queued before it settle.
+      this.sendWrites();
     }
     for (const spec of meta.fetches) {
       const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
@@ -106,15 +135,25 @@ export class RankRemoteTier {
       this.finished.push(result(spec.jobId, 'write', 'dropped', 0, 0));
       return;
     }
-    // Copied now: the block may be evicted and reused by a later step's store.
-    const values = spec.blocks.map((b) =>
-      encodeShard(this.ns, { digest: Buffer.from(b.digestHex, 'hex'), rank: this.rank }, this.device.readCpuBlock(b.cpuBlockId)),
-    );
+    // Copied now: the block may be evicted and reused by this step's stores.
+    const sets: Promise<void>[] = [];
+    let bytes = 0;
+    try {
+      for (const b of spec.blocks) {
+        const value = this.encodeBlock(b);
+        bytes += value.length;
+        sets.push(this.queueWrite(shardKey(this.ns, b.digestHex, this.rank), value));
+      }
+    } catch (error) {
+      // The job was not started; what of it was queued is sent and forgotten.
+      void Promise.allSettled(sets);
+      throw error;
+    }
     this.writeBlocksInFlight += n;
     const epoch = this.epoch;
     this.track(
-      Promise.all(spec.blocks.map((b, i) => this.store.set(shardKey(this.ns, b.digestHex, this.rank), values[i]))).then(
-        () => this.report(epoch, result(spec.jobId, 'write', null, bytesOf(values), performance.now() - t0)),
+      Promise.all(sets).then(
+        () => this.report(epoch, result(spec.jobId, 'write', null, bytes, performance.now() - t0)),
         (error: unknown) => this.report(epoch, result(spec.jobId, 'write', failureOf(error), 0, performance.now() - t0)),
       ).finally(() => {
         this.writeBlocksInFlight -= n;
@@ -126,18 +165,37 @@ export class RankRemoteTier {
     const t0 = performance.now();
     const epoch = this.epoch;
     const switches = this.init.testSwitches ?? {};
-    const expected = this.device.info.bytesPerCpuBlock;
     const fetch = async (): Promise<number> => {
-      const values = await Promise.all(spec.blocks.map((b) => this.store.get(shardKey(this.ns, b.digestHex, this.rank))));
-      // Check every value before writing any block.
-      const payloads = values.map((value, i) => {
-        if (value === null) throw new RemoteOperationError('miss', `shard ${this.rank} of block ${spec.blocks[i].digestHex} is gone`);
-        if (switches.skipValueCheck) return value.subarray(value.length - expected);
-        return decodeShard(this.ns, { digest: Buffer.from(spec.blocks[i].digestHex, 'hex'), rank: this.rank }, expected, value);
-      });
-      if (epoch !== this.epoch) return 0;
-      payloads.forEach((payload, i) => this.device.writeCpuBlock(spec.blocks[i].cpuBlockId, payload));
-      return payloads.reduce((sum, p) => sum + p.length, 0);
+      let failure: unknown = null;
+      let bytes = 0;
+      const load = (blocks: readonly RemoteBlockRef[], values: readonly (Buffer | null)[]): void => {
+        for (let i = 0; i < blocks.length; i++) {
+          if (failure !== null || epoch !== this.epoch) return;
+          try {
+            bytes += this.loadBlock(blocks[i], values[i], switches.skipValueCheck === true);
+          } catch (error) {
+            failure = error;
+          }
+        }
+      };
+      // Values are loaded as each group arrives, while the next groups are still on the way.
+      const groups: Promise<void>[] = [];
+      const per = this.blocksPerRead();
+      for (let start = 0; start < spec.blocks.length; start += per) {
+        const blocks = spec.blocks.slice(start, start + per);
+        const keys = blocks.map((b) => shardKey(this.ns, b.digestHex, this.rank));
+        groups.push(
+          this.store.getMany(keys).then(
+            (values) => load(blocks, values),
+            (error: unknown) => {
+              failure ??= error;
+            },
+          ),
+        );
+      }
+      await Promise.all(groups);
+      if (failure !== null) throw failure;
+      return epoch === this.epoch ? bytes : 0;
     };
     this.track(
       fetch().then(
@@ -149,6 +207,73 @@ export class RankRemoteTier {
         },
       ),
     );
+  }
+
+  /** Blocks read with one command: about SEND_BATCH_BYTES of values, at least one. */
+  private blocksPerRead(): number {
+    return Math.max(1, Math.floor(SEND_BATCH_BYTES / (HEADER_BYTES + this.device.info.bytesPerCpuBlock)));
+  }
+
+  /** Queues one SET; the queue is sent once it holds SEND_BATCH_BYTES, and at the end of startStep. */
+  private queueWrite(key: string, value: Buffer): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.unsent.push({ key, value, resolve, reject });
+      this.unsentBytes += value.length;
+      if (this.unsentBytes >= SEND_BATCH_BYTES) this.sendWrites();
+    });
+  }
+
+  private sendWrites(): void {
+    if (this.unsent.length === 0) return;
+    const batch = this.unsent;
+    this.unsent = [];
+    this.unsentBytes = 0;
+    const sent = this.store.setNow(batch.map((w) => [w.key, w.value] as const));
+    sent.forEach((promise, i) => promise.then(batch[i].resolve, batch[i].reject));
+  }
+
+  /** One shard value: header, then the block's bytes copied and checksummed in one pass. */
+  private encodeBlock(block: RemoteBlockRef): Buffer {
+    const length = this.device.info.bytesPerCpuBlock;
+    const value = this.allocValue(HEADER_BYTES + length);
+    const checksum = this.device.readCpuBlockInto(block.cpuBlockId, value, HEADER_BYTES);
+    writeShardHeader(value, this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, checksum);
+    return value;
+  }
+
+  /**
+   * Room for one value. Small values are cut from a shared slab of
+   * SEND_BATCH_BYTES: one allocation per batch instead of one (an ArrayBuffer
+   * for the collector to track) per value.
+   */
+  private allocValue(size: number): Buffer {
+    if (size * 4 > SEND_BATCH_BYTES) return Buffer.allocUnsafeSlow(size);
+    if (this.slab === null || this.slab.length - this.slabUsed < size) {
+      this.slab = Buffer.allocUnsafeSlow(SEND_BATCH_BYTES);
+      this.slabUsed = 0;
+    }
+    const value = this.slab.subarray(this.slabUsed, this.slabUsed + size);
+    // Values start 64-byte aligned, as a fresh allocation would.
+    this.slabUsed = Math.min(this.slab.length, (this.slabUsed + size + 63) & ~63);
+    return value;
+  }
+
+  /**
+   * Checks a fetched value's header, copies its payload into the block and
+   * compares the checksum computed on the way; payload bytes on success. On
+   * a mismatch the block holds bad bytes, and the job fails: its blocks are
+   * freed, never loaded.
+   */
+  private loadBlock(block: RemoteBlockRef, value: Buffer | null, skipCheck: boolean): number {
+    if (value === null) throw new RemoteOperationError('miss', `shard ${this.rank} of block ${block.digestHex} is gone`);
+    const length = this.device.info.bytesPerCpuBlock;
+    if (skipCheck) {
+      this.device.writeCpuBlockFrom(block.cpuBlockId, value, Math.max(0, value.length - length));
+      return length;
+    }
+    const expected = checkShardHeader(this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, value);
+    if (this.device.writeCpuBlockFrom(block.cpuBlockId, value, HEADER_BYTES) !== expected) throw checksumMismatch();
+    return length;
   }
 
   private report(epoch: number, r: RemoteJobResult): void {
@@ -163,12 +288,6 @@ export class RankRemoteTier {
 
 function result(jobId: number, kind: RemoteJobResult['kind'], failure: RemoteJobFailure | null, bytes: number, elapsedMs: number): RemoteJobResult {
   return { jobId, kind, ok: failure === null, failure, bytes, elapsedMs };
-}
-
-function bytesOf(values: readonly Buffer[]): number {
-  let sum = 0;
-  for (const v of values) sum += v.length;
-  return sum;
 }
 
 function failureOf(error: unknown): RemoteJobFailure {

@@ -16,7 +16,8 @@ import { RemoteConfigError } from './errors.js';
  * (`{...}`), so in a cluster they share one slot.
  */
 
-export const REMOTE_FORMAT_VERSION = 1;
+/** 2: payload checksums are CRC-32C (were CRC-32). */
+export const REMOTE_FORMAT_VERSION = 2;
 
 /** What two engines must agree on to share remote blocks. */
 export interface RemoteNamespaceInput {

@@ -30,6 +30,13 @@ export interface RemoteStoreOptions {
   readonly timeoutMs: number;
   /** Connect as a cluster client (found out by `probeRemote`). */
   readonly cluster: boolean;
+  /**
+   * The caller batches its SETs itself (setNow) on a single server: SETs are
+   * then written as they are issued, not auto-pipelined, so a lone large
+   * value goes out as it is instead of being copied once more into a batch.
+   * Other commands stay auto-pipelined. Default false.
+   */
+  readonly ownSetBatches?: boolean;
 }
 
 export interface RemoteConnectionStats {
@@ -45,12 +52,15 @@ export function reconnectDelayMs(attempt: number): number {
 
 export class RemoteStore {
   private readonly client: Redis | Cluster;
+  private readonly ownSetBatches: boolean;
   private reconnects = 0;
   private lastConnectionError: string | null = null;
   private closed = false;
 
   constructor(readonly options: RemoteStoreOptions) {
     const { address, timeoutMs } = options;
+    const ownSetBatches = options.ownSetBatches === true && !options.cluster;
+    this.ownSetBatches = ownSetBatches;
     const common: RedisOptions = {
       username: address.username,
       password: address.password,
@@ -60,6 +70,7 @@ export class RemoteStore {
       commandTimeout: timeoutMs,
       maxRetriesPerRequest: 0,
       enableAutoPipelining: true,
+      autoPipeliningIgnoredCommands: ownSetBatches ? ['set'] : [],
       lazyConnect: true,
     };
     if (options.cluster) {
@@ -119,8 +130,39 @@ export class RemoteStore {
     return this.run(() => this.client.getBuffer(key));
   }
 
+  /**
+   * The values at `keys`, in order (null where the server holds none): one
+   * MGET, so one command and one reply for them all. A cluster has no
+   * cross-slot MGET; there each key is a GET of its own, auto-pipelined.
+   */
+  async getMany(keys: readonly string[]): Promise<(Buffer | null)[]> {
+    if (keys.length === 1 || this.options.cluster) return Promise.all(keys.map((key) => this.get(key)));
+    return this.run(() => this.client.mgetBuffer(...keys));
+  }
+
   async set(key: string, value: Buffer): Promise<void> {
     await this.run(() => this.client.set(key, value));
+  }
+
+  /**
+   * SETs written to the connection now, in one write, rather than at the end
+   * of the tick as auto-pipelining does: a caller encoding many values sends
+   * the first ones while it encodes the next. One promise per entry, in
+   * order. A cluster has no multi-slot pipeline; there they go out as
+   * separate commands, auto-pipelined per node.
+   */
+  setNow(entries: readonly (readonly [key: string, value: Buffer])[]): Promise<void>[] {
+    const alone = entries.length === 1 && this.ownSetBatches;
+    if (this.options.cluster || alone) return entries.map(([key, value]) => this.set(key, value));
+    const pipeline = this.client.pipeline();
+    for (const [key, value] of entries) pipeline.set(key, value);
+    const replies = this.run(() => pipeline.exec());
+    return entries.map((_, i) =>
+      replies.then((all) => {
+        const error = all?.[i]?.[0];
+        if (error) throw classify(error);
+      }),
+    );
   }
 
   /** Which of `keys` exist, in order; one EXISTS per key, pipelined. */

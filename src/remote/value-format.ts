@@ -1,4 +1,4 @@
-import zlib from 'node:zlib';
+import { crc32c } from '../core/crc32c.js';
 import { RemoteValueError } from './errors.js';
 import { REMOTE_FORMAT_VERSION, type RemoteNamespace } from './remote-keys.js';
 
@@ -15,12 +15,16 @@ import { REMOTE_FORMAT_VERSION, type RemoteNamespace } from './remote-keys.js';
  *   12     16  namespace digest (first 16 bytes)
  *   28     32  block digest
  *   60     4   payload length
- *   64     4   CRC-32 of the payload
+ *   64     4   CRC-32C of the payload
  *   68     -   payload
  *
  * A reader checks every field against what it asked for, so a value written
  * under another namespace, block, rank or tp, a truncated value, or one whose
- * bytes were changed, is refused rather than loaded.
+ * bytes were changed, is refused rather than loaded. A rank fills a shard's
+ * payload straight from its CPU block, checksumming as it copies
+ * (Device.readCpuBlockInto), and checks one while copying it into the block
+ * (Device.writeCpuBlockFrom): the header is written and checked here, the
+ * checksum compared by the caller.
  */
 
 const MAGIC = 0x4b565452; // "KVTR"
@@ -32,17 +36,17 @@ export interface ShardIdentity {
   readonly rank: number;
 }
 
-const crc32: (data: Uint8Array) => number =
-  typeof (zlib as { crc32?: unknown }).crc32 === 'function'
-    ? (data) => (zlib as unknown as { crc32(d: Uint8Array): number }).crc32(data)
-    : crc32Table;
-
 /** Encodes a shard value: header and payload in one buffer. */
 export function encodeShard(ns: RemoteNamespace, id: ShardIdentity, payload: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(HEADER_BYTES + payload.length);
-  writeHeader(out, ns, id.digest, id.rank, payload.length, crc32(payload));
   out.set(payload, HEADER_BYTES);
+  writeShardHeader(out, ns, id, payload.length, crc32c(payload));
   return out;
+}
+
+/** Writes a shard's header into out[0, HEADER_BYTES), for a payload of `length` bytes with CRC-32C `checksum` that follows it. */
+export function writeShardHeader(out: Buffer, ns: RemoteNamespace, id: ShardIdentity, length: number, checksum: number): void {
+  writeHeader(out, ns, id.digest, id.rank, length, checksum);
 }
 
 /** Encodes a block's manifest (no payload). */
@@ -58,6 +62,24 @@ export function encodeManifest(ns: RemoteNamespace, digest: Buffer): Buffer {
  * the first field that does not match.
  */
 export function decodeShard(ns: RemoteNamespace, id: ShardIdentity, expectedLength: number, value: Buffer): Buffer {
+  const checksum = checkShardHeader(ns, id, expectedLength, value);
+  const payload = value.subarray(HEADER_BYTES);
+  if (crc32c(payload) !== checksum) throw checksumMismatch();
+  return payload;
+}
+
+/** The error for a payload whose CRC-32C differs from its header's. */
+export function checksumMismatch(): RemoteValueError {
+  return new RemoteValueError('checksum', 'remote value fails its checksum');
+}
+
+/**
+ * Checks everything in a shard value but its payload's checksum, which it
+ * returns: the payload (value[HEADER_BYTES, ...)) is sound when its CRC-32C
+ * equals it. Throws a RemoteValueError naming the first field that does not
+ * match.
+ */
+export function checkShardHeader(ns: RemoteNamespace, id: ShardIdentity, expectedLength: number, value: Buffer): number {
   if (value.length < HEADER_BYTES || value.readUInt32BE(0) !== MAGIC) {
     throw new RemoteValueError('format', `remote value of ${value.length} bytes is not a kvtier block`);
   }
@@ -83,11 +105,7 @@ export function decodeShard(ns: RemoteNamespace, id: ShardIdentity, expectedLeng
       `remote value holds ${value.length - HEADER_BYTES} payload bytes (header says ${length}), expected ${expectedLength}`,
     );
   }
-  const payload = value.subarray(HEADER_BYTES);
-  if (crc32(payload) !== value.readUInt32BE(64)) {
-    throw new RemoteValueError('checksum', 'remote value fails its checksum');
-  }
-  return payload;
+  return value.readUInt32BE(64);
 }
 
 function writeHeader(out: Buffer, ns: RemoteNamespace, digest: Buffer, rank: number, length: number, checksum: number): void {
@@ -100,21 +118,4 @@ function writeHeader(out: Buffer, ns: RemoteNamespace, digest: Buffer, rank: num
   digest.copy(out, 28, 0, 32);
   out.writeUInt32BE(length, 60);
   out.writeUInt32BE(checksum >>> 0, 64);
-}
-
-let table: Uint32Array | null = null;
-
-/** CRC-32 (IEEE) for Node versions without zlib.crc32. */
-function crc32Table(data: Uint8Array): number {
-  if (table === null) {
-    table = new Uint32Array(256);
-    for (let n = 0; n < 256; n++) {
-      let c = n;
-      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-      table[n] = c >>> 0;
-    }
-  }
-  let crc = 0xffffffff;
-  for (let i = 0; i < data.length; i++) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
 }

@@ -1,3 +1,4 @@
+import { crc32c } from '../core/crc32c.js';
 import { SeededRandom } from '../core/prng.js';
 import type {
   Device,
@@ -255,6 +256,20 @@ export class SimulatedDevice implements Device {
     this.cpu.writeBlock(blockId, bufferToStates(data, this.cpu.offloadFactor * this.blockSize));
   }
 
+  readCpuBlockInto(blockId: number, target: Uint8Array, offset = 0): number {
+    const at = this.checkBlockRange('readCpuBlockInto', 'target', target, offset);
+    const bytes = this.readCpuBlock(blockId);
+    target.set(bytes, at);
+    return crc32c(bytes);
+  }
+
+  writeCpuBlockFrom(blockId: number, source: Uint8Array, offset = 0): number {
+    const at = this.checkBlockRange('writeCpuBlockFrom', 'source', source, offset);
+    const bytes = source.subarray(at, at + this.cpuImageBytes());
+    this.writeCpuBlock(blockId, bytes);
+    return crc32c(bytes);
+  }
+
   /** A copy of one GPU block's chain states. */
   gpuStates(blockId: number): Uint32Array {
     this.checkGpuBlock(blockId);
@@ -417,6 +432,23 @@ export class SimulatedDevice implements Device {
     if (!Number.isInteger(id) || id < 0 || id >= this.numGpuBlocks) {
       throw new RangeError(`GPU block id ${id} is outside [0, ${this.numGpuBlocks})`);
     }
+  }
+
+  /** Checks a buffer and offset that one CPU block is copied to or from; returns the offset. */
+  private checkBlockRange(operation: string, name: string, buffer: Uint8Array, offset: number): number {
+    if (!(buffer instanceof Uint8Array)) throw new TypeError(`${operation}: ${name} must be a Uint8Array or Buffer`);
+    const block = this.cpuImageBytes();
+    if (!Number.isInteger(offset) || offset < 0 || offset > buffer.length - block) {
+      throw new RangeError(
+        `${operation}: offset = ${String(offset)} leaves no room for a CPU block image of ${block} bytes in ${name}.length = ${buffer.length}`,
+      );
+    }
+    return offset;
+  }
+
+  /** Bytes of a CPU block's image here: its positions' chain states (see the class comment), not bytesPerCpuBlock. */
+  private cpuImageBytes(): number {
+    return this.cpu.offloadFactor * this.blockSize * 4;
   }
 
   private assertOpen(): void {

@@ -145,6 +145,32 @@ describe.skipIf(!haveRedis)('the remote store against a real redis-server', () =
     expect(await store.exists(['kvt:test:{a}:r0', 'kvt:test:{b}:r0', 'kvt:test:{a}:r0'])).toEqual([true, false, true]);
   });
 
+  it('sends a batch of values at once and reads many back in order, null where none is held', async () => {
+    const keys = ['kvt:test:{m0}:r0', 'kvt:test:{m1}:r0', 'kvt:test:{m2}:r0'];
+    const values = keys.map((_, i) => Buffer.from([i, 0, 13, 10, 255]));
+    await Promise.all(store.setNow(keys.map((k, i) => [k, values[i]] as const)));
+    // Written through one pipeline, read by plain GETs and by one MGET.
+    expect((await store.get(keys[1]))?.equals(values[1])).toBe(true);
+    const back = await store.getMany([keys[2], 'kvt:test:{gone}:r0', keys[0]]);
+    expect(back.map((v) => v?.toString('hex') ?? null)).toEqual([values[2].toString('hex'), null, values[0].toString('hex')]);
+    expect((await store.getMany([keys[1]]))[0]?.equals(values[1])).toBe(true);
+    expect(store.setNow([])).toEqual([]);
+  });
+
+  it('with SETs batched by the caller, sends lone values and batches alike', async () => {
+    const own = new RemoteStore({ ...store.options, ownSetBatches: true });
+    try {
+      await own.connect();
+      const big = Buffer.alloc(3 << 20, 0x5a);
+      await Promise.all(own.setNow([['kvt:test:{big}:r0', big]]));
+      await Promise.all(own.setNow([['kvt:test:{s0}:r0', Buffer.from('a')], ['kvt:test:{s1}:r0', Buffer.from('b')]]));
+      expect((await store.get('kvt:test:{big}:r0'))?.equals(big)).toBe(true);
+      expect((await own.getMany(['kvt:test:{s0}:r0', 'kvt:test:{s1}:r0'])).map(String)).toEqual(['a', 'b']);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('times a command out when the server does not answer', async () => {
     server.cli('client', 'pause', '900', 'ALL');
     const error = await store.get('kvt:test:{a}:r0').catch((e: unknown) => e);
@@ -173,6 +199,9 @@ describe.skipIf(!haveRedis)('a remote store losing its server', () => {
       await new Promise((r) => setTimeout(r, 100));
       const error = (await store.get('k').catch((e: unknown) => e)) as RemoteOperationError;
       expect(error.kind).toBe('connection');
+      const [sent] = store.setNow([['k', Buffer.from('w')]]);
+      expect(((await sent.catch((e: unknown) => e)) as RemoteOperationError).kind).toBe('connection');
+      expect(((await store.getMany(['k', 'j']).catch((e: unknown) => e)) as RemoteOperationError).kind).toBe('connection');
       server = await startRedis({ port: server.port });
       const deadline = Date.now() + 5000;
       while (!store.connected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -202,6 +231,9 @@ describe.skipIf(!haveRedis)('the remote store on a 3-node cluster', () => {
       // The keys landed on more than one node.
       const perNode = cluster.nodes.map((n) => Number(n.cli('dbsize').trim()));
       expect(perNode.filter((n) => n > 0).length).toBeGreaterThan(1);
+      // Batches and multi-key reads span slots too.
+      await Promise.all(store.setNow(keys.map((k, i) => [k, Buffer.from([i + 100])] as const)));
+      expect((await store.getMany(keys)).map((v) => v?.[0])).toEqual(keys.map((_, i) => i + 100));
     } finally {
       await store.close();
       await cluster.stop();
