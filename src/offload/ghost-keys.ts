@@ -1,0 +1,81 @@
+import type { BlockHash } from '../core/block-hash.js';
+import { BlockHashIndex } from '../core/block-hash-index.js';
+import { ABSENT } from '../core/lane-hash-table.js';
+import { NO_SLOT, SlotFifo } from './slot-fifo.js';
+
+/** Nodes allocated up front; more as the keys fill them, up to the capacity. */
+const INITIAL_NODES = 1 << 12;
+
+/**
+ * Keys no longer held, remembered oldest first up to a fixed count: adding
+ * one beyond it forgets the oldest. A node per key, in typed arrays (a
+ * SlotFifo for the order, a free-node list) found through a BlockHashIndex,
+ * so remembering and forgetting allocate nothing once the nodes exist; the
+ * only per-key reference is the key string, kept to confirm lookups and to
+ * list the keys.
+ */
+export class GhostKeys {
+  private readonly order: SlotFifo;
+  /** Key per node; undefined for a free node. */
+  private readonly keys: (BlockHash | undefined)[] = [];
+  /** Freed nodes (reused before new ones are taken). */
+  private freeNodes: Int32Array;
+  private freeCount = 0;
+  private readonly index: BlockHashIndex;
+
+  constructor(readonly capacity: number) {
+    const initial = Math.min(capacity, INITIAL_NODES);
+    this.order = new SlotFifo(initial);
+    this.freeNodes = new Int32Array(initial);
+    this.index = new BlockHashIndex((node) => this.keys[node], initial);
+  }
+
+  get size(): number {
+    return this.order.size;
+  }
+
+  /** Remembers `key` (not remembered yet) as the newest, forgetting the oldest when full. */
+  add(key: BlockHash): void {
+    if (this.order.size === this.capacity) this.forget(this.order.oldest);
+    const node = this.takeNode();
+    this.keys[node] = key;
+    this.index.add(key, node);
+    this.order.push(node);
+  }
+
+  /** Forgets `key`; false when it was not remembered. */
+  delete(key: BlockHash): boolean {
+    const node = this.index.get(key);
+    if (node === ABSENT) return false;
+    this.forget(node);
+    return true;
+  }
+
+  /** Remembered keys, oldest first. */
+  list(): BlockHash[] {
+    const out: BlockHash[] = [];
+    for (let node = this.order.oldest; node !== NO_SLOT; node = this.order.after(node)) out.push(this.keys[node] as BlockHash);
+    return out;
+  }
+
+  private takeNode(): number {
+    if (this.freeCount > 0) return this.freeNodes[--this.freeCount];
+    const node = this.keys.length;
+    this.keys.push(undefined);
+    if (node >= this.order.capacity) {
+      const grown = Math.min(this.capacity, 2 * this.order.capacity);
+      this.order.grow(grown);
+      const freeNodes = new Int32Array(grown);
+      freeNodes.set(this.freeNodes);
+      this.freeNodes = freeNodes;
+    }
+    return node;
+  }
+
+  private forget(node: number): void {
+    this.index.delete(this.keys[node] as BlockHash);
+    this.keys[node] = undefined;
+    this.order.remove(node);
+    this.freeNodes[this.freeCount++] = node;
+  }
+}
