@@ -45,6 +45,7 @@ export class GhostKeys {
 
   /** Forgets `key`; false when it was not remembered. */
   delete(key: BlockHash): boolean {
+    if (this.order.size === 0) return false;
     const node = this.index.get(key);
     if (node === ABSENT) return false;
     this.forget(node);
