@@ -1,4 +1,4 @@
-import type { BlockHash } from '../core/block-hash.js';
+import { blockHashLane, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
@@ -18,6 +18,8 @@ export class GhostKeys {
   private readonly order: SlotFifo;
   /** Key per node; undefined for a free node. */
   private readonly keys: (BlockHash | undefined)[] = [];
+  /** Lanes of each node's key, so forgetting the oldest computes none (the key just evicted has them cached). */
+  private lanes: Int32Array;
   /** Freed nodes (reused before new ones are taken). */
   private freeNodes: Int32Array;
   private freeCount = 0;
@@ -27,6 +29,7 @@ export class GhostKeys {
     const initial = Math.min(capacity, INITIAL_NODES);
     this.order = new SlotFifo(initial);
     this.freeNodes = new Int32Array(initial);
+    this.lanes = new Int32Array(2 * initial);
     this.index = new BlockHashIndex((node) => this.keys[node], initial);
   }
 
@@ -39,6 +42,8 @@ export class GhostKeys {
     if (this.order.size === this.capacity) this.forget(this.order.oldest);
     const node = this.takeNode();
     this.keys[node] = key;
+    this.lanes[2 * node] = blockHashLane(key, 0);
+    this.lanes[2 * node + 1] = blockHashLane(key, 1);
     this.index.add(key, node);
     this.order.push(node);
   }
@@ -69,12 +74,15 @@ export class GhostKeys {
       const freeNodes = new Int32Array(grown);
       freeNodes.set(this.freeNodes);
       this.freeNodes = freeNodes;
+      const lanes = new Int32Array(2 * grown);
+      lanes.set(this.lanes);
+      this.lanes = lanes;
     }
     return node;
   }
 
   private forget(node: number): void {
-    this.index.delete(this.keys[node] as BlockHash);
+    this.index.deleteWithLanes(this.keys[node] as BlockHash, this.lanes[2 * node], this.lanes[2 * node + 1]);
     this.keys[node] = undefined;
     this.order.remove(node);
     this.freeNodes[this.freeCount++] = node;
