@@ -1,6 +1,7 @@
 import { blockHashLane, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
+import { LaneFilter } from '../core/lane-filter.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
 /** Nodes allocated up front; more as the keys fill them, up to the capacity. */
@@ -24,6 +25,8 @@ export class GhostKeys {
   private freeNodes: Int32Array;
   private freeCount = 0;
   private readonly index: BlockHashIndex;
+  /** Most stored keys were never evicted: this answers them without probing the index. */
+  private readonly filter: LaneFilter;
 
   constructor(readonly capacity: number) {
     const initial = Math.min(capacity, INITIAL_NODES);
@@ -31,6 +34,7 @@ export class GhostKeys {
     this.freeNodes = new Int32Array(initial);
     this.lanes = new Int32Array(2 * initial);
     this.index = new BlockHashIndex((node) => this.keys[node], initial);
+    this.filter = new LaneFilter(capacity);
   }
 
   get size(): number {
@@ -42,15 +46,18 @@ export class GhostKeys {
     if (this.order.size === this.capacity) this.forget(this.order.oldest);
     const node = this.takeNode();
     this.keys[node] = key;
-    this.lanes[2 * node] = blockHashLane(key, 0);
-    this.lanes[2 * node + 1] = blockHashLane(key, 1);
+    const a = blockHashLane(key, 0);
+    const b = blockHashLane(key, 1);
+    this.lanes[2 * node] = a;
+    this.lanes[2 * node + 1] = b;
+    this.filter.add(a, b);
     this.index.add(key, node);
     this.order.push(node);
   }
 
   /** Forgets `key`; false when it was not remembered. */
   delete(key: BlockHash): boolean {
-    if (this.order.size === 0) return false;
+    if (this.order.size === 0 || !this.filter.mayHave(blockHashLane(key, 0), blockHashLane(key, 1))) return false;
     const node = this.index.get(key);
     if (node === ABSENT) return false;
     this.forget(node);
@@ -82,7 +89,10 @@ export class GhostKeys {
   }
 
   private forget(node: number): void {
-    this.index.deleteWithLanes(this.keys[node] as BlockHash, this.lanes[2 * node], this.lanes[2 * node + 1]);
+    const a = this.lanes[2 * node];
+    const b = this.lanes[2 * node + 1];
+    this.index.deleteWithLanes(this.keys[node] as BlockHash, a, b);
+    this.filter.remove(a, b);
     this.keys[node] = undefined;
     this.order.remove(node);
     this.freeNodes[this.freeCount++] = node;

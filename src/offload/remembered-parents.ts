@@ -1,6 +1,7 @@
-import type { BlockHash } from '../core/block-hash.js';
+import { blockHashLane, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
+import { LaneFilter } from '../core/lane-filter.js';
 
 /** Entries the index is sized for up front; it grows as the ring fills. */
 const INITIAL_ENTRIES = 1 << 12;
@@ -15,12 +16,17 @@ const INITIAL_ENTRIES = 1 << 12;
 export class RememberedParents {
   private readonly children: BlockHash[] = [];
   private readonly parents: BlockHash[] = [];
+  /** Lanes of each ring position's key, so pushing it out parses nothing. */
+  private lanes = new Int32Array(2 * INITIAL_ENTRIES);
   /** Ring position the next key goes to (the oldest once the ring is full). */
   private nextPosition = 0;
   private readonly index: BlockHashIndex;
+  /** Most stored blocks were never in a lookup's chain: this answers them without probing the index. */
+  private readonly filter: LaneFilter;
 
   constructor(readonly capacity: number) {
     this.index = new BlockHashIndex((position) => this.children[position], Math.min(capacity, INITIAL_ENTRIES));
+    this.filter = new LaneFilter(capacity);
   }
 
   get size(): number {
@@ -29,12 +35,13 @@ export class RememberedParents {
 
   /** The remembered parent of `key`, or undefined. */
   get(key: BlockHash): BlockHash | undefined {
-    const position = this.index.get(key);
+    const position = this.positionOf(key);
     return position === ABSENT ? undefined : this.parents[position];
   }
 
   /** The ring position of `key`, or ABSENT (see `parentAt`). */
   positionOf(key: BlockHash): number {
+    if (!this.filter.mayHave(blockHashLane(key, 0), blockHashLane(key, 1))) return ABSENT;
     return this.index.get(key);
   }
 
@@ -51,14 +58,25 @@ export class RememberedParents {
   /** Remembers `parent` for `key` (not remembered yet), forgetting the oldest key when full; returns its ring position. */
   add(key: BlockHash, parent: BlockHash): number {
     const position = this.nextPosition;
+    const lanes = this.lanes;
     if (position < this.children.length) {
-      this.index.delete(this.children[position]);
+      this.index.deleteWithLanes(this.children[position], lanes[2 * position], lanes[2 * position + 1]);
+      this.filter.remove(lanes[2 * position], lanes[2 * position + 1]);
       this.children[position] = key;
       this.parents[position] = parent;
     } else {
       this.children.push(key);
       this.parents.push(parent);
+      if (2 * position >= lanes.length) {
+        this.lanes = new Int32Array(Math.min(2 * lanes.length, 2 * this.capacity));
+        this.lanes.set(lanes);
+      }
     }
+    const a = blockHashLane(key, 0);
+    const b = blockHashLane(key, 1);
+    this.lanes[2 * position] = a;
+    this.lanes[2 * position + 1] = b;
+    this.filter.add(a, b);
     this.index.add(key, position);
     this.nextPosition = position + 1 === this.capacity ? 0 : position + 1;
     return position;
