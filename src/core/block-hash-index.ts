@@ -40,8 +40,14 @@ export class BlockHashIndex {
 
   /** Forgets `key`; false when it was not held. */
   delete(key: BlockHash): boolean {
-    const a = blockHashLane(key, 0);
-    const b = blockHashLane(key, 1);
+    return this.deleteWithLanes(key, blockHashLane(key, 0), blockHashLane(key, 1));
+  }
+
+  /**
+   * Forgets `key`, whose lanes (`blockHashLane(key, 0)` and `(key, 1)`) the
+   * caller kept, without computing them again; false when it was not held.
+   */
+  deleteWithLanes(key: BlockHash, a: number, b: number): boolean {
     const slot = this.table.get(a, b);
     if (slot !== ABSENT && this.keyOf(slot) === key) return this.table.delete(a, b);
     return this.overflow?.delete(key) ?? false;

@@ -140,30 +140,52 @@ export class OffloadingManagerError extends KvtierError {
 }
 
 /**
+ * The tier's held blocks as a policy may address them: by key or by CPU
+ * block id (unique among held blocks, below the capacity).
+ */
+export interface TierSlots {
+  /** The CPU block id holding `key`, or ABSENT. */
+  idOf(key: BlockHash): number;
+  /** The key of held CPU block `id`. */
+  keyOf(id: number): BlockHash;
+}
+
+/**
  * The ordering half of a manager: which blocks go first when room is needed.
- * The block states live in CpuOffloadingManager; a policy only sees keys.
+ * The block states live in CpuOffloadingManager; a policy sees keys and,
+ * for policies that keep their order in arrays by block, the CPU block id
+ * of each held key (so it never looks a key up again).
  */
 export interface EvictionPolicy {
-  /** A new block entered the tier (it is being stored). */
-  admitted(key: BlockHash): void;
-  /** `key` was touched; `ready` is null when the tier holds no block for it. */
-  touched(key: BlockHash, ready: boolean | null): void;
+  /** Optional: called once by the manager, before any other call, with its view of the held blocks. */
+  attach?(slots: TierSlots): void;
+  /** A new block entered the tier (it is being stored) at CPU block `id`. */
+  admitted(key: BlockHash, id: number): void;
+  /** `key` was touched; `ready` is null (and `id` ABSENT) when the tier holds no block for it. */
+  touched(key: BlockHash, ready: boolean | null, id: number): void;
   /**
    * Optional: the keys of one `touch`, in input order, before their `touched`
-   * calls. The connector touches a prompt's keys first block first, so a
-   * policy may read each key's parent from it (prefix-aware policies).
+   * calls, with `ids[i]` the CPU block id of `keys[i]` or ABSENT (valid
+   * during the call only). The connector touches a prompt's keys first
+   * block first, so a policy may read each key's parent from it
+   * (prefix-aware policies).
    */
-  touchedChain?(keys: readonly BlockHash[]): void;
+  touchedChain?(keys: readonly BlockHash[], ids: ArrayLike<number>): void;
   /**
    * The `count` blocks to evict next, in eviction order, among the keys
    * `evictable` accepts, or null when there are fewer. Must change nothing:
    * `evicted` applies the choice.
    */
   chooseVictims(count: number, evictable: (key: BlockHash) => boolean): BlockHash[] | null;
-  /** The keys `chooseVictims` returned were evicted, in that order. */
-  evicted(keys: readonly BlockHash[]): void;
-  /** A block left without being evicted (its store failed): keep no history of it. */
-  dropped(key: BlockHash): void;
+  /**
+   * Optional, preferred over `chooseVictims` when present: the same choice
+   * as CPU block ids, `evictable` taking ids.
+   */
+  chooseVictimIds?(count: number, evictable: (id: number) => boolean): number[] | null;
+  /** The blocks the choice returned were evicted, in that order: `keys[i]` was at CPU block `ids[i]`. */
+  evicted(keys: readonly BlockHash[], ids: readonly number[]): void;
+  /** A block (`key` at CPU block `id`) left without being evicted (its store failed): keep no history of it. */
+  dropped(key: BlockHash, id: number): void;
   /** Every block left the tier. */
   reset(): void;
 }
@@ -217,13 +239,15 @@ export class CpuOffloadingManager implements OffloadingManager {
   private storesDeclined = 0;
   private storesRejected = 0;
   private evictions = 0;
-  /** Keys of the prepareStore in progress, for the victim filter (a field, so the filter allocates no closure). */
-  private storeInput: readonly BlockHash[] = NO_KEYS;
-  private storeInputSet: ReadonlySet<BlockHash> | null = null;
+  /** Held blocks among the keys of the prepareStore in progress carry its stamp: never its victims. */
+  private readonly storeInputStamp: Uint32Array;
+  private storeStamp = 0;
+  /** CPU block ids of the keys of the touch in progress (ABSENT when not held). */
+  private touchIds = new Int32Array(64);
+  private readonly isEvictableId = (id: number): boolean => this.refCnt[id] === 0 && this.storeInputStamp[id] !== this.storeStamp;
   private readonly isEvictable = (key: BlockHash): boolean => {
     const id = this.index.get(key);
-    if (id === ABSENT || this.refCnt[id] !== 0) return false;
-    return this.storeInputSet === null ? key !== this.storeInput[0] : !this.storeInputSet.has(key);
+    return id !== ABSENT && this.isEvictableId(id);
   };
 
   constructor(
@@ -232,8 +256,10 @@ export class CpuOffloadingManager implements OffloadingManager {
   ) {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
     this.refCnt = new Int32Array(options.capacityBlocks);
+    this.storeInputStamp = new Uint32Array(options.capacityBlocks);
     this.index = new BlockHashIndex((id) => this.keyById[id], Math.min(options.capacityBlocks, INITIAL_INDEX_ENTRIES));
     this.protectQueued = options.protectQueued ?? false;
+    policy.attach?.({ idOf: (key) => this.index.get(key), keyOf: (id) => this.keyById[id] as BlockHash });
   }
 
   lookup(keys: readonly BlockHash[]): number {
@@ -271,11 +297,14 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   touch(keys: readonly BlockHash[]): void {
-    this.policy.touchedChain?.(keys);
+    if (keys.length > this.touchIds.length) this.touchIds = new Int32Array(2 * keys.length);
+    const ids = this.touchIds;
+    for (let i = 0; i < keys.length; i++) ids[i] = this.index.get(keys[i]);
+    this.policy.touchedChain?.(keys, ids);
     // Newest last: walking backwards leaves the first key the most recent.
     for (let i = keys.length - 1; i >= 0; i--) {
-      const id = this.index.get(keys[i]);
-      this.policy.touched(keys[i], id === ABSENT ? null : this.refCnt[id] !== BEING_STORED);
+      const id = ids[i];
+      this.policy.touched(keys[i], id === ABSENT ? null : this.refCnt[id] !== BEING_STORED, id);
     }
   }
 
@@ -314,9 +343,14 @@ export class CpuOffloadingManager implements OffloadingManager {
     let keysToStore: BlockHash[] | null = null;
     let numToStore = 0;
     let declinedKeys: BlockHash[] | null = null;
+    const stamp = this.nextStoreStamp();
     for (let i = 0; i < distinct.length; i++) {
       const key = distinct[i];
-      if (this.index.get(key) !== ABSENT) continue;
+      const id = this.index.get(key);
+      if (id !== ABSENT) {
+        this.storeInputStamp[id] = stamp;
+        continue;
+      }
       if (admit === undefined || admit(key)) (keysToStore ??= new Array<BlockHash>(distinct.length - i))[numToStore++] = key;
       else (declinedKeys ??= []).push(key);
     }
@@ -331,20 +365,12 @@ export class CpuOffloadingManager implements OffloadingManager {
     const shortfall = keysToStore.length - this.allocator.numFree;
     let evictedKeys: readonly BlockHash[] = NO_KEYS;
     if (shortfall > 0) {
-      this.storeInput = keys;
-      this.storeInputSet = inputKeys;
-      const victims =
-        this.protectedKeys.size === 0
-          ? this.policy.chooseVictims(shortfall, this.isEvictable)
-          : this.chooseAroundProtected(shortfall, keysToStore, keys);
-      this.storeInput = NO_KEYS;
-      this.storeInputSet = null;
+      const victims = this.chooseVictims(shortfall, keysToStore, keys);
       if (victims === null) {
         this.storesRejected++;
         return null;
       }
       evictedKeys = victims;
-      this.evict(victims);
     }
 
     const cpuBlockIds = this.allocator.allocate(keysToStore.length);
@@ -354,7 +380,7 @@ export class CpuOffloadingManager implements OffloadingManager {
       this.keyById[id] = key;
       this.refCnt[id] = BEING_STORED;
       this.index.add(key, id);
-      this.policy.admitted(key);
+      this.policy.admitted(key, id);
     }
     this.usedBlocks += keysToStore.length;
     this.beingStoredBlocks += keysToStore.length;
@@ -377,7 +403,7 @@ export class CpuOffloadingManager implements OffloadingManager {
         this.storesCompleted++;
       } else {
         this.forget(key, id);
-        this.policy.dropped(key);
+        this.policy.dropped(key, id);
         this.storesFailed++;
       }
     }
@@ -422,21 +448,66 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   /**
+   * Chooses `count` victims for a store of `keysToStore` (of input `inputKeys`)
+   * and evicts them; returns their keys, or null (changing nothing) when
+   * there are not enough.
+   */
+  private chooseVictims(count: number, keysToStore: readonly BlockHash[], inputKeys: readonly BlockHash[]): readonly BlockHash[] | null {
+    const policy = this.policy;
+    if (policy.chooseVictimIds === undefined) {
+      const victims =
+        this.protectedKeys.size === 0
+          ? policy.chooseVictims(count, this.isEvictable)
+          : this.chooseAroundProtected(count, keysToStore, inputKeys, (accept) => policy.chooseVictims(count, (key) => this.isEvictable(key) && accept(key)));
+      if (victims === null) return null;
+      const ids = new Array<number>(victims.length);
+      for (let i = 0; i < victims.length; i++) ids[i] = this.index.get(victims[i]);
+      this.evict(victims, ids);
+      return victims;
+    }
+    const ids =
+      this.protectedKeys.size === 0
+        ? policy.chooseVictimIds(count, this.isEvictableId)
+        : this.chooseAroundProtected(count, keysToStore, inputKeys, (accept) =>
+            policy.chooseVictimIds?.(count, (id) => this.isEvictableId(id) && accept(this.keyById[id] as BlockHash)) ?? null,
+          );
+    if (ids === null) return null;
+    const victims = new Array<BlockHash>(ids.length);
+    for (let i = 0; i < ids.length; i++) victims[i] = this.keyById[ids[i]] as BlockHash;
+    this.evict(victims, ids);
+    return victims;
+  }
+
+  /**
    * Victims when queued requests protect blocks: unprotected blocks first; a
    * protected block goes only for blocks a request nearer the head of the
-   * queue will read (never for blocks nobody queued asked for).
+   * queue will read (never for blocks nobody queued asked for). `choose`
+   * asks the policy for victims among evictable blocks whose key `accept` takes.
    */
-  private chooseAroundProtected(count: number, keysToStore: readonly BlockHash[], inputKeys: readonly BlockHash[]): readonly BlockHash[] | null {
+  private chooseAroundProtected<T>(
+    count: number,
+    keysToStore: readonly BlockHash[],
+    inputKeys: readonly BlockHash[],
+    choose: (accept: (key: BlockHash) => boolean) => T[] | null,
+  ): T[] | null {
     const protectedKeys = this.protectedKeys;
     // Ask the policy for unprotected victims only when there are enough (a failed choice walks the whole tier);
     // the store's own held keys are not evictable for it.
     let available = this.freeUnprotected;
     for (const key of inputKeys.length > 1 ? new Set(inputKeys) : inputKeys) if (this.isReady(key) && !protectedKeys.has(key)) available--;
-    if (available >= count) return this.policy.chooseVictims(count, (key) => this.isEvictable(key) && !protectedKeys.has(key));
+    if (available >= count) return choose((key) => !protectedKeys.has(key));
     let nearest = Infinity;
     for (const key of keysToStore) nearest = Math.min(nearest, protectedKeys.rankOf(key));
     if (nearest === Infinity) return null;
-    return this.policy.chooseVictims(count, (key) => this.isEvictable(key) && protectedKeys.rankOf(key) > nearest);
+    return choose((key) => protectedKeys.rankOf(key) > nearest);
+  }
+
+  private nextStoreStamp(): number {
+    if (this.storeStamp === 0xffffffff) {
+      this.storeInputStamp.fill(0);
+      this.storeStamp = 0;
+    }
+    return ++this.storeStamp;
   }
 
   /** Whether `key` is held, stored and not pinned by a load (refCnt 0). */
@@ -445,12 +516,13 @@ export class CpuOffloadingManager implements OffloadingManager {
     return id !== ABSENT && this.refCnt[id] === 0;
   }
 
-  private evict(keys: readonly BlockHash[]): void {
+  /** Evicts `keys`, held at CPU blocks `ids`. */
+  private evict(keys: readonly BlockHash[], ids: readonly number[]): void {
     for (let i = 0; i < keys.length; i++) {
       if (this.protectQueued && !this.protectedKeys.has(keys[i])) this.freeUnprotected--;
-      this.forget(keys[i], this.index.get(keys[i]));
+      this.forget(keys[i], ids[i]);
     }
-    this.policy.evicted(keys);
+    this.policy.evicted(keys, ids);
     this.evictions += keys.length;
   }
 

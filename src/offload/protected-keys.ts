@@ -58,7 +58,8 @@ export class ProtectedKeys {
   }
 
   has(key: BlockHash): boolean {
-    return this.ranks.has(key);
+    // Most of the time nothing is queued: skip hashing the key.
+    return this.ranks.size !== 0 && this.ranks.has(key);
   }
 
   /** Queue rank of the nearest request protecting `key` (lower is sooner), or Infinity when none does. */

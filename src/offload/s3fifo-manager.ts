@@ -1,6 +1,15 @@
 import type { BlockHash } from '../core/block-hash.js';
-import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
-import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
+import { ABSENT } from '../core/lane-hash-table.js';
+import { GhostKeys } from './ghost-keys.js';
+import {
+  CpuOffloadingManager,
+  type CpuOffloadingManagerOptions,
+  type EvictionPolicy,
+  type TierSlots,
+} from './manager.js';
+import { NO_SLOT, SlotFifo } from './slot-fifo.js';
+import { SlotList } from './slot-list.js';
+import { SlotPrefixTree } from './slot-prefix-tree.js';
 
 /**
  * S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
@@ -20,6 +29,11 @@ import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
  * blocks. Every victim is the deepest held block under the block the queues
  * chose, so descendants leave before their ancestors, and blocks whose
  * parent left go first.
+ *
+ * The queues, the reuse counts and the prefix tree are typed arrays over the
+ * tier's CPU block ids, which the manager hands over with every call, so the
+ * store and evict path looks no key up again and allocates no per-block
+ * entry; only ghosts (keys no longer held) are found by key.
  */
 
 /** The small FIFO's share of the tier. */
@@ -28,6 +42,11 @@ const SMALL_SHARE = 0.1;
 const GHOST_CAPACITIES = 4;
 /** Largest reuse count (second chances in the main FIFO). */
 const MAX_FREQ = 3;
+
+/** Which FIFO holds a block id. */
+const IN_NONE = 0;
+const IN_SMALL = 1;
+const IN_MAIN = 2;
 
 export interface S3FifoState {
   /** Small FIFO, oldest first. */
@@ -38,163 +57,232 @@ export interface S3FifoState {
   readonly ghosts: readonly BlockHash[];
 }
 
+const NO_SLOTS: TierSlots = {
+  idOf: () => ABSENT,
+  keyOf: (id) => {
+    throw new RangeError(`S3-FIFO policy used before a manager attached it (block id ${id})`);
+  },
+};
+
 export class S3FifoEvictionPolicy implements EvictionPolicy {
-  private readonly small = new Map<BlockHash, true>();
-  /** Main FIFO with each block's reuse count. */
-  private readonly main = new Map<BlockHash, number>();
-  private readonly ghosts = new Map<BlockHash, true>();
-  private readonly links: PrefixLinks;
+  private readonly small: SlotFifo;
+  private readonly main: SlotFifo;
+  /** IN_NONE, IN_SMALL or IN_MAIN per block id. */
+  private readonly queueOf: Uint8Array;
+  /** Reuse count of each main-FIFO block. */
+  private readonly freq: Uint8Array;
+  private readonly ghosts: GhostKeys;
+  private readonly tree: SlotPrefixTree;
   private readonly smallTarget: number;
-  private readonly ghostCapacity: number;
+  private slots: TierSlots = NO_SLOTS;
   /** Main blocks the last choice passed over (second chances to apply when it is carried out). */
-  private passedOver: BlockHash[] = [];
+  private readonly passedOver = new SlotList();
+  /** Queue blocks whose leaf went instead during the current choice. */
+  private readonly leafInstead = new SlotList();
+  /** Ids chosen by the current choice carry its stamp. */
+  private readonly chosenStamp: Uint32Array;
+  private stamp = 0;
+  /** The current choice's filter (a field, so the walk allocates no closure). */
+  private evictable: (id: number) => boolean = () => false;
+  private readonly isFree = (id: number): boolean => this.chosenStamp[id] !== this.stamp && this.evictable(id);
 
   constructor(capacity: number) {
+    this.small = new SlotFifo(capacity);
+    this.main = new SlotFifo(capacity);
+    this.queueOf = new Uint8Array(capacity);
+    this.freq = new Uint8Array(capacity);
+    this.chosenStamp = new Uint32Array(capacity);
     this.smallTarget = Math.max(1, Math.floor(capacity * SMALL_SHARE));
-    this.ghostCapacity = Math.max(1, GHOST_CAPACITIES * capacity);
-    this.links = new PrefixLinks(Math.max(65_536, 4 * capacity), (key) => this.small.has(key) || this.main.has(key));
+    this.ghosts = new GhostKeys(Math.max(1, GHOST_CAPACITIES * capacity));
+    // The tree reads ids and keys through `slots`, set when the manager attaches.
+    this.tree = new SlotPrefixTree(capacity, Math.max(65_536, 4 * capacity), {
+      idOf: (key) => this.slots.idOf(key),
+      keyOf: (id) => this.slots.keyOf(id),
+    });
   }
 
-  admitted(key: BlockHash): void {
-    if (this.ghosts.delete(key)) this.main.set(key, 0);
-    else this.small.set(key, true);
-    this.links.added(key);
+  attach(slots: TierSlots): void {
+    this.slots = slots;
   }
 
-  touchedChain(keys: readonly BlockHash[]): void {
-    this.links.sawChain(keys);
-  }
-
-  touched(key: BlockHash, ready: boolean | null): void {
-    if (ready !== true) return;
-    if (this.small.delete(key)) {
-      this.main.set(key, 0);
-      return;
+  admitted(key: BlockHash, id: number): void {
+    if (this.ghosts.delete(key)) this.pushMain(id, 0);
+    else {
+      this.queueOf[id] = IN_SMALL;
+      this.small.push(id);
     }
-    const freq = this.main.get(key);
-    if (freq !== undefined) this.main.set(key, Math.min(MAX_FREQ, freq + 1));
+    this.tree.added(key, id);
+  }
+
+  touchedChain(keys: readonly BlockHash[], ids: ArrayLike<number>): void {
+    this.tree.sawChain(keys, ids);
+  }
+
+  touched(_key: BlockHash, ready: boolean | null, id: number): void {
+    if (ready !== true) return;
+    const queue = this.queueOf[id];
+    if (queue === IN_SMALL) {
+      this.small.remove(id);
+      this.pushMain(id, 0);
+    } else if (queue === IN_MAIN && this.freq[id] < MAX_FREQ) {
+      this.freq[id]++;
+    }
   }
 
   chooseVictims(count: number, evictable: (key: BlockHash) => boolean): BlockHash[] | null {
-    const victims: BlockHash[] = [];
-    // Most calls want one victim: a Set for the chosen ones only when they may be many.
-    const chosen: ChosenKeys = count > 8 ? new Set<BlockHash>() : new ArraySet(victims);
-    const free = (key: BlockHash) => !chosen.has(key) && evictable(key);
-    /** Queue blocks whose leaf went instead: the queues moved past them, still evictable. */
-    const leafInstead: BlockHash[] = [];
-    const take = (key: BlockHash) => {
-      const leaf = this.links.deepestUnder(key, free, this.small.size + this.main.size);
-      victims.push(leaf);
-      chosen.add(leaf);
-      if (leaf !== key) leafInstead.push(key);
-    };
-    if (this.links.hasOrphans) for (const orphan of this.links.orphanKeys()) {
-      if (victims.length === count) break;
-      if (free(orphan)) take(orphan);
+    const ids = this.chooseVictimIds(count, (id) => evictable(this.slots.keyOf(id)));
+    return ids === null ? null : ids.map((id) => this.slots.keyOf(id));
+  }
+
+  chooseVictimIds(count: number, evictable: (id: number) => boolean): number[] | null {
+    this.evictable = evictable;
+    this.nextStamp();
+    const victims: number[] = [];
+    const passedOver = this.passedOver;
+    passedOver.clear();
+    this.leafInstead.clear();
+    const free = this.isFree;
+    const tree = this.tree;
+    if (tree.hasOrphans) {
+      for (let orphan = tree.oldestOrphan; orphan !== NO_SLOT && victims.length < count; orphan = tree.orphanAfter(orphan)) {
+        if (free(orphan)) this.take(orphan, victims);
+      }
     }
-    const passedOver: BlockHash[] = [];
     let smallLeft = this.small.size;
-    const smallKeys = this.small.keys();
-    const mainKeys = this.main.entries();
+    let smallNext = this.small.oldest;
+    let mainNext = this.main.oldest;
     while (victims.length < count) {
       let picked = false;
       if (smallLeft > this.smallTarget) {
-        for (let next = smallKeys.next(); next.done !== true; next = smallKeys.next()) {
-          if (!free(next.value)) continue;
-          take(next.value);
+        while (smallNext !== NO_SLOT) {
+          const id = smallNext;
+          smallNext = this.small.after(id);
+          if (!free(id)) continue;
+          this.take(id, victims);
           smallLeft--;
           picked = true;
           break;
         }
       }
       if (!picked) {
-        for (let next = mainKeys.next(); next.done !== true; next = mainKeys.next()) {
-          const [key, freq] = next.value;
-          if (!free(key)) continue;
-          if (freq > 0) {
-            passedOver.push(key);
+        while (mainNext !== NO_SLOT) {
+          const id = mainNext;
+          mainNext = this.main.after(id);
+          if (!free(id)) continue;
+          if (this.freq[id] > 0) {
+            passedOver.push(id);
             continue;
           }
-          take(key);
+          this.take(id, victims);
           picked = true;
           break;
         }
       }
       // The main FIFO is exhausted here: what is left are the blocks passed over or moved past, and the small FIFO's rest.
-      if (!picked) return this.fallback(victims, chosen, [...passedOver, ...leafInstead], smallKeys, count, free, passedOver);
+      if (!picked) return this.fallback(victims, smallNext, count);
     }
-    this.passedOver = passedOver;
     return victims;
   }
 
-  evicted(keys: readonly BlockHash[]): void {
-    for (const key of keys) {
-      if (this.small.delete(key)) remember(this.ghosts, key, this.ghostCapacity);
-      else this.main.delete(key);
-      this.links.removed(key);
+  evicted(keys: readonly BlockHash[], ids: readonly number[]): void {
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      const queue = this.queueOf[id];
+      if (queue === IN_SMALL) {
+        this.small.remove(id);
+        this.ghosts.add(keys[i]);
+      } else if (queue === IN_MAIN) {
+        this.main.remove(id);
+      }
+      this.queueOf[id] = IN_NONE;
+      this.tree.removed(id);
     }
     // Second chances: one reuse spent, to the back of the main FIFO.
-    for (const key of this.passedOver) {
-      const freq = this.main.get(key);
-      if (freq === undefined) continue;
-      this.main.delete(key);
-      this.main.set(key, freq - 1);
+    const passedOver = this.passedOver;
+    for (let i = 0; i < passedOver.length; i++) {
+      const id = passedOver.at(i);
+      if (this.queueOf[id] !== IN_MAIN) continue;
+      this.main.remove(id);
+      this.main.push(id);
+      this.freq[id]--;
     }
-    this.passedOver = [];
+    passedOver.clear();
   }
 
-  dropped(key: BlockHash): void {
-    this.small.delete(key);
-    this.main.delete(key);
-    this.links.removed(key);
+  dropped(_key: BlockHash, id: number): void {
+    const queue = this.queueOf[id];
+    if (queue === IN_SMALL) this.small.remove(id);
+    else if (queue === IN_MAIN) this.main.remove(id);
+    this.queueOf[id] = IN_NONE;
+    this.tree.removed(id);
   }
 
   reset(): void {
     this.small.clear();
     this.main.clear();
-    this.links.clearHeld();
-    this.passedOver = [];
+    this.queueOf.fill(IN_NONE);
+    this.tree.clearHeld();
+    this.passedOver.clear();
   }
 
   state(): S3FifoState {
-    return { small: [...this.small.keys()], main: [...this.main.keys()], ghosts: [...this.ghosts.keys()] };
+    return { small: this.keysOf(this.small), main: this.keysOf(this.main), ghosts: this.ghosts.list() };
+  }
+
+  private keysOf(queue: SlotFifo): BlockHash[] {
+    const out: BlockHash[] = [];
+    for (let id = queue.oldest; id !== NO_SLOT; id = queue.after(id)) out.push(this.slots.keyOf(id));
+    return out;
+  }
+
+  private pushMain(id: number, freq: number): void {
+    this.queueOf[id] = IN_MAIN;
+    this.freq[id] = freq;
+    this.main.push(id);
+  }
+
+  /** Chooses the deepest free block under queue block `id`. */
+  private take(id: number, victims: number[]): void {
+    const leaf = this.tree.deepestUnder(id, this.isFree, this.small.size + this.main.size);
+    victims.push(leaf);
+    this.chosenStamp[leaf] = this.stamp;
+    if (leaf !== id) this.leafInstead.push(id);
   }
 
   /**
-   * The queues ran out of plain victims: `skipped` (blocks passed over for a
-   * second chance, or whose leaf went instead), then the small-FIFO blocks not
-   * visited yet (kept for its target). Every other held block was visited and
-   * is not evictable, or was chosen.
+   * The queues ran out of plain victims: the blocks passed over for a second
+   * chance, then those whose leaf went instead, then the small-FIFO blocks
+   * from `smallNext` on (not visited yet, kept for its target). Every other
+   * held block was visited and is not evictable, or was chosen.
    */
-  private fallback(
-    victims: BlockHash[],
-    chosen: ChosenKeys,
-    skipped: readonly BlockHash[],
-    smallRest: Iterator<BlockHash>,
-    count: number,
-    free: (key: BlockHash) => boolean,
-    passedOver: readonly BlockHash[],
-  ): BlockHash[] | null {
-    const consider = (key: BlockHash): boolean => {
-      if (free(key)) {
-        victims.push(key);
-        chosen.add(key);
-      }
-      return victims.length === count;
-    };
-    let done = victims.length === count;
-    for (let i = 0; i < skipped.length && !done; i++) done = consider(skipped[i]);
-    for (let next = smallRest.next(); !done && next.done !== true; next = smallRest.next()) done = consider(next.value);
-    if (victims.length < count) return null;
-    this.passedOver = passedOver.filter((key) => !chosen.has(key));
+  private fallback(victims: number[], smallNext: number, count: number): number[] | null {
+    const passedOver = this.passedOver;
+    const leafInstead = this.leafInstead;
+    for (let i = 0; i < passedOver.length && victims.length < count; i++) this.consider(passedOver.at(i), victims);
+    for (let i = 0; i < leafInstead.length && victims.length < count; i++) this.consider(leafInstead.at(i), victims);
+    for (let id = smallNext; id !== NO_SLOT && victims.length < count; id = this.small.after(id)) this.consider(id, victims);
+    if (victims.length < count) {
+      passedOver.clear();
+      return null;
+    }
+    // Passed-over blocks chosen after all get no second chance.
+    passedOver.keepIf((id) => this.chosenStamp[id] !== this.stamp);
     return victims;
   }
-}
 
-/** Adds `key` as the newest ghost and drops the oldest beyond `capacity`. */
-function remember(ghosts: Map<BlockHash, true>, key: BlockHash, capacity: number): void {
-  ghosts.set(key, true);
-  if (ghosts.size > capacity) ghosts.delete(ghosts.keys().next().value as BlockHash);
+  private consider(id: number, victims: number[]): void {
+    if (!this.isFree(id)) return;
+    victims.push(id);
+    this.chosenStamp[id] = this.stamp;
+  }
+
+  private nextStamp(): void {
+    if (this.stamp === 0xffffffff) {
+      this.chosenStamp.fill(0);
+      this.stamp = 0;
+    }
+    this.stamp++;
+  }
 }
 
 /** An OffloadingManager over the CPU tier with S3-FIFO eviction, leaves first. */

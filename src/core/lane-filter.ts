@@ -1,0 +1,43 @@
+/**
+ * A counting filter over 64-bit keys given as two uint32 lanes: "certainly
+ * absent" or "maybe present", from one byte per counter in a table small
+ * enough to stay in cache, so a lookup that usually misses skips the probe
+ * into a large hash table. Adding and removing a key moves its counter; a
+ * counter that reaches 255 stays there (it only costs false positives).
+ */
+export class LaneFilter {
+  private readonly counters: Uint8Array;
+  private readonly shift: number;
+
+  /** `expectedKeys`: about how many keys it holds at once (sets the table size, 4 counters per key, 4 KiB to 1 MiB). */
+  constructor(expectedKeys: number) {
+    let bits = 12;
+    while (bits < 20 && 1 << bits < 4 * expectedKeys) bits++;
+    this.counters = new Uint8Array(1 << bits);
+    this.shift = 32 - bits;
+  }
+
+  add(a: number, b: number): void {
+    const i = this.slot(a, b);
+    if (this.counters[i] !== 255) this.counters[i]++;
+  }
+
+  /** Removes a key `add` added. */
+  remove(a: number, b: number): void {
+    const i = this.slot(a, b);
+    if (this.counters[i] !== 255) this.counters[i]--;
+  }
+
+  /** False when no key with these lanes was added (and not removed). */
+  mayHave(a: number, b: number): boolean {
+    return this.counters[this.slot(a, b)] !== 0;
+  }
+
+  clear(): void {
+    this.counters.fill(0);
+  }
+
+  private slot(a: number, b: number): number {
+    return (Math.imul(a ^ Math.imul(b, 0x9e3779b1), 0x85ebca6b) >>> this.shift);
+  }
+}
