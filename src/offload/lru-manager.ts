@@ -1,121 +1,90 @@
 import type { BlockHash } from '../core/block-hash.js';
-import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
-import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
-
-const NONE = -1;
+import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy, type TierSlots } from './manager.js';
+import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
 /**
  * Least recently used: one list, oldest first. New blocks and touched blocks
  * become the newest; eviction takes the oldest evictable blocks.
  *
- * The list is intrusive and in typed arrays (node -> previous / next node),
- * with keys found through a BlockHashIndex, so a tier of hundreds of
- * thousands of blocks costs no map entry or object per block; the only
- * per-block reference is the key string, kept to hand victims back.
+ * The list is intrusive and in typed arrays over the tier's CPU block ids,
+ * which the manager hands to every call: no index of its own, no map entry
+ * or object per block. Keys are read from the manager only to hand victims
+ * back to a caller that asks by key.
  */
 export class LruEvictionPolicy implements EvictionPolicy {
-  private prev = new Int32Array(16);
-  private next = new Int32Array(16);
-  /** Key per node; undefined for a free node. */
-  private readonly keys: (BlockHash | undefined)[] = [];
-  /** Free nodes (their `next` links the free list). */
-  private freeHead = NONE;
-  private oldest = NONE;
-  private newest = NONE;
-  private readonly index = new BlockHashIndex((node) => this.keys[node]);
+  private readonly order: SlotFifo;
+  /** 1 while the block at that CPU block id is in the order. */
+  private readonly queued: Uint8Array;
+  private slots: TierSlots | null = null;
 
-  admitted(key: BlockHash): void {
-    // A new block's key is never in the order: evicted and dropped keys leave it.
-    const node = this.takeNode(key);
-    this.index.add(key, node);
-    this.linkNewest(node);
+  constructor(capacity: number) {
+    this.order = new SlotFifo(capacity);
+    this.queued = new Uint8Array(capacity);
   }
 
-  touched(key: BlockHash): void {
-    const node = this.index.get(key);
-    if (node === ABSENT || node === this.newest) return;
-    this.unlink(node);
-    this.linkNewest(node);
+  attach(slots: TierSlots): void {
+    this.slots = slots;
+  }
+
+  admitted(_key: BlockHash, id: number): void {
+    // A new block's id is never in the order: evicted and dropped blocks leave it.
+    this.order.push(id);
+    this.queued[id] = 1;
+  }
+
+  touched(_key: BlockHash, _ready: boolean | null, id: number): void {
+    if (id === ABSENT || this.queued[id] === 0 || this.order.after(id) === NO_SLOT) return;
+    this.order.remove(id);
+    this.order.push(id);
+  }
+
+  chooseVictimIds(count: number, evictable: (id: number) => boolean): number[] | null {
+    const victims: number[] = [];
+    for (let id = this.order.oldest; id !== NO_SLOT && victims.length < count; id = this.order.after(id)) {
+      if (evictable(id)) victims.push(id);
+    }
+    return victims.length === count ? victims : null;
   }
 
   chooseVictims(count: number, evictable: (key: BlockHash) => boolean): BlockHash[] | null {
     const victims: BlockHash[] = [];
-    for (let node = this.oldest; node !== NONE && victims.length < count; node = this.next[node]) {
-      const key = this.keys[node] as BlockHash;
+    for (let id = this.order.oldest; id !== NO_SLOT && victims.length < count; id = this.order.after(id)) {
+      const key = this.keyOf(id);
       if (evictable(key)) victims.push(key);
     }
     return victims.length === count ? victims : null;
   }
 
-  evicted(keys: readonly BlockHash[]): void {
-    for (const key of keys) this.remove(key);
+  evicted(_keys: readonly BlockHash[], ids: readonly number[]): void {
+    for (let i = 0; i < ids.length; i++) this.remove(ids[i]);
   }
 
-  dropped(key: BlockHash): void {
-    this.remove(key);
+  dropped(_key: BlockHash, id: number): void {
+    this.remove(id);
   }
 
   reset(): void {
-    this.index.clear();
-    this.keys.length = 0;
-    this.freeHead = NONE;
-    this.oldest = NONE;
-    this.newest = NONE;
+    this.order.clear();
+    this.queued.fill(0);
   }
 
   /** Held keys, least recently used first. */
   keysOldestFirst(): BlockHash[] {
     const out: BlockHash[] = [];
-    for (let node = this.oldest; node !== NONE; node = this.next[node]) out.push(this.keys[node] as BlockHash);
+    for (let id = this.order.oldest; id !== NO_SLOT; id = this.order.after(id)) out.push(this.keyOf(id));
     return out;
   }
 
-  private remove(key: BlockHash): void {
-    const node = this.index.get(key);
-    if (node === ABSENT) return;
-    this.index.delete(key);
-    this.unlink(node);
-    this.keys[node] = undefined;
-    this.next[node] = this.freeHead;
-    this.freeHead = node;
+  private remove(id: number): void {
+    if (id === ABSENT || this.queued[id] === 0) return;
+    this.order.remove(id);
+    this.queued[id] = 0;
   }
 
-  private takeNode(key: BlockHash): number {
-    let node = this.freeHead;
-    if (node !== NONE) {
-      this.freeHead = this.next[node];
-      this.keys[node] = key;
-      return node;
-    }
-    node = this.keys.length;
-    this.keys.push(key);
-    if (node >= this.prev.length) {
-      const prev = new Int32Array(this.prev.length * 2);
-      const next = new Int32Array(this.next.length * 2);
-      prev.set(this.prev);
-      next.set(this.next);
-      this.prev = prev;
-      this.next = next;
-    }
-    return node;
-  }
-
-  private linkNewest(node: number): void {
-    this.prev[node] = this.newest;
-    this.next[node] = NONE;
-    if (this.newest === NONE) this.oldest = node;
-    else this.next[this.newest] = node;
-    this.newest = node;
-  }
-
-  private unlink(node: number): void {
-    const prev = this.prev[node];
-    const next = this.next[node];
-    if (prev === NONE) this.oldest = next;
-    else this.next[prev] = next;
-    if (next === NONE) this.newest = prev;
-    else this.prev[next] = prev;
+  private keyOf(id: number): BlockHash {
+    if (this.slots === null) throw new RangeError(`LRU policy used before a manager attached it (block id ${id})`);
+    return this.slots.keyOf(id);
   }
 }
 
@@ -124,7 +93,7 @@ export class LruOffloadingManager extends CpuOffloadingManager {
   private readonly lru: LruEvictionPolicy;
 
   constructor(options: CpuOffloadingManagerOptions) {
-    const policy = new LruEvictionPolicy();
+    const policy = new LruEvictionPolicy(options.capacityBlocks);
     super(options, policy);
     this.lru = policy;
   }
