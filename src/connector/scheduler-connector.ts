@@ -327,7 +327,8 @@ export class OffloadingConnector implements SchedulerConnector {
 
   /** Protects the tier's blocks a queued request will look up (with `front`, at the head of the queue). */
   private protectQueued(request: Request, front: boolean): void {
-    if (this.manager.protect === undefined) return;
+    // Only a manager that protects anything gets the keys: building them walks the request's whole chain.
+    if (this.manager.protect === undefined || this.manager.protectsQueued === false) return;
     const numBlocks = Math.floor(request.numTokens / this.geometry.offloadedBlockTokens);
     this.manager.protect(request.id, offloadKeys(request.blockHashes, this.geometry.offloadFactor, 0, numBlocks), front);
   }

@@ -39,6 +39,10 @@ export class ForwardingManager implements OffloadingManager {
     this.inner.protect?.(owner, keys, front);
   }
 
+  get protectsQueued(): boolean {
+    return this.inner.protect !== undefined && this.inner.protectsQueued !== false;
+  }
+
   release(owner: string): void {
     this.inner.release?.(owner);
   }

@@ -82,6 +82,12 @@ export interface OffloadingManager {
    */
   protect?(owner: string, keys: readonly BlockHash[], front?: boolean): void;
 
+  /**
+   * Optional: false when `protect` does nothing (a policy without queue
+   * protection), so callers need not build the keys. Absent counts as true.
+   */
+  readonly protectsQueued?: boolean;
+
   /** Optional: ends what `protect` did for `owner` (admitted, finished). Unknown owners are ignored. */
   release?(owner: string): void;
 
@@ -407,6 +413,10 @@ export class CpuOffloadingManager implements OffloadingManager {
         this.storesFailed++;
       }
     }
+  }
+
+  get protectsQueued(): boolean {
+    return this.protectQueued;
   }
 
   protect(owner: string, keys: readonly BlockHash[], front = false): void {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { BlockHash } from '../../src/core/block-hash.js';
 import { ConfigError } from '../../src/core/errors.js';
+import { ForwardingManager } from '../../src/offload/forwarding-manager.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
 import { ArcOffloadingManager } from '../../src/offload/arc-manager.js';
 import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../src/connector/create-connector.js';
@@ -62,5 +64,36 @@ describe('createOffloadingConnector', () => {
     expect(() => createOffloadingConnector(config({ cpuBlocks: 0 }))).toThrow(/cpuBlocks/);
     expect(() => createOffloadingConnector(config({ offloadFactor: 0 }))).toThrow(/offloadFactor/);
     expect(() => createOffloadingConnector(config({ cpuBlocks: undefined }))).toThrow(/cpuBlocks and cpuBytes/);
+  });
+});
+
+describe('queue protection keys', () => {
+  /** How many times the connector hands a queued request's keys to its manager. */
+  function protectCalls(eviction: OffloadingConnectorConfig['eviction'], storePolicy = 'on-compute'): number {
+    let calls = 0;
+    const { connector } = createOffloadingConnector(
+      config({
+        eviction,
+        storePolicy,
+        wrapManager: (inner) =>
+          new (class extends ForwardingManager {
+            override protect(owner: string, keys: readonly BlockHash[], front?: boolean): void {
+              calls++;
+              super.protect(owner, keys, front);
+            }
+          })(inner),
+      }),
+    );
+    connector.requestQueued(bareRequest('queued', promptOf(16, 5), 4));
+    return calls;
+  }
+
+  it("hands a queued request's keys to a manager that protects them, and builds none for one that does not", () => {
+    expect(protectCalls('s3fifo+queue')).toBe(1);
+    expect(protectCalls('lru+queue')).toBe(1);
+    expect(protectCalls('lru')).toBe(0);
+    expect(protectCalls('s3fifo')).toBe(0);
+    expect(protectCalls('lru', 'reuse:2')).toBe(0);
+    expect(protectCalls('s3fifo+queue', 'reuse:2')).toBe(1);
   });
 });

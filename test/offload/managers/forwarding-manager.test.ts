@@ -33,4 +33,9 @@ describe.each(WRAPPERS)('%s', (_name, wrap) => {
     manager.release?.('queued');
     expect(manager.lookup(['a' as BlockHash])).toBe(1);
   });
+
+  it('says whether the tier it wraps protects queued blocks, so the connector builds keys only then', () => {
+    expect(wrap(fullProtectingTier()).protectsQueued).toBe(true);
+    expect(wrap(new LruOffloadingManager({ capacityBlocks: 2 })).protectsQueued).toBe(false);
+  });
 });
