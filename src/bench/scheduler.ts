@@ -8,7 +8,7 @@ import type { EngineMetrics } from '../runtime/engine-types.js';
 import { createMetricsRegistry } from '../runtime/prometheus.js';
 import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.js';
 import type { SchedulerConnector } from '../scheduler/connector.js';
-import type { JobResult, ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../protocol/step-protocol.js';
+import { NO_TOKEN, type JobResult, type ModelRunnerOutput, type RankStepOutput, type SchedulerOutput, type TransferJobSpec } from '../protocol/step-protocol.js';
 import { createRequest } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 
@@ -116,35 +116,23 @@ function benchPrompt(index: number, length: number, vocabSize: number): Int32Arr
 
 /**
  * The trivial workers: one token per sampled request, every transfer job
- * finished at once. The token map is reused from step to step so the
- * stand-in adds next to no garbage of its own.
+ * finished at once. The token array is reused from step to step (a new one
+ * only when the batch size changes) so the stand-in adds next to no garbage
+ * of its own.
  */
 class TrivialWorkers {
   private readonly vocabSize: number;
-  private readonly sampledTokens = new Map<string, number>();
+  private sampledTokens = new Int32Array(0);
 
   constructor(vocabSize: number) {
     this.vocabSize = vocabSize;
   }
 
   run(so: SchedulerOutput): ModelRunnerOutput {
+    if (this.sampledTokens.length !== so.requests.length) this.sampledTokens = new Int32Array(so.requests.length);
     const sampledTokens = this.sampledTokens;
-    // Overwrites last step's entries in place (clearing would drop the map's table and regrow it every
-    // step); only when some request is no longer sampled is the map rebuilt.
-    let sampled = 0;
     for (let i = 0; i < so.requests.length; i++) {
-      const r = so.requests[i];
-      if (r.sample) {
-        sampledTokens.set(r.reqId, (so.step * 7919 + i) % this.vocabSize);
-        sampled++;
-      }
-    }
-    if (sampledTokens.size !== sampled) {
-      sampledTokens.clear();
-      for (let i = 0; i < so.requests.length; i++) {
-        const r = so.requests[i];
-        if (r.sample) sampledTokens.set(r.reqId, (so.step * 7919 + i) % this.vocabSize);
-      }
+      sampledTokens[i] = so.requests[i].sample ? (so.step * 7919 + i) % this.vocabSize : NO_TOKEN;
     }
     const finishedJobs: JobResult[] = [];
     let finishedRecving = EMPTY;

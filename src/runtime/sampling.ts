@@ -1,6 +1,6 @@
 import { EngineError } from '../core/errors.js';
 import { sampleToken } from '../model/reference.js';
-import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
+import { NO_TOKEN, type RankStepOutput, type ScheduledRequest, type SchedulerOutput } from '../protocol/step-protocol.js';
 
 /**
  * Sampling of one step (docs/architecture.md, "Reference model"): each rank
@@ -40,15 +40,18 @@ export function sampleStepTokens(
   outputs: readonly RankStepOutput[],
   schedulerOutput: SchedulerOutput,
   vocabSize: number,
-): Map<string, number> {
-  const tokens = new Map<string, number>();
+): Int32Array {
+  const batch = schedulerOutput.requests;
+  const tokens = new Int32Array(batch.length).fill(NO_TOKEN);
   const sampled = sampledRequests(schedulerOutput);
   if (sampled.length === 0) return tokens;
   const sums = sumDigests(outputs, sampled);
-  for (let i = 0; i < sampled.length; i++) {
-    const req = sampled[i];
-    const position = req.startPosition + req.tokens.length;
-    tokens.set(req.reqId, sampleToken(sums[i], req.seed, position, vocabSize));
+  // Digests come in batch order over the sampled requests: the i-th sampled request is the i-th with `sample`.
+  let i = 0;
+  for (let k = 0; k < batch.length; k++) {
+    const req = batch[k];
+    if (!req.sample) continue;
+    tokens[k] = sampleToken(sums[i++], req.seed, req.startPosition + req.tokens.length, vocabSize);
   }
   return tokens;
 }

@@ -7,7 +7,7 @@ import { FinishedHolds } from './finished-holds.js';
 import { KVCacheManager } from './kv-cache-manager.js';
 import { findInvalidBlockUses } from './load-failures.js';
 import { LoadWaits } from './load-waits.js';
-import type { ModelRunnerOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
+import { NO_TOKEN, type ModelRunnerOutput, type ScheduledRequest, type SchedulerOutput } from '../protocol/step-protocol.js';
 import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits } from './request.js';
 import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';
@@ -511,8 +511,8 @@ export class Scheduler {
       if (request === undefined || request.isFinished) continue;
       // Sampled from invalid KV: dropped, and an end condition inside it is ignored.
       if (dropTokens !== null && dropTokens.has(request.id)) continue;
-      const token = output.sampledTokens.get(request.id);
-      if (token === undefined) {
+      const token = k < output.sampledTokens.length ? output.sampledTokens[k] : NO_TOKEN;
+      if (token === NO_TOKEN) {
         throw new EngineError(`step ${schedulerOutput.step}: no sampled token for request '${request.id}'`);
       }
       request.appendOutputToken(token);

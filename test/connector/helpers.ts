@@ -133,7 +133,7 @@ export function blockRange(first: number, count: number): number[] {
 export function jobsFinished(step: number, jobs: readonly TransferJobSpec[], ok = true): ModelRunnerOutput {
   return {
     step,
-    sampledTokens: new Map(),
+    sampledTokens: new Int32Array(0),
     finishedJobs: jobs.map((job) => ({
       jobId: job.jobId,
       direction: job.direction,

@@ -2,12 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { TINY } from '../support/tiny.js';
 import { rankDigest, referenceGenerate } from '../../src/model/reference.js';
 import { KVOutputAggregator } from '../../src/runtime/aggregator.js';
-import type {
-  JobResult,
-  KVConnectorOutput,
-  RankStepOutput,
-  ScheduledRequest,
-  SchedulerOutput,
+import {
+  NO_TOKEN,
+  type JobResult,
+  type KVConnectorOutput,
+  type RankStepOutput,
+  type ScheduledRequest,
+  type SchedulerOutput,
 } from '../../src/protocol/step-protocol.js';
 
 
@@ -78,6 +79,27 @@ describe('KVOutputAggregator', () => {
     expect([...b.finishedSending]).toEqual(['r1']);
   });
 
+  it('reports sampled tokens in batch order, with none for requests that sample nothing', () => {
+    const prompt = [5, 6, 7, 8, 9];
+    const request = (reqId: string, sample: boolean): ScheduledRequest => ({
+      reqId,
+      blockIds: [0],
+      newBlockIds: [],
+      startPosition: 0,
+      tokens: prompt,
+      sample,
+      seed: 1,
+    });
+    const expected = referenceGenerate(TINY, { promptTokens: prompt, maxTokens: 1, seed: 1 }).outputTokens[0];
+    const agg = new KVOutputAggregator(1, TINY.vocabSize);
+    const digest = rankDigest(TINY, 1, 0, prompt, prompt.length);
+    const out = agg.aggregate(
+      [rankOutput(0, 1, {}, [['b', digest], ['d', digest]])],
+      stepOf(1, [request('a', false), request('b', true), request('c', false), request('d', true)]),
+    );
+    expect([...out.sampledTokens]).toEqual([NO_TOKEN, expected, NO_TOKEN, expected]);
+  });
+
   it('combines the ranks digests into the reference model token', () => {
     const prompt = [5, 6, 7, 8, 9];
     const seed = 1234;
@@ -96,11 +118,11 @@ describe('KVOutputAggregator', () => {
     const outputs = Array.from({ length: tp }, (_, rank) =>
       rankOutput(rank, 1, {}, [['r', rankDigest(TINY, tp, rank, prompt, prompt.length)]]),
     );
-    expect(agg.aggregate(outputs, stepOf(1, [request])).sampledTokens.get('r')).toBe(expected);
+    expect(agg.aggregate(outputs, stepOf(1, [request])).sampledTokens[0]).toBe(expected);
     // Missing one rank's digest changes the token.
     const partial = new KVOutputAggregator(tp, TINY.vocabSize);
     const wrong = outputs.map((o, i) => (i === 2 ? { ...o, digests: [0] } : o));
-    expect(partial.aggregate(wrong, stepOf(1, [request])).sampledTokens.get('r')).not.toBe(expected);
+    expect(partial.aggregate(wrong, stepOf(1, [request])).sampledTokens[0]).not.toBe(expected);
   });
 
   it('rejects outputs for another step or with missing digests', () => {

@@ -80,13 +80,13 @@ describe('aborting requests', () => {
     const scheduler = new Scheduler(tinyConfig(), { connector: storesInFlight() });
     scheduler.addRequest(requestFor(scheduler, 's', { prompt: promptOf(6, 4), maxTokens: 3 }));
     const step = scheduler.schedule();
-    scheduler.updateFromOutput(step, outputWith(step.step, [['s', 11]]));
+    scheduler.updateFromOutput(step, outputWith(step, [['s', 11]]));
     expect(scheduler.abortRequest('s')).toBe(true);
     expect(scheduler.stats()).toMatchObject({ finishedHoldingBlocks: 1 });
     expect(scheduler.stats().kvCache.referenced).toBe(2);
     expect(scheduler.hasPendingWork()).toBe(true);
     const next = scheduler.schedule();
-    scheduler.updateFromOutput(next, outputWith(next.step, [], { finishedSending: new Set(['s']) }));
+    scheduler.updateFromOutput(next, outputWith(next, [], { finishedSending: new Set(['s']) }));
     expect(scheduler.stats().kvCache.referenced).toBe(0);
     expect(scheduler.hasPendingWork()).toBe(false);
   });

@@ -38,12 +38,13 @@ function decodingScheduler(n: number, offload: boolean): { scheduler: Scheduler;
     const prompt = Array.from({ length: 64 }, (_, t) => (i * 131 + t * 7) % VOCAB);
     scheduler.addRequest(createRequest({ id: `r${i}`, promptTokens: prompt, maxTokens, seed: i }, scheduler.requestLimits));
   }
-  // Workers that sample one token per request and finish every store at once, reusing their token map.
-  const sampled = new Map<string, number>();
+  // Workers that sample one token per request and finish every store at once, reusing their token array.
+  let sampled = new Int32Array(0);
   const none = new Set<string>();
   const noBlocks = new Set<number>();
   const run = (so: SchedulerOutput): ModelRunnerOutput => {
-    for (let i = 0; i < so.requests.length; i++) sampled.set(so.requests[i].reqId, (so.step * 7919 + i) % VOCAB);
+    if (sampled.length !== so.requests.length) sampled = new Int32Array(so.requests.length);
+    for (let i = 0; i < so.requests.length; i++) sampled[i] = (so.step * 7919 + i) % VOCAB;
     const finishedJobs: JobResult[] = [];
     for (const job of so.offload?.stores ?? []) {
       finishedJobs.push({ jobId: job.jobId, direction: job.direction, ok: true, failedGpuBlockIds: [], bytes: 0, elapsedMs: 0 });

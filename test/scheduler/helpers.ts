@@ -9,11 +9,12 @@ import type {
   SchedulerConnector,
   StepView,
 } from '../../src/scheduler/connector.js';
-import type {
-  ModelRunnerOutput,
-  OffloadStepMetadata,
-  SchedulerOutput,
-  TransferJobSpec,
+import {
+  NO_TOKEN,
+  type ModelRunnerOutput,
+  type OffloadStepMetadata,
+  type SchedulerOutput,
+  type TransferJobSpec,
 } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request, type RequestParams } from '../../src/scheduler/request.js';
 import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
@@ -69,11 +70,13 @@ export function referenceTokens(sketch: RequestSketch): number[] {
   }).outputTokens;
 }
 
-/** An output that reports nothing but the given sampled tokens. */
-export function outputWith(step: number, sampled: Iterable<[string, number]> = [], extra: Partial<ModelRunnerOutput> = {}): ModelRunnerOutput {
+/** An output for `step` that reports nothing but the given sampled tokens (by request id). */
+export function outputWith(step: SchedulerOutput, sampled: Iterable<[string, number]> = [], extra: Partial<ModelRunnerOutput> = {}): ModelRunnerOutput {
+  const tokens = new Int32Array(step.requests.length).fill(NO_TOKEN);
+  for (const [id, token] of sampled) tokens[step.requests.findIndex((r) => r.reqId === id)] = token;
   return {
-    step,
-    sampledTokens: new Map(sampled),
+    step: step.step,
+    sampledTokens: tokens,
     finishedJobs: [],
     finishedSending: new Set(),
     finishedRecving: new Set(),

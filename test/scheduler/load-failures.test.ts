@@ -59,7 +59,7 @@ async function syncFailureScenario(options: { stopToken?: number; testOnly?: Sch
   const afterFailure = {
     status: h.scheduler.getRequest('a')?.status,
     computed: h.scheduler.getRequest('a')?.numComputedTokens,
-    sampledThatStep: h.results[0].sampledTokens.get('a'),
+    sampledThatStep: h.results[0].sampledTokens[h.steps[0].requests.findIndex((r) => r.reqId === 'a')],
     updates: first.updates,
   };
   await h.runUntilIdle();

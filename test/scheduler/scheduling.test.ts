@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { chainStates } from '../../src/model/reference.js';
 import type { SchedulerConnector } from '../../src/scheduler/connector.js';
-import { Harness, promptOf, TINY } from './helpers.js';
+import { Harness, outputWith, promptOf, TINY } from './helpers.js';
 
 /** A connector that matches nothing and records the GPU blocks evicted, with their contents at that moment. */
 function evictionRecorder(read: (blockId: number) => Uint32Array) {
@@ -185,5 +185,13 @@ describe('scheduling steps', () => {
     ]);
     await h.runUntilIdle();
     expect(h.outputs.get('b')).toEqual(h.expectedTokens('b'));
+  });
+
+  it('refuses an output that has no token for a request it sampled, naming the request', () => {
+    const h = new Harness();
+    h.add('s', { prompt: promptOf(6, 4), maxTokens: 3 });
+    h.add('t', { prompt: promptOf(6, 5), maxTokens: 3 });
+    const step = h.scheduler.schedule();
+    expect(() => h.scheduler.updateFromOutput(step, outputWith(step, [['s', 11]]))).toThrow(/no sampled token for request 't'/);
   });
 });
