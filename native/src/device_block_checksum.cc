@@ -35,13 +35,9 @@ Napi::Value DeviceWrap::readCpuBlockInto(const Napi::CallbackInfo& info) {
   const uint64_t offset = readBlockOffset(info[2], "readCpuBlockInto", "target", target.length);
   uint8_t* out = target.data + offset;
   uint32_t state = kCrc32cStart;
-  for (uint64_t j = 0; j < cpu.offloadFactor; j++) {
-    for (uint32_t s = 0; s < cpu.segments; s++) {
-      const CpuTierGeometry::Location at = cpu.locate(id * cpu.offloadFactor + j, s);
-      state = crc32cCopy(out, backend_->cpuChunk(at.chunk) + at.offset, cpu.segmentBytes, state);
-      out += cpu.segmentBytes;
-    }
-  }
+  forEachCpuSegment(id, [&](const uint8_t* segment, uint64_t at) {
+    state = crc32cCopy(out + at, segment, cpu.segmentBytes, state);
+  });
   return Napi::Number::New(env, crc32cFinish(state));
 }
 
@@ -58,13 +54,9 @@ Napi::Value DeviceWrap::writeCpuBlockFrom(const Napi::CallbackInfo& info) {
   const uint64_t offset = readBlockOffset(info[2], "writeCpuBlockFrom", "source", source.length);
   const uint8_t* in = source.data + offset;
   uint32_t state = kCrc32cStart;
-  for (uint64_t j = 0; j < cpu.offloadFactor; j++) {
-    for (uint32_t s = 0; s < cpu.segments; s++) {
-      const CpuTierGeometry::Location at = cpu.locate(id * cpu.offloadFactor + j, s);
-      state = crc32cCopy(backend_->cpuChunk(at.chunk) + at.offset, in, cpu.segmentBytes, state, CopyStores::kStreaming);
-      in += cpu.segmentBytes;
-    }
-  }
+  forEachCpuSegment(id, [&](uint8_t* segment, uint64_t at) {
+    state = crc32cCopy(segment, in + at, cpu.segmentBytes, state, CopyStores::kStreaming);
+  });
   return Napi::Number::New(env, crc32cFinish(state));
 }
 

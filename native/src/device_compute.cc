@@ -86,15 +86,8 @@ Napi::Value DeviceWrap::readCpuBlock(const Napi::CallbackInfo& info) {
   requireOpen("readCpuBlock");
   const CpuTierGeometry& cpu = geometry_.cpu;
   const uint32_t id = readBlockId(info[0], "readCpuBlock", cpu.numCpuBlocks, "numCpuBlocks");
-  const uint64_t segmentBytes = cpu.segmentBytes;
   Napi::Buffer<uint8_t> image = Napi::Buffer<uint8_t>::New(env, geometry_.bytesPerCpuBlock);
-  for (uint64_t j = 0; j < cpu.offloadFactor; j++) {
-    for (uint32_t s = 0; s < cpu.segments; s++) {
-      const CpuTierGeometry::Location at = cpu.locate(id * cpu.offloadFactor + j, s);
-      std::memcpy(image.Data() + j * geometry_.bytesPerGpuBlock + s * segmentBytes,
-                  backend_->cpuChunk(at.chunk) + at.offset, segmentBytes);
-    }
-  }
+  forEachCpuSegment(id, [&](const uint8_t* segment, uint64_t at) { std::memcpy(image.Data() + at, segment, cpu.segmentBytes); });
   return image;
 }
 
@@ -108,14 +101,7 @@ Napi::Value DeviceWrap::writeCpuBlock(const Napi::CallbackInfo& info) {
     throw std::invalid_argument("writeCpuBlock: data.length = " + std::to_string(data.length) +
                                 " must equal bytesPerCpuBlock = " + std::to_string(geometry_.bytesPerCpuBlock));
   }
-  const uint64_t segmentBytes = cpu.segmentBytes;
-  for (uint64_t j = 0; j < cpu.offloadFactor; j++) {
-    for (uint32_t s = 0; s < cpu.segments; s++) {
-      const CpuTierGeometry::Location at = cpu.locate(id * cpu.offloadFactor + j, s);
-      std::memcpy(backend_->cpuChunk(at.chunk) + at.offset,
-                  data.data + j * geometry_.bytesPerGpuBlock + s * segmentBytes, segmentBytes);
-    }
-  }
+  forEachCpuSegment(id, [&](uint8_t* segment, uint64_t at) { std::memcpy(segment, data.data + at, cpu.segmentBytes); });
   return env.Undefined();
 }
 

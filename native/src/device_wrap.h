@@ -101,6 +101,21 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   // The offset argument of readCpuBlockInto/writeCpuBlockFrom, checked so that
   // a whole CPU block fits in a buffer of `length` bytes from it.
   uint64_t readBlockOffset(const Napi::Value& value, const char* operation, const char* bufferName, size_t length) const;
+  // Calls visit(segment, imageOffset) for every segment of CPU block `id` in
+  // the order of its block image: `segment` points into the tier's pinned
+  // chunk, `imageOffset` is where those bytes sit in a flat copy of the block.
+  template <typename Visit>
+  void forEachCpuSegment(uint32_t id, Visit&& visit) const {
+    const CpuTierGeometry& cpu = geometry_.cpu;
+    uint64_t imageOffset = 0;
+    for (uint64_t j = 0; j < cpu.offloadFactor; j++) {
+      for (uint32_t s = 0; s < cpu.segments; s++) {
+        const CpuTierGeometry::Location at = cpu.locate(id * cpu.offloadFactor + j, s);
+        visit(backend_->cpuChunk(at.chunk) + at.offset, imageOffset);
+        imageOffset += cpu.segmentBytes;
+      }
+    }
+  }
 
   void handleOpened(Napi::Env env, const Completion& c);
   void handleProgress(Napi::Env env, const Completion& c);
