@@ -1,4 +1,5 @@
 import v8 from 'node:v8';
+import { median } from './stats.js';
 
 /**
  * Heap bytes allocated by single calls, read from V8's heap statistics
@@ -18,7 +19,7 @@ export class AllocationProbe {
       const after = usedHeap();
       if (after >= before) samples.push(after - before);
     }
-    this.overhead = median(samples) ?? 0;
+    this.overhead = samples.length === 0 ? 0 : median(samples);
   }
 
   /** Bytes `call` allocated, or null when a collection ran during it. */
@@ -33,11 +34,4 @@ export class AllocationProbe {
 
 function usedHeap(): number {
   return v8.getHeapStatistics().used_heap_size;
-}
-
-/** The median of `values`, or null when there are none. */
-export function median(values: readonly number[]): number | null {
-  if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }

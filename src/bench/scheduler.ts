@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
-import { AllocationProbe, median } from './allocation-probe.js';
+import { AllocationProbe } from './allocation-probe.js';
+import { median } from './stats.js';
 import { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges } from '../metrics/gauges.js';
 import type { OffloadingManagerStats } from '../offload/manager.js';
@@ -419,7 +420,7 @@ function probeAllocation(scheduler: Scheduler, workers: TrivialWorkers, steps: n
     if (step.requests.some((r) => (r.startPosition + r.tokens.length) % blockSize === 0)) continue;
     quiet.push((scheduled + updated) / n);
   }
-  return median(quiet);
+  return quiet.length === 0 ? null : median(quiet);
 }
 
 function medianBy(runs: SchedulerBenchRow[][], key: (pair: SchedulerBenchRow[]) => number): SchedulerBenchRow[] {

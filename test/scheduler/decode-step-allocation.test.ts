@@ -1,5 +1,6 @@
-import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
+import { AllocationProbe } from '../../src/bench/allocation-probe.js';
+import { median } from '../../src/bench/stats.js';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
 import { parseSchedulerConfig } from '../../src/scheduler/config.js';
@@ -60,25 +61,22 @@ function decodingScheduler(n: number, offload: boolean): { scheduler: Scheduler;
 
 /**
  * Heap bytes allocated by one decode step that completes no block, per
- * running request: the growth of the used heap over the step, the median of
- * `samples` such steps (a step in which a garbage collection ran shrinks the
- * heap instead; the median passes over it).
+ * running request: the median over `samples` such steps, read as the bench
+ * reads it (steps in which a garbage collection ran are passed over).
  */
 function decodeStepBytesPerRequest(n: number, offload: boolean, samples = 15): number {
   const { step, tokensOfFirst } = decodingScheduler(n, offload);
   // Prefill, then enough decode steps for the optimizing compiler to settle.
   for (let i = 0; i < 200; i++) step();
+  const probe = new AllocationProbe();
   const growth: number[] = [];
   while (growth.length < samples) {
     // The step computes the last token: it completes a block when the token count becomes a multiple of BLOCK_SIZE.
     const completesBlock = (tokensOfFirst() + 1) % BLOCK_SIZE === 0;
-    const before = getHeapStatistics().used_heap_size;
-    step();
-    const after = getHeapStatistics().used_heap_size;
-    if (!completesBlock) growth.push(after - before);
+    const bytes = probe.measure(step);
+    if (!completesBlock && bytes !== null) growth.push(bytes);
   }
-  growth.sort((a, b) => a - b);
-  return growth[Math.floor(samples / 2)] / n;
+  return median(growth) / n;
 }
 
 describe('decode step allocation', () => {
