@@ -340,10 +340,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   prepareStore(keys: readonly BlockHash[], admit?: StoreAdmission): PrepareStoreOutput | null {
-    // Most stores are one block (a decode step completed it): skip building a set for them.
-    const inputKeys = keys.length > 1 ? new Set(keys) : null;
-    // An index loop over the distinct keys: iterating a Set-or-array allocates iterator objects per store.
-    const distinct: readonly BlockHash[] = inputKeys === null ? keys : [...inputKeys];
+    const distinct = distinctKeys(keys);
     // Sized when the first key to store is found, filled by index and cut to length: a one-block store
     // (most are) gets a one-entry array rather than one grown for pushes.
     let keysToStore: BlockHash[] | null = null;
@@ -371,7 +368,7 @@ export class CpuOffloadingManager implements OffloadingManager {
     const shortfall = keysToStore.length - this.allocator.numFree;
     let evictedKeys: readonly BlockHash[] = NO_KEYS;
     if (shortfall > 0) {
-      const victims = this.chooseVictims(shortfall, keysToStore, keys);
+      const victims = this.chooseVictims(shortfall, keysToStore, distinct);
       if (victims === null) {
         this.storesRejected++;
         return null;
@@ -396,7 +393,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
-    const distinct: readonly BlockHash[] = keys.length > 1 ? [...new Set(keys)] : keys;
+    const distinct = distinctKeys(keys);
     for (let i = 0; i < distinct.length; i++) {
       const key = distinct[i];
       const id = this.index.get(key);
@@ -458,7 +455,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   /**
-   * Chooses `count` victims for a store of `keysToStore` (of input `inputKeys`)
+   * Chooses `count` victims for a store of `keysToStore` (of input `inputKeys`, each key once)
    * and evicts them; returns their keys, or null (changing nothing) when
    * there are not enough.
    */
@@ -504,7 +501,7 @@ export class CpuOffloadingManager implements OffloadingManager {
     // Ask the policy for unprotected victims only when there are enough (a failed choice walks the whole tier);
     // the store's own held keys are not evictable for it.
     let available = this.freeUnprotected;
-    for (const key of inputKeys.length > 1 ? new Set(inputKeys) : inputKeys) if (this.isReady(key) && !protectedKeys.has(key)) available--;
+    for (let i = 0; i < inputKeys.length; i++) if (this.isReady(inputKeys[i]) && !protectedKeys.has(inputKeys[i])) available--;
     if (available >= count) return choose((key) => !protectedKeys.has(key));
     let nearest = Infinity;
     for (const key of keysToStore) nearest = Math.min(nearest, protectedKeys.rankOf(key));
@@ -544,4 +541,13 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.usedBlocks--;
     this.allocator.free(id);
   }
+}
+
+/**
+ * `keys` with repeats dropped, first occurrence kept, as an array walked by
+ * index (iterating "a Set or an array" allocated iterator objects per call).
+ * Most stores are one block (a decode step completed it): no set for them.
+ */
+function distinctKeys(keys: readonly BlockHash[]): readonly BlockHash[] {
+  return keys.length > 1 ? [...new Set(keys)] : keys;
 }
