@@ -1,4 +1,3 @@
-import { crc32c } from '../core/crc32c.js';
 import { RemoteValueError } from './errors.js';
 import { REMOTE_FORMAT_VERSION, type RemoteNamespace } from './remote-keys.js';
 
@@ -36,14 +35,6 @@ export interface ShardIdentity {
   readonly rank: number;
 }
 
-/** Encodes a shard value: header and payload in one buffer. */
-export function encodeShard(ns: RemoteNamespace, id: ShardIdentity, payload: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(HEADER_BYTES + payload.length);
-  out.set(payload, HEADER_BYTES);
-  writeShardHeader(out, ns, id, payload.length, crc32c(payload));
-  return out;
-}
-
 /** Writes a shard's header into out[0, HEADER_BYTES), for a payload of `length` bytes with CRC-32C `checksum` that follows it. */
 export function writeShardHeader(out: Buffer, ns: RemoteNamespace, id: ShardIdentity, length: number, checksum: number): void {
   writeHeader(out, ns, id.digest, id.rank, length, checksum);
@@ -54,18 +45,6 @@ export function encodeManifest(ns: RemoteNamespace, digest: Buffer): Buffer {
   const out = Buffer.allocUnsafe(HEADER_BYTES);
   writeHeader(out, ns, digest, MANIFEST_RANK, 0, 0);
   return out;
-}
-
-/**
- * Checks a shard value against the block, rank and length asked for and
- * returns its payload (a view into `value`); throws a RemoteValueError naming
- * the first field that does not match.
- */
-export function decodeShard(ns: RemoteNamespace, id: ShardIdentity, expectedLength: number, value: Buffer): Buffer {
-  const checksum = checkShardHeader(ns, id, expectedLength, value);
-  const payload = value.subarray(HEADER_BYTES);
-  if (crc32c(payload) !== checksum) throw checksumMismatch();
-  return payload;
 }
 
 /** The error for a payload whose CRC-32C differs from its header's. */

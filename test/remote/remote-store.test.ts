@@ -4,7 +4,8 @@ import { RemoteUnavailableError } from '../../src/remote/errors.js';
 import { chainSeed, extendChain, manifestKey, remoteNamespace, shardKey, type RemoteNamespaceInput } from '../../src/remote/remote-keys.js';
 import { probeRemote, reconnectDelayMs, RemoteOperationError, RemoteStore } from '../../src/remote/remote-store.js';
 import { maskRemoteUrl, parseRemoteUrl } from '../../src/remote/remote-url.js';
-import { decodeShard, encodeManifest, encodeShard } from '../../src/remote/value-format.js';
+import { encodeManifest } from '../../src/remote/value-format.js';
+import { decodeShard, encodeShard } from './shard-values.js';
 import { freeLoopbackPort } from '../../src/core/loopback-port.js';
 import { haveRedis, noteRedisSkip, startRedis, startRedisCluster, type RedisServer } from '../support/redis-server.js';
 
