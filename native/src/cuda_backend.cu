@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,22 @@ namespace {
 // forward's kernels have; four of 256 threads give every SM's schedulers
 // warps to issue while leaving room for the copy kernel's CTAs.
 constexpr unsigned kBusyCtasPerSm = 4;
+
+// The emulated compute's rate, measured once per device and process. Ranks
+// that share a GPU and open together would otherwise time the busy kernel
+// against each other's calibration runs and each take too few iterations.
+template <typename Calibrate>
+double busyRateOf(uint32_t deviceIndex, Calibrate calibrate) {
+  static std::mutex mutex;
+  static std::unordered_map<uint32_t, double> rates;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = rates.find(deviceIndex);
+  if (it != rates.end()) return it->second;
+  double rate = 0;
+  check(calibrate(&rate), "calibrating the emulated compute");
+  rates.emplace(deviceIndex, rate);
+  return rate;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -102,8 +119,9 @@ class CudaBackend final : public Backend {
     check(cudaStreamCreateWithPriority(&load_, cudaStreamNonBlocking, lowest), "cudaStreamCreateWithPriority");
     check(cudaMalloc(&p, sizeof(uint32_t)), "cudaMalloc (compute sink)");
     busySink_ = static_cast<uint32_t*>(p);
-    check(calibrateBusy(compute_, busyGrid_, abortDevice_, busySink_, &busyIterationsPerNs_),
-          "calibrating the emulated compute");
+    busyIterationsPerNs_ = busyRateOf(static_cast<uint32_t>(device_), [&](double* rate) {
+      return calibrateBusy(compute_, busyGrid_, abortDevice_, busySink_, rate);
+    });
     check(cudaEventCreateWithFlags(&computeMark_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
     const CpuTierGeometry& cpu = geometry_.cpu;

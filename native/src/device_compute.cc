@@ -9,6 +9,11 @@
 
 namespace kvtier {
 
+namespace {
+// One minute: a step the clock prices longer is a mistake, not a model.
+constexpr uint64_t kMaxForwardComputeNs = 60'000'000'000ull;
+}  // namespace
+
 Napi::Value DeviceWrap::forward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen("forward");
@@ -33,7 +38,11 @@ Napi::Value DeviceWrap::forward(const Napi::CallbackInfo& info) {
   const std::vector<int64_t> after = js::readIdList(options.Get("after"), "forward: after");
   work.after = liveJobs(after, "forward: after");
   validateForwardBatch(geometry_.kv, config_.model.vocabSize, batch);
-  work.computeNs = batch.numTokens() * config_.model.computeNsPerToken / config_.tp;
+  // The step clock prices the step in JS; without it, the model's flat cost per token.
+  const Napi::Value computeNs = options.Get("computeNs");
+  work.computeNs = js::isPresent(computeNs)
+                       ? js::readUnsigned(computeNs, "forward: computeNs", kMaxForwardComputeNs)
+                       : batch.numTokens() * config_.model.computeNsPerToken / config_.tp;
   work.modelSeed = config_.model.modelSeed;
   backend_->submitForward(std::move(work));
   Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);

@@ -17,8 +17,22 @@ ModelConfig readModel(const Napi::Value& value) {
   m.headDim = static_cast<uint32_t>(js::readUnsigned(o.Get("headDim"), "model.headDim", 1 << 16));
   m.vocabSize = static_cast<uint32_t>(js::readUnsigned(o.Get("vocabSize"), "model.vocabSize", js::kMaxInt32));
   m.modelSeed = static_cast<uint32_t>(js::readUnsigned(o.Get("modelSeed"), "model.modelSeed", 0xffffffffull));
-  m.computeNsPerToken = js::readUnsigned(o.Get("computeNsPerToken"), "model.computeNsPerToken", 60'000'000'000ull);
+  const Napi::Value perToken = o.Get("computeNsPerToken");
+  m.computeNsPerToken =
+      js::isPresent(perToken) ? js::readUnsigned(perToken, "model.computeNsPerToken", 60'000'000'000ull) : 0;
   return m;
+}
+
+HostLink readHostLink(const Napi::Value& value) {
+  HostLink link;
+  if (!js::isPresent(value)) return link;
+  const Napi::Object o = js::readObject(value, "hostLink");
+  link.oneWayBytesPerSecond = js::readNumber(o.Get("oneWayBytesPerSecond"), "hostLink.oneWayBytesPerSecond", 1, 1e15);
+  link.bothWaysBytesPerSecond =
+      js::readNumber(o.Get("bothWaysBytesPerSecond"), "hostLink.bothWaysBytesPerSecond", 1, 1e15);
+  link.jobLatencyNs = js::readNumber(o.Get("jobLatencyUs"), "hostLink.jobLatencyUs", 0, 1e6) * 1e3;
+  link.regionOverheadNs = js::readNumber(o.Get("regionOverheadNs"), "hostLink.regionOverheadNs", 0, 1e9);
+  return link;
 }
 
 }  // namespace
@@ -55,6 +69,7 @@ DeviceConfig readDeviceConfig(const Napi::Object& o) {
   }
   const Napi::Value copyMethod = o.Get("copyMethod");
   if (js::isPresent(copyMethod)) c.copyMethod = parseCopyMethod(js::readString(copyMethod, "copyMethod"));
+  c.hostLink = readHostLink(o.Get("hostLink"));
   return c;
 }
 

@@ -19,7 +19,7 @@ namespace {
 
 std::unique_ptr<Backend> createBackend(const DeviceConfig& config, const DeviceGeometry& geometry,
                                        CompletionSink& sink) {
-  if (config.backend == "host") return createHostBackend(geometry, sink);
+  if (config.backend == "host") return createHostBackend(geometry, config.hostLink, sink);
 #ifdef KVTIER_WITH_CUDA
   return createCudaBackend(config, geometry, sink);
 #else

@@ -1,5 +1,7 @@
 #include "host_backend.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -38,7 +40,8 @@ double millisecondsSince(std::chrono::steady_clock::time_point start) {
 
 class HostBackend final : public Backend {
  public:
-  HostBackend(const DeviceGeometry& geometry, CompletionSink& sink) : geometry_(geometry), sink_(sink) {}
+  HostBackend(const DeviceGeometry& geometry, const HostLink& link, CompletionSink& sink)
+      : geometry_(geometry), link_(link), sink_(sink) {}
 
   ~HostBackend() override { shutdown(); }
 
@@ -173,6 +176,10 @@ class HostBackend final : public Backend {
     const auto start = std::chrono::steady_clock::now();
     if (work.delayMs > 0 && !board_.sleepFor(static_cast<uint64_t>(work.delayMs * 1e6))) return;
     const bool store = work.direction == Direction::GpuToCpu;
+    std::atomic<int>& running = store ? storesRunning_ : loadsRunning_;
+    const std::atomic<int>& other = store ? loadsRunning_ : storesRunning_;
+    running.fetch_add(1);
+    const bool otherBusy = other.load() > 0;
     for (const CopyRegion& r : work.plan.copies) {
       uint8_t* gpu = gpu_.get() + r.gpuOffset;
       uint8_t* cpu = chunks_[r.cpuChunk].get() + r.cpuOffset;
@@ -185,12 +192,30 @@ class HostBackend final : public Backend {
     for (const CopyRegion& r : work.plan.poison) {
       fillPoison(store ? chunks_[r.cpuChunk].get() + r.cpuOffset : gpu_.get() + r.gpuOffset, r.bytes);
     }
+    const bool linkWaited = waitForLink(work.plan, start, otherBusy || other.load() > 0);
+    running.fetch_sub(1);
+    if (!linkWaited) return;
     Completion done;
     done.kind = CompletionKind::Job;
     done.id = work.jobId;
     done.elapsedMs = millisecondsSince(start);
     board_.signal(end);
     sink_.post(std::move(done));
+  }
+
+  // The copy is a real memcpy; the link model only holds its completion back
+  // until a GPU's host link would have moved the same bytes.
+  bool waitForLink(const TransferPlan& plan, std::chrono::steady_clock::time_point start, bool otherBusy) {
+    if (!link_.enabled()) return true;
+    uint64_t bytes = 0;
+    for (const CopyRegion& r : plan.copies) bytes += r.bytes;
+    const double rate =
+        otherBusy ? std::min(link_.oneWayBytesPerSecond, link_.bothWaysBytesPerSecond / 2) : link_.oneWayBytesPerSecond;
+    const double linkNs = link_.jobLatencyNs + static_cast<double>(plan.copies.size()) * link_.regionOverheadNs +
+                          static_cast<double>(bytes) / rate * 1e9;
+    const double spentNs = millisecondsSince(start) * 1e6;
+    if (linkNs <= spentNs) return true;
+    return board_.sleepFor(static_cast<uint64_t>(linkNs - spentNs));
   }
 
   void runForward(const ForwardWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits) {
@@ -211,7 +236,11 @@ class HostBackend final : public Backend {
   }
 
   DeviceGeometry geometry_;
+  HostLink link_;
   CompletionSink& sink_;
+  // Transfer jobs copying now, per direction: the link model's "other direction busy".
+  std::atomic<int> storesRunning_{0};
+  std::atomic<int> loadsRunning_{0};
   HostMemory gpu_;
   std::vector<HostMemory> chunks_;
   HostEventBoard board_;
@@ -225,8 +254,8 @@ class HostBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> createHostBackend(const DeviceGeometry& geometry, CompletionSink& sink) {
-  return std::make_unique<HostBackend>(geometry, sink);
+std::unique_ptr<Backend> createHostBackend(const DeviceGeometry& geometry, const HostLink& link, CompletionSink& sink) {
+  return std::make_unique<HostBackend>(geometry, link, sink);
 }
 
 }  // namespace kvtier

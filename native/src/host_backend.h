@@ -9,6 +9,6 @@
 
 namespace kvtier {
 
-std::unique_ptr<Backend> createHostBackend(const DeviceGeometry& geometry, CompletionSink& sink);
+std::unique_ptr<Backend> createHostBackend(const DeviceGeometry& geometry, const HostLink& link, CompletionSink& sink);
 
 }  // namespace kvtier

@@ -23,6 +23,18 @@ struct ModelConfig {
   uint64_t computeNsPerToken = 0;
 };
 
+// The host backend's model of a GPU's host link: a transfer job completes no
+// sooner than its latency, its regions' overhead and its bytes over the rate
+// (the one-way rate, or half the two-way rate while the other direction runs).
+// Off (oneWayBytesPerSecond 0): jobs complete when their memcpy does.
+struct HostLink {
+  double oneWayBytesPerSecond = 0;
+  double bothWaysBytesPerSecond = 0;
+  double jobLatencyNs = 0;
+  double regionOverheadNs = 0;
+  bool enabled() const { return oneWayBytesPerSecond > 0; }
+};
+
 struct DeviceConfig {
   std::string backend;  // "host" or "cuda"
   uint32_t rank = 0;
@@ -38,6 +50,7 @@ struct DeviceConfig {
   // CUDA: DMA or the copy kernel for transfer jobs. The host backend copies
   // with memcpy whatever it says.
   CopyMethod copyMethod = CopyMethod::Auto;
+  HostLink hostLink;
 };
 
 // GPU-side geometry. Plain data so CUDA kernels take it by value.

@@ -9,12 +9,13 @@ import { createOffloadingConnector } from '../connector/create-connector.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
-import { createRequest } from '../scheduler/request.js';
+import { createRequest, type Request } from '../scheduler/request.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { PositionSums } from '../sim/position-sums.js';
-import { SimulatedEngine } from '../sim/simulated-engine.js';
 import { SimulatedRanks } from '../sim/simulated-ranks.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
+import { defaultReplayClock, describeReplayClock, modelledParts, type ReplayClock } from './replay-clock.js';
+import { summarizeReplayLoad, type ReplayLoad, type ReplayedRequestTimes } from './replay-load.js';
 import { tracePromptTokens } from '../workload/trace-tokens.js';
 
 /**
@@ -44,11 +45,11 @@ export interface ComparePoliciesOptions {
   readonly blockSize: number;
   readonly offloadFactor: number;
   readonly configurations: readonly PolicyConfiguration[];
-  /** Trace milliseconds per engine step: a request arrives at step floor(timestamp / traceMsPerStep). Default 1000. */
-  readonly traceMsPerStep?: number;
+  /** The replay's clock (replay-clock.ts); default: llama-8b on an H100, modelled. */
+  readonly clock?: ReplayClock;
   readonly maxNumBatchedTokens?: number;
   readonly maxNumSeqs?: number;
-  /** Steps a transfer job takes to complete on the simulated devices. Default 1. */
+  /** Fixed clock only: steps a transfer job takes to complete on the simulated devices. Default 1. */
   readonly transferLatencySteps?: number;
   /** Also run without a CPU tier (default true). */
   readonly baseline?: boolean;
@@ -79,6 +80,8 @@ export interface PolicyResult {
   readonly steps: number;
   /** Finished requests whose tokens equal the reference model's. */
   readonly verifiedRequests: number;
+  /** The replay's pace, queueing and latencies on its clock. */
+  readonly load: ReplayLoad;
 }
 
 export interface PolicyComparison {
@@ -88,7 +91,8 @@ export interface PolicyComparison {
 
 export interface ReplayRequest {
   readonly id: string;
-  readonly arrivalStep: number;
+  /** Arrival, in ms since the slice's first request. */
+  readonly arrivalMs: number;
   readonly prompt: Int32Array;
   readonly maxTokens: number;
   readonly seed: number;
@@ -104,12 +108,11 @@ export interface ReplaySlice {
   readonly positionSums: PositionSums;
 }
 
-/** The slice's requests (arriving at step floor(ms / traceMsPerStep)) and their reference outputs. */
-export function replaySliceOf(trace: Trace, traceMsPerStep = 1000): ReplaySlice {
-  if (!(traceMsPerStep > 0)) throw new ConfigError(`traceMsPerStep must be > 0, got ${traceMsPerStep}`);
+/** The slice's requests (arriving at their trace times) and their reference outputs. */
+export function replaySliceOf(trace: Trace): ReplaySlice {
   const requests: ReplayRequest[] = trace.records.map((record) => ({
     id: `L${record.line}`,
-    arrivalStep: Math.floor((record.timestampMs - trace.originMs) / traceMsPerStep),
+    arrivalMs: record.timestampMs - trace.originMs,
     prompt: tracePromptTokens(record.hashIds, record.inputLength, trace.blockTokens, MODEL.vocabSize),
     maxTokens: record.outputLength,
     seed: record.line,
@@ -120,7 +123,7 @@ export function replaySliceOf(trace: Trace, traceMsPerStep = 1000): ReplaySlice 
 
 export async function comparePolicies(options: ComparePoliciesOptions): Promise<PolicyComparison> {
   const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
-  const slice = replaySliceOf(trace, options.traceMsPerStep ?? 1000);
+  const slice = replaySliceOf(trace);
   const { requests, expected } = slice;
 
   const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
@@ -137,7 +140,7 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
 /** The replay settings one run needs (ComparePoliciesOptions without the slice and configurations). */
 export type ReplayOptions = Pick<
   ComparePoliciesOptions,
-  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps'
+  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock'
 >;
 
 /**
@@ -183,6 +186,8 @@ export async function replay(
     connector = wrapConnector === undefined ? parts.connector : wrapConnector(parts.connector);
     manager = parts.manager;
   }
+  const clock = options.clock ?? defaultReplayClock();
+  const modelled = modelledParts(clock, options.blockSize);
   const latency = options.transferLatencySteps ?? 1;
   const ranks = new SimulatedRanks({
     shape: MODEL,
@@ -193,33 +198,52 @@ export async function replay(
     loadLatencySteps: latency,
     storeLatencySteps: latency,
     positionSums,
+    link: modelled?.link,
   });
-  let clock = 0;
-  const scheduler = new Scheduler(config, { connector, now: () => clock });
+  // The replay's time in ms since the first arrival: what the step clock says each step took, or a fixed step.
+  let nowMs = 0;
+  const scheduler = new Scheduler(config, { connector, now: () => nowMs, stepClock: modelled?.stepClock ?? null });
   connector?.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
-  const engine = new SimulatedEngine(scheduler, ranks);
 
   const outputs = new Map<string, number[]>();
+  const live = new Map<string, Request>();
+  const times: ReplayedRequestTimes[] = [];
   let verified = 0;
   let next = 0;
   while (next < requests.length || scheduler.hasPendingWork()) {
     // An idle engine skips ahead to the next arrival.
-    if (!scheduler.hasPendingWork()) clock = Math.max(clock, requests[next].arrivalStep);
-    while (next < requests.length && requests[next].arrivalStep <= clock) {
+    if (!scheduler.hasPendingWork()) nowMs = Math.max(nowMs, requests[next].arrivalMs);
+    while (next < requests.length && requests[next].arrivalMs <= nowMs) {
       const r = requests[next++];
-      scheduler.addRequest(createRequest({ id: r.id, promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed, arrivalTime: clock }, scheduler.requestLimits));
+      const request = createRequest({ id: r.id, promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed, arrivalTime: r.arrivalMs }, scheduler.requestLimits);
+      scheduler.addRequest(request);
+      live.set(r.id, request);
       outputs.set(r.id, []);
     }
-    const { updates } = await engine.step();
+    if (modelled !== null) ranks.setTime(nowMs * 1e6);
+    // The step's tokens exist when it ends: the scheduler reads the clock after the step for first tokens and finishes.
+    const scheduled = scheduler.schedule();
+    const output = await ranks.execute(scheduled);
+    nowMs += stepMsOf(clock, scheduled.computeNs);
+    const updates = scheduler.updateFromOutput(scheduled, output);
     for (const update of updates) {
       const tokens = outputs.get(update.reqId) as number[];
       tokens.push(...update.newTokenIds);
       if (update.finishReason === undefined) continue;
       const want = expected.get(update.reqId) as readonly number[];
       if (tokens.length === want.length && tokens.every((t, i) => t === want[i])) verified++;
+      const request = live.get(update.reqId) as Request;
+      times.push({
+        arrivalMs: request.arrivalTime,
+        firstScheduledMs: request.firstScheduledTime ?? nowMs,
+        firstTokenMs: request.firstTokenTime ?? nowMs,
+        finishMs: request.finishTime ?? nowMs,
+        outputTokens: tokens.length,
+      });
+      live.delete(update.reqId);
       outputs.delete(update.reqId);
     }
-    clock++;
+    if (modelled !== null && scheduled.totalScheduledTokens === 0) nowMs = idleUntil(nowMs, ranks.nextDueNs(), requests[next]?.arrivalMs);
   }
   await ranks.close();
 
@@ -242,5 +266,26 @@ export async function replay(
     preemptions: stats.preemptions,
     steps: stats.steps,
     verifiedRequests: verified,
+    load: summarizeReplayLoad(describeReplayClock(clock), times, stats.preemptions),
   };
+}
+
+/** A step's length on the replay's clock, in ms: what the step clock priced, but never less than the step's fixed cost. */
+function stepMsOf(clock: ReplayClock, computeNs: number | undefined): number {
+  if (clock.kind === 'fixed') return clock.msPerStep;
+  return Math.max(computeNs ?? 0, IDLE_STEP_NS) / 1e6;
+}
+
+/** An engine step that computes nothing still loops: scheduling and polling cost this much. */
+const IDLE_STEP_NS = 100_000;
+
+/**
+ * A step that computed nothing waits for whatever comes first: a transfer
+ * landing or a request arriving (never past now when neither is pending).
+ */
+function idleUntil(nowMs: number, nextDueNs: number | null, nextArrivalMs: number | undefined): number {
+  let until = Infinity;
+  if (nextDueNs !== null) until = Math.min(until, nextDueNs / 1e6);
+  if (nextArrivalMs !== undefined) until = Math.min(until, nextArrivalMs);
+  return Number.isFinite(until) ? Math.max(nowMs, until) : nowMs;
 }

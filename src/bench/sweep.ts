@@ -8,6 +8,8 @@ import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
 import type { TierStream } from './tier-stream.js';
+import { defaultReplayClock, describeReplayClock, fixedReplayClock, type ReplayClock } from './replay-clock.js';
+import type { ReplayLoad } from './replay-load.js';
 import { recordTierStream, replayRecordingTierStream } from './tier-stream-replay.js';
 import { simulateTierStreamBelady } from './tier-stream-belady.js';
 
@@ -30,8 +32,6 @@ export interface SweepPolicy extends PolicyConfiguration {
   readonly label: string;
 }
 
-/** Trace milliseconds per simulated engine step unless a sweep says otherwise. */
-export const DEFAULT_TRACE_MS_PER_STEP = 1000;
 
 export interface SweepOptions {
   readonly traceFile: string;
@@ -46,11 +46,12 @@ export interface SweepOptions {
   /** Run the full engine per point (TTFT) instead of the simulated replay. */
   readonly engine?: { readonly backend: 'host' | 'cuda'; readonly tp: number; readonly speedup: number } | null;
   /**
-   * Simulated replay: trace milliseconds per engine step (default 1000). The
-   * smaller it is, the more steps serve the same arrivals and the shorter
-   * the waiting queue; at the default the conversation trace's prompts ask
-   * for about 1.3x what a 2,048-token step computes, so requests queue.
+   * Simulated replay: the clock (replay-clock.ts). Default: each step lasts
+   * what the step clock prices for llama-8b on an H100, so the replay keeps
+   * the trace's pace wherever such a deployment would.
    */
+  readonly clock?: ReplayClock;
+  /** Simulated replay: a fixed number of trace milliseconds per step instead of the modelled clock. */
   readonly traceMsPerStep?: number;
   /** Called after each point (e.g. a progress line). */
   readonly onPoint?: (point: SweepPoint, done: number, total: number) => void;
@@ -76,6 +77,8 @@ export interface SweepPoint {
   /** Finished requests whose tokens equal the reference model's. */
   readonly verified: number;
   readonly preemptions: number;
+  /** Simulated mode: the replay's pace, queueing and latencies on its clock; null in the engine mode. */
+  readonly load: ReplayLoad | null;
   /** Engine mode only. */
   readonly ttftP50Ms: number | null;
   readonly ttftP99Ms: number | null;
@@ -84,8 +87,10 @@ export interface SweepPoint {
 
 export interface SweepResult {
   readonly mode: 'simulated' | 'engine';
-  /** Simulated replay: trace milliseconds per engine step; null in the engine mode. */
+  /** Simulated replay with a fixed clock: trace milliseconds per engine step; else null. */
   readonly traceMsPerStep: number | null;
+  /** Simulated replay: how its clock is kept (describeReplayClock); null in the engine mode. */
+  readonly clock: string | null;
   readonly trace: { readonly file: string; readonly requests: number; readonly tokenScale: number; readonly promptTokens: number };
   readonly gpuBlocks: number;
   readonly blockSize: number;
@@ -93,7 +98,13 @@ export interface SweepResult {
   readonly cpuBlocks: readonly number[];
   readonly policies: readonly string[];
   /** The same slice without a CPU tier. */
-  readonly baseline: { readonly gpuPrefixHitTokens: number; readonly prefillTokensComputed: number; readonly ttftP50Ms: number | null };
+  readonly baseline: {
+    readonly gpuPrefixHitTokens: number;
+    readonly prefillTokensComputed: number;
+    readonly ttftP50Ms: number | null;
+    /** Simulated mode: the baseline replay's pace and queueing. */
+    readonly load: ReplayLoad | null;
+  };
   /** Belady's optimum per capacity over the whole trace, and the infinite cache's prefix hits. */
   readonly optimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
   readonly infiniteCacheHitTokens: number;
@@ -151,11 +162,12 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     hitTokens: cpuBlocks === largest ? profile.optimal.hitTokens : analyzeLoadedTrace(trace, { cpuBlocks, ...geometry }).optimal.hitTokens,
   }));
 
-  const slice = replaySliceOf(trace, options.traceMsPerStep ?? DEFAULT_TRACE_MS_PER_STEP);
-  const stream = await recordTierStream(slice, { gpuBlocks: options.gpuBlocks, cpuBlocks: largest, ...geometry });
+  const slice = replaySliceOf(trace);
+  const clock = sweepClock(options);
+  const stream = await recordTierStream(slice, { gpuBlocks: options.gpuBlocks, cpuBlocks: largest, clock, ...geometry });
   const tierOptimum: { cpuBlocks: number; hitTokens: number }[] = [];
 
-  const run = options.engine == null ? simulatedRunner(options, slice) : engineRunner(options, trace);
+  const run = options.engine == null ? simulatedRunner(options, slice, clock) : engineRunner(options, trace);
   const baseline = await run(null, 0);
   const points: SweepPoint[] = [];
   const total = options.cpuBlocks.length * options.policies.length;
@@ -188,7 +200,8 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   }
   return {
     mode: options.engine == null ? 'simulated' : 'engine',
-    traceMsPerStep: options.engine == null ? (options.traceMsPerStep ?? DEFAULT_TRACE_MS_PER_STEP) : null,
+    traceMsPerStep: options.engine == null && clock.kind === 'fixed' ? clock.msPerStep : null,
+    clock: options.engine == null ? describeReplayClock(clock) : null,
     trace: {
       file: trace.file,
       requests: trace.records.length,
@@ -204,6 +217,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
       gpuPrefixHitTokens: baseline.gpuPrefixHitTokens,
       prefillTokensComputed: baseline.prefillTokensComputed,
       ttftP50Ms: baseline.ttftP50Ms,
+      load: baseline.load,
     },
     optimum,
     infiniteCacheHitTokens: profile.blocks.infiniteCacheHitTokens,
@@ -222,6 +236,7 @@ type PointOutcome = { readonly stream: TierStream | null } & Pick<
   | 'requests'
   | 'verified'
   | 'preemptions'
+  | 'load'
   | 'ttftP50Ms'
   | 'ttftP99Ms'
   | 'wallSeconds'
@@ -230,9 +245,15 @@ type PointOutcome = { readonly stream: TierStream | null } & Pick<
 /** Runs one point: a policy at a capacity, or (policy null) the slice without a CPU tier. */
 type PointRunner = (policy: SweepPolicy | null, cpuBlocks: number) => Promise<PointOutcome>;
 
-function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner {
+/** The sweep's replay clock: a fixed step when asked for one, else the given or default modelled clock. */
+function sweepClock(options: SweepOptions): ReplayClock {
+  if (options.traceMsPerStep !== undefined) return fixedReplayClock(options.traceMsPerStep);
+  return options.clock ?? defaultReplayClock();
+}
+
+function simulatedRunner(options: SweepOptions, slice: ReplaySlice, clock: ReplayClock): PointRunner {
   return async (policy, cpuBlocks) => {
-    const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor };
+    const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor, clock };
     let result: PolicyResult;
     let stream: TierStream | null = null;
     if (policy === null) {
@@ -248,6 +269,7 @@ function simulatedRunner(options: SweepOptions, slice: ReplaySlice): PointRunner
       requests: result.requests,
       verified: result.verifiedRequests,
       preemptions: result.preemptions,
+      load: result.load,
       ttftP50Ms: null,
       ttftP99Ms: null,
       wallSeconds: null,
@@ -285,6 +307,7 @@ function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
       requests: report.requests.total,
       verified: report.integrity.checked - report.integrity.mismatches,
       preemptions: report.preemptions,
+      load: null,
       ttftP50Ms: report.latency.ttftMs.p50,
       ttftP99Ms: report.latency.ttftMs.p99,
       wallSeconds: report.wallSeconds,

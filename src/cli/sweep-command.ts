@@ -1,12 +1,15 @@
 import { Command } from 'commander';
 import type { z } from 'zod';
-import { DEFAULT_TRACE_MS_PER_STEP, runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
+import { runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
 import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { cpuBytesCapacity, cpuBytesIssue } from '../config/engine-rules.js';
 import { describeConfigIssue, invalidSetting, type SettingNaming } from '../config/issues.js';
 import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { KvtierError } from '../core/errors.js';
-import { MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
+import { isModelPresetName, MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
+import { DEFAULT_TIMED_MODEL } from '../bench/replay-clock.js';
+import { SLOW_REPLAY_RATIO, slowReplayWarning, type ReplayLoad } from '../bench/replay-load.js';
+import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES, gpuProfile, isGpuProfileName, type GpuProfileName } from '../timing/gpu-profiles.js';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { sweepHitsSvg, sweepReportHtml } from '../bench/sweep-report.js';
 import { parseByteSize } from '../core/byte-size.js';
@@ -45,14 +48,15 @@ export function createSweepCommand(): Command {
     .requiredOption('--trace <file>', 'Mooncake trace (JSONL)')
     .option('--cpu-blocks <list>', `CPU tier capacities in offloaded blocks (default ${SWEEP_DEFAULTS.cpuBlocks.join(',')})`)
     .option('--cpu-bytes <list>', 'CPU tier capacities in bytes over all ranks (e.g. 64MiB,256MiB), converted with --model\'s KV size')
-    .option('--model <name>', `model preset for --cpu-bytes: ${MODEL_PRESET_NAMES.join(' | ')} (default tiny)`)
+    .option('--model <name>', `the model the replay's step clock times and --cpu-bytes sizes blocks by: ${MODEL_PRESET_NAMES.join(' | ')} (default ${DEFAULT_TIMED_MODEL})`)
+    .option('--gpu <profile>', `the GPU the step clock and host link model: ${GPU_PROFILE_NAMES.join(' | ')} (default ${DEFAULT_GPU_PROFILE})`)
     .option('--policies <list>', `policies: ${EVICTION_POLICY_NAMES.join(', ')}, reuse:K, or EVICTION/STORE e.g. s3fifo/on-evict (default ${SWEEP_DEFAULTS.policies.join(',')})`)
     .option('--max-requests <n>', `requests from the start of the trace (default ${SWEEP_DEFAULTS.maxRequests})`)
     .option('--token-scale <n>', `divide lengths and the 512-token trace block by N (default ${SWEEP_DEFAULTS.tokenScale})`)
     .option('--gpu-blocks <n>', `GPU KV blocks (default ${SWEEP_DEFAULTS.gpuBlocks})`)
     .option('--block-size <tokens>', `tokens per GPU block (default ${SWEEP_DEFAULTS.blockSize})`)
     .option('--offload-factor <n>', `GPU blocks per offloaded block (default ${SWEEP_DEFAULTS.offloadFactor})`)
-    .option('--step-ms <ms>', `simulated replay: trace milliseconds per engine step; smaller serves the same arrivals with more steps, so fewer requests wait (default ${DEFAULT_TRACE_MS_PER_STEP})`)
+    .option('--step-ms <ms>', 'simulated replay: a fixed number of trace milliseconds per engine step instead of the modelled step clock (transfers then take one step)')
     .option('--engine', 'run the full engine per point (host backend; adds TTFT) instead of the simulated replay')
     .option('--speedup <x>', `with --engine: arrivals this many times faster than the trace (default ${SWEEP_DEFAULTS.speedup})`)
     .option('--tp <n>', `with --engine: tensor-parallel ranks (default ${SWEEP_DEFAULTS.tp})`)
@@ -72,8 +76,11 @@ export interface SweepCommandOptions {
   readonly blockSize: number;
   readonly offloadFactor: number;
   readonly engine: { readonly backend: 'host'; readonly tp: number; readonly speedup: number } | null;
-  /** Simulated replay: trace milliseconds per engine step. */
-  readonly traceMsPerStep: number;
+  /** Simulated replay: a fixed trace milliseconds per engine step, or null for the modelled clock. */
+  readonly traceMsPerStep: number | null;
+  /** The model the step clock times (and --cpu-bytes sizes blocks by). */
+  readonly model: ModelPresetName;
+  readonly gpu: GpuProfileName;
   readonly json: string | null;
   readonly html: string | null;
   readonly svg: string | null;
@@ -91,6 +98,7 @@ interface RawSweepFlags {
   blockSize?: string;
   offloadFactor?: string;
   engine?: boolean;
+  gpu?: string;
   speedup?: string;
   stepMs?: string;
   tp?: string;
@@ -135,16 +143,10 @@ function capacities(flags: RawSweepFlags, blockSize: number, offloadFactor: numb
   if (flags.cpuBlocks !== undefined && flags.cpuBytes !== undefined) {
     throw new UsageError('--cpu-blocks and --cpu-bytes both size the CPU tier; give one');
   }
-  if (flags.model !== undefined && flags.cpuBytes === undefined) {
-    throw new UsageError('--model only converts --cpu-bytes into blocks; give --cpu-bytes or drop it');
-  }
   let blocks: number[];
   if (flags.cpuBytes !== undefined) {
-    const model = flags.model ?? 'tiny';
-    if (!(MODEL_PRESET_NAMES as readonly string[]).includes(model)) {
-      throw flagError('--model', model, `expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
-    }
-    const shape = MODEL_PRESETS[model as ModelPresetName];
+    const model = modelFlag(flags);
+    const shape = MODEL_PRESETS[model];
     blocks = listOf('--cpu-bytes', flags.cpuBytes).map((item) => {
       const bytes = parseByteSize(item);
       if (bytes === null) throw flagError('--cpu-bytes', item, 'expected a size such as 64MiB or 2GB');
@@ -163,6 +165,18 @@ function capacities(flags: RawSweepFlags, blockSize: number, offloadFactor: numb
     throw new UsageError(`${flags.cpuBytes !== undefined ? '--cpu-bytes' : '--cpu-blocks'}: the same capacity is listed twice`);
   }
   return distinct;
+}
+
+function modelFlag(flags: RawSweepFlags): ModelPresetName {
+  const model = flags.model ?? DEFAULT_TIMED_MODEL;
+  if (!isModelPresetName(model)) throw flagError('--model', model, `expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
+  return model;
+}
+
+function gpuFlag(flags: RawSweepFlags): GpuProfileName {
+  const gpu = flags.gpu ?? DEFAULT_GPU_PROFILE;
+  if (!isGpuProfileName(gpu)) throw flagError('--gpu', gpu, `expected one of ${GPU_PROFILE_NAMES.join(', ')}`);
+  return gpu;
 }
 
 function policies(text: string | undefined): SweepPolicy[] {
@@ -188,7 +202,7 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
   if (!engine && flags.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
   if (!engine && flags.tp !== undefined) throw new UsageError('--tp only applies with --engine');
   if (engine && flags.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
-  const traceMsPerStep = positiveNumberFlag('--step-ms', flags.stepMs, DEFAULT_TRACE_MS_PER_STEP);
+  const traceMsPerStep = flags.stepMs === undefined ? null : positiveNumberFlag('--step-ms', flags.stepMs, 0);
   const speedup = positiveNumberFlag('--speedup', flags.speedup, SWEEP_DEFAULTS.speedup);
   return {
     trace: flags.trace,
@@ -201,6 +215,8 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
     offloadFactor,
     engine: engine ? { backend: 'host', tp: flagValue('--tp', flags.tp, engineSetting('tp'), SWEEP_DEFAULTS.tp), speedup } : null,
     traceMsPerStep,
+    model: modelFlag(flags),
+    gpu: gpuFlag(flags),
     json: flags.json ?? null,
     html: flags.html ?? null,
     svg: flags.svg ?? null,
@@ -227,6 +243,7 @@ export function formatSweepTable(result: SweepResult): string {
     ['tier optimum', (p) => n(p.tierOptimalCpuHitTokens)],
     ['of tier opt', (p) => `${(100 * p.shareOfTierOptimal).toFixed(1)}%`],
     ['verified', (p) => `${p.verified}/${p.requests}`],
+    ...(engine ? [] : ([['pace', (p) => (p.load === null ? '-' : `${p.load.paceRatio.toFixed(2)}x`)]] as [string, (p: SweepPoint) => string][])),
     ...(engine
       ? ([
           ['TTFT p50 ms', (p) => (p.ttftP50Ms === null ? '-' : p.ttftP50Ms.toFixed(1))],
@@ -239,7 +256,8 @@ export function formatSweepTable(result: SweepResult): string {
   const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   const header = [
     `kvtier sweep: ${result.mode} replay, trace ${result.trace.file}: ${n(result.trace.requests)} requests, lengths / ${result.trace.tokenScale}, ` +
-      `${n(result.gpuBlocks)} GPU blocks` + (result.traceMsPerStep === null ? '' : `, ${n(result.traceMsPerStep)} trace ms per step`),
+      `${n(result.gpuBlocks)} GPU blocks` + (result.clock === null ? '' : `, clock: ${result.clock}`),
+    ...paceLines(result),
     `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
       (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
     `optimum: Belady MIN at each capacity over the whole trace, with no GPU tier in front (kvtier analyze); an infinite cache hits ${n(result.infiniteCacheHitTokens)} tokens`,
@@ -247,6 +265,23 @@ export function formatSweepTable(result: SweepResult): string {
     '',
   ];
   return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');
+}
+
+/** The replay's load without a CPU tier, and a warning for every point that ran slower than the trace. */
+function paceLines(result: SweepResult): string[] {
+  const load = result.baseline.load;
+  if (load === null) return [];
+  const lines = [
+    `replay load without a CPU tier: span ${(load.replaySpanMs / 1000).toFixed(1)} s for ${(load.traceSpanMs / 1000).toFixed(1)} s of arrivals ` +
+      `(pace ${load.paceRatio.toFixed(2)}x), queue wait mean ${(load.meanQueueWaitMs / 1000).toFixed(2)} s p99 ${(load.p99QueueWaitMs / 1000).toFixed(2)} s, ` +
+      `TTFT p50 ${load.ttftP50Ms.toFixed(1)} ms p90 ${load.ttftP90Ms.toFixed(1)} ms, ${load.preemptions} preemptions`,
+  ];
+  const slow = [load, ...result.points.map((p) => p.load)].filter((l): l is ReplayLoad => l !== null && slowReplayWarning(l) !== null);
+  if (slow.length > 0) {
+    const worst = slow.reduce((a, b) => (b.paceRatio > a.paceRatio ? b : a));
+    lines.push(`warning: ${slowReplayWarning(worst)} (${slow.length} of ${result.points.length + 1} replays ran slower than ${SLOW_REPLAY_RATIO}x the trace)`);
+  }
+  return lines;
 }
 
 /** A point whose outputs differed from the reference model, as an error. */
@@ -275,7 +310,8 @@ export async function sweepCommand(
     blockSize: options.blockSize,
     offloadFactor: options.offloadFactor,
     engine: options.engine,
-    traceMsPerStep: options.traceMsPerStep,
+    ...(options.traceMsPerStep === null ? {} : { traceMsPerStep: options.traceMsPerStep }),
+    clock: { kind: 'modelled', model: MODEL_PRESETS[options.model], gpu: gpuProfile(options.gpu), tp: 1 },
     onPoint: (point, done, total) => progress.write(`[${done}/${total}] ${point.policy} at ${point.cpuBlocks} CPU blocks: ${point.cpuHitTokens} CPU hit tokens\n`),
   });
   out.write(`${formatSweepTable(result)}\n`);

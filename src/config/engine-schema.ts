@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
 import { modelShapeSchema } from '../model/shape.js';
+import { GPU_PROFILE_NAMES } from '../timing/gpu-profiles.js';
 import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
 import { isStorePolicyName, STORE_POLICY_EXPECTED, type StorePolicyName } from './store-policy-name.js';
 import { flag, nonNegativeInt, oneOf, positiveInt } from './fields.js';
@@ -75,7 +76,9 @@ export const engineConfigSchema = z
     stepDeadlineMs: positiveInt(MAX_TIMER_MS).default(60_000),
     /** Time a rank may take to open its device, at start and when restarted. */
     startDeadlineMs: positiveInt(MAX_TIMER_MS).default(DEFAULT_START_DEADLINE_MS),
-    /** Override the model's compute emulation (ns per token, whole model). */
+    /** The GPU the step clock prices steps on, and whose host link the host backend's transfers follow; default: the CUDA device's own, else h100-sxm. */
+    gpu: oneOf(GPU_PROFILE_NAMES).optional(),
+    /** Override the step clock: a flat compute time per new token (ns, whole model). */
     computeNsPerToken: nonNegativeInt(MAX_COMPUTE_NS_PER_TOKEN).optional(),
     /** How transfer jobs move blocks on the CUDA backend (default auto; the host backend always uses memcpy). */
     copyMethod: oneOf(['kernel', 'dma', 'auto']).default('auto'),

@@ -1,4 +1,5 @@
 import type { ModelShape } from '../model/shape.js';
+import type { HostLinkProfile } from '../timing/gpu-profiles.js';
 import type { JobResult, TransferDirection } from '../protocol/step-protocol.js';
 
 /**
@@ -46,6 +47,12 @@ export interface DeviceOptions {
   readonly cpuChunkBytes?: number;
   /** Transfer path on the CUDA backend (default `auto`); see CopyMethod. */
   readonly copyMethod?: CopyMethod;
+  /**
+   * Host backend only: transfer jobs complete no sooner than this link would
+   * move their bytes (the copy itself stays a memcpy). Absent: at memcpy speed.
+   * The CUDA backend's link is the real one.
+   */
+  readonly hostLink?: HostLinkProfile;
   /** Called as CPU tier chunks are allocated. */
   readonly onAllocProgress?: (allocatedBytes: number, totalBytes: number) => void;
 }
@@ -106,6 +113,8 @@ export interface ForwardBatch {
 export interface ForwardOptions {
   /** Jobs (loads, fenced stores) the forward must wait for on the device. */
   readonly after?: readonly number[];
+  /** Busy time of the emulated compute in ns; absent: the model's computeNsPerToken x tokens / tp. */
+  readonly computeNs?: number;
 }
 
 /** Fault injection in the transfer path (tests and chaos runs). */

@@ -1,9 +1,10 @@
 import type { ModelShape } from './shape.js';
 
 /**
- * Built-in model shapes. `tiny` keeps tests fast; the others carry the KV
- * geometry of common models so transfer sizes are realistic. Their compute
- * cost approximates prefill on one H100-class GPU for the whole model.
+ * Built-in model shapes. `tiny` and `small` keep tests fast; the others carry
+ * the KV geometry and the size of real models (Llama-3.1-8B, Qwen2.5-7B,
+ * Llama-3.1-70B: parameters, hidden size and query heads from their published
+ * configs), so transfer sizes and the step clock are realistic.
  */
 export const MODEL_PRESETS = {
   tiny: {
@@ -13,7 +14,9 @@ export const MODEL_PRESETS = {
     headDim: 8,
     vocabSize: 32000,
     modelSeed: 0x6b767469,
-    computeNsPerToken: 20_000,
+    parameters: 2_100_000,
+    hiddenSize: 32,
+    attentionHeads: 4,
   },
   small: {
     name: 'small',
@@ -22,7 +25,9 @@ export const MODEL_PRESETS = {
     headDim: 32,
     vocabSize: 32000,
     modelSeed: 0x736d616c,
-    computeNsPerToken: 40_000,
+    parameters: 9_000_000,
+    hiddenSize: 128,
+    attentionHeads: 4,
   },
   'llama-8b': {
     name: 'llama-8b',
@@ -31,7 +36,9 @@ export const MODEL_PRESETS = {
     headDim: 128,
     vocabSize: 128256,
     modelSeed: 0x6c6c3862,
-    computeNsPerToken: 66_000,
+    parameters: 8_030_261_248,
+    hiddenSize: 4096,
+    attentionHeads: 32,
   },
   'qwen-7b': {
     name: 'qwen-7b',
@@ -40,7 +47,9 @@ export const MODEL_PRESETS = {
     headDim: 128,
     vocabSize: 152064,
     modelSeed: 0x71776e37,
-    computeNsPerToken: 60_000,
+    parameters: 7_615_616_512,
+    hiddenSize: 3584,
+    attentionHeads: 28,
   },
   'llama-70b': {
     name: 'llama-70b',
@@ -49,7 +58,9 @@ export const MODEL_PRESETS = {
     headDim: 128,
     vocabSize: 128256,
     modelSeed: 0x6c6c3730,
-    computeNsPerToken: 560_000,
+    parameters: 70_553_706_496,
+    hiddenSize: 8192,
+    attentionHeads: 64,
   },
 } as const satisfies Record<string, ModelShape>;
 

@@ -1,9 +1,13 @@
 import { z } from 'zod';
 
 /**
- * The shape of the reference model: what the device allocates and computes.
- * `computeNsPerToken` is the whole model's busy compute per new token; each of
- * `tp` ranks emulates `computeNsPerToken / tp` of it.
+ * The shape of the reference model: what the device allocates and computes,
+ * and what the step clock prices (src/timing/step-cost.ts). `parameters`,
+ * `hiddenSize` and `attentionHeads` are the real model's; a custom shape
+ * without them gets the usual estimates (attention heads = KV heads, hidden =
+ * heads x head dim, 12 x layers x hidden^2 plus two vocabulary matrices).
+ * `computeNsPerToken`, when set, replaces the step clock by a flat busy time
+ * per new token (the whole model's; each of `tp` ranks takes 1/tp of it).
  */
 export interface ModelShape {
   readonly name: string;
@@ -12,7 +16,12 @@ export interface ModelShape {
   readonly headDim: number;
   readonly vocabSize: number;
   readonly modelSeed: number;
-  readonly computeNsPerToken: number;
+  /** Weights, counted with both vocabulary matrices (embedding and LM head). */
+  readonly parameters?: number;
+  readonly hiddenSize?: number;
+  /** Query heads (grouped-query attention shares each KV head among several). */
+  readonly attentionHeads?: number;
+  readonly computeNsPerToken?: number;
 }
 
 export const modelShapeSchema = z
@@ -23,7 +32,10 @@ export const modelShapeSchema = z
     headDim: z.number().int().min(2).max(4096),
     vocabSize: z.number().int().min(2).max(2 ** 31 - 1),
     modelSeed: z.number().int().min(0).max(0xffffffff),
-    computeNsPerToken: z.number().int().min(0).max(1e9),
+    parameters: z.number().int().min(1).max(1e14).optional(),
+    hiddenSize: z.number().int().min(1).max(1 << 20).optional(),
+    attentionHeads: z.number().int().min(1).max(1 << 16).optional(),
+    computeNsPerToken: z.number().int().min(0).max(1e9).optional(),
   })
   .strict();
 

@@ -74,6 +74,12 @@ export interface SchedulerOutput {
   readonly finishedReqIds: readonly string[];
   /** Offloading connector metadata, or null when offloading is off. */
   readonly offload: OffloadStepMetadata | null;
+  /**
+   * The step clock's busy time of each rank for this step's forward, in ns
+   * (docs/architecture.md, "The step clock"); absent: the device's own cost
+   * per token.
+   */
+  readonly computeNs?: number;
 }
 
 /** Outcome of one transfer job on one rank, or merged over ranks. */

@@ -2,6 +2,7 @@ import type { BackendName, CopyMethod, FaultCounters, KvLayout } from '../device
 import type { RankFaultHistory } from '../faults/fault-ledger.js';
 import type { FaultRule } from '../faults/plan.js';
 import type { ModelShape } from '../model/shape.js';
+import type { HostLinkProfile } from '../timing/gpu-profiles.js';
 import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { RemoteRankInit } from '../protocol/remote-jobs.js';
 import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
@@ -24,6 +25,8 @@ export interface RankInit extends RankFaultHistory {
   readonly offloadFactor: number;
   /** Transfer path on the CUDA backend (default auto). */
   readonly copyMethod?: CopyMethod;
+  /** Host backend: the GPU host link its transfer jobs are held to (docs/architecture.md, "The step clock"). */
+  readonly hostLink?: HostLinkProfile;
   /** This rank's fault rules and the plan's seed. */
   readonly faultRules: readonly FaultRule[];
   readonly faultSeed: number;

@@ -62,6 +62,7 @@ export class RankWorker implements RankWorkerApi {
       numCpuBlocks: init.numCpuBlocks,
       offloadFactor: init.offloadFactor,
       copyMethod: init.copyMethod,
+      ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
@@ -111,7 +112,7 @@ export class RankWorker implements RankWorkerApi {
     const after = [...fenced, ...connector.loadsWriting(enteringBlocks)];
     let forwardMs = 0;
     let digests: Uint32Array | null = null;
-    const forward = step.requests.length > 0 ? this.forward(device, step.requests, after) : null;
+    const forward = step.requests.length > 0 ? this.forward(device, step.requests, after, step.computeNs) : null;
 
     // d. This step's stores, submitted at the next step's start.
     if (meta) connector.queueStores(step.step, meta);
@@ -235,7 +236,7 @@ export class RankWorker implements RankWorkerApi {
     return entering;
   }
 
-  private forward(device: Device, requests: readonly ScheduledRequest[], after: number[]): Promise<Uint32Array> {
+  private forward(device: Device, requests: readonly ScheduledRequest[], after: number[], computeNs: number | undefined): Promise<Uint32Array> {
     const n = requests.length;
     const blockTableOffsets = new Int32Array(n + 1);
     const tokenOffsets = new Int32Array(n + 1);
@@ -267,6 +268,6 @@ export class RankWorker implements RankWorkerApi {
       tokens: tokenIds,
       sample,
     };
-    return device.forward(batch, { after });
+    return device.forward(batch, computeNs === undefined ? { after } : { after, computeNs });
   }
 }

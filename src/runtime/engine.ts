@@ -26,6 +26,8 @@ import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup } from '../rank/rank-protocol.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
+import { stepClockFor } from '../timing/step-cost.js';
+import { chooseGpuProfile, type GpuProfileChoice } from './gpu-profile-choice.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
 
 export interface EngineOptions {
@@ -85,6 +87,8 @@ export class Engine {
   private constructor(
     readonly config: EngineConfig,
     readonly backend: BackendName,
+    /** The GPU profile of the step clock (and, on the host backend, of the host link). */
+    readonly gpu: GpuProfileChoice,
     private readonly scheduler: Scheduler,
     private readonly offloading: OffloadingSetup | null,
     private readonly executor: Executor,
@@ -142,11 +146,13 @@ export class Engine {
       failurePolicy: config.failurePolicy,
       vocabSize: config.model.vocabSize,
     });
+    const gpu = chooseGpuProfile(config.gpu, backend);
     const startedAt = performance.now();
     const monitor = new EngineMonitor(config.tp);
     const scheduler = new Scheduler(schedulerConfig, {
       connector: remote ?? offloading?.connector ?? null,
       now: () => performance.now() - startedAt,
+      stepClock: stepClockFor(config.model, gpu.profile, config.tp),
       testOnly: switches.scheduler,
       observer: monitor,
     });
@@ -166,6 +172,8 @@ export class Engine {
         numCpuBlocks: offloading?.geometry.capacityBlocks ?? 0,
         offloadFactor: config.offloadFactor,
         copyMethod: config.copyMethod,
+        // Without a GPU, transfers take as long as the profile's host link would.
+        ...(backend === 'host' ? { hostLink: gpu.profile.link } : {}),
         faultRules: rulesForRank(plan, rank),
         faultSeed: plan.seed,
         testSwitches: switches.worker,
@@ -187,6 +195,7 @@ export class Engine {
     const engine = new Engine(
       config,
       backend,
+      gpu,
       scheduler,
       offloading,
       executor,

@@ -13,6 +13,7 @@ import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
 import { SampledTokenUpdate, singleToken, StepRequest, StepRequestView } from './step-records.js';
+import { StepWorkTally, type StepClock } from '../timing/step-cost.js';
 
 /**
  * Decides each engine step (docs/architecture.md, "One engine step"), following vLLM v1:
@@ -40,6 +41,8 @@ export interface SchedulerOptions {
   readonly testOnly?: SchedulerTestOnlyOptions;
   /** Told about finished and preempted requests and timed lookups (metrics); none by default. */
   readonly observer?: SchedulerObserver | null;
+  /** Prices each step's compute (SchedulerOutput.computeNs); none: the devices' own per-token cost. */
+  readonly stepClock?: StepClock | null;
 }
 
 /** What one step did to one request, for the caller. */
@@ -78,6 +81,8 @@ export class Scheduler {
   private readonly now: () => number;
   private readonly testOnly: SchedulerTestOnlyOptions;
   private readonly observer: SchedulerObserver | null;
+  private readonly stepClock: StepClock | null;
+  private readonly stepWork = new StepWorkTally();
 
   /** Unfinished requests by id. */
   private readonly requests = new Map<string, Request>();
@@ -129,6 +134,7 @@ export class Scheduler {
     this.now = options.now ?? (() => performance.now());
     this.testOnly = options.testOnly ?? {};
     this.observer = options.observer ?? null;
+    this.stepClock = options.stepClock ?? null;
     this.running = new RunningList((r) => this.addOrder.get(r.id) as number);
     this.kvCacheManager = new KVCacheManager({
       blockSize: config.blockSize,
@@ -209,6 +215,7 @@ export class Scheduler {
       count: 0,
       totalTokens: 0,
     };
+    this.stepWork.reset();
     const now = this.now();
     const preemptedReqIds: string[] = this.droppedByReset;
     this.droppedByReset = [];
@@ -440,6 +447,7 @@ export class Scheduler {
       end === request.numTokens,
     );
     draft.scheduled[k] = request;
+    this.stepWork.add(start, numTokens, end === request.numTokens);
     if (draft.views !== null) {
       draft.views[k] = StepRequestView.of(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh);
     }
@@ -458,7 +466,9 @@ export class Scheduler {
       offload = this.connector.buildConnectorMeta({ step, scheduled: draft.views, preemptedReqIds });
     }
     const { requests, totalTokens: totalScheduledTokens } = draft;
-    return { step, requests, totalScheduledTokens, preemptedReqIds, finishedReqIds, offload };
+    if (this.stepClock === null) return { step, requests, totalScheduledTokens, preemptedReqIds, finishedReqIds, offload };
+    const computeNs = this.stepClock.computeNs(this.stepWork);
+    return { step, requests, totalScheduledTokens, preemptedReqIds, finishedReqIds, offload, computeNs };
   }
 
   // ------------------------------------------------------- update from output

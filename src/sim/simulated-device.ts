@@ -14,6 +14,8 @@ import { mix } from '../model/mix.js';
 import { chainInit, chainNext } from '../model/reference.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import { SimulatedCpuTier } from './cpu-tier.js';
+import type { HostLinkProfile } from '../timing/gpu-profiles.js';
+import { LinkSchedule } from '../timing/link-model.js';
 import { PositionSums } from './position-sums.js';
 
 /**
@@ -57,6 +59,19 @@ export interface SimulatedDeviceOptions {
    * chain state), so replays of the same requests share them; fresh by default.
    */
   readonly positionSums?: PositionSums;
+  /**
+   * Transfers on a modelled clock instead of the step clock: a job is due
+   * when its host link (src/timing/link-model.ts) would have moved it, read
+   * against the time `setTime` gives. The sizes are the timed model's.
+   */
+  readonly link?: SimulatedLink;
+}
+
+/** A host link over modelled time, and the bytes and regions of one GPU block of the model it times. */
+export interface SimulatedLink {
+  readonly profile: HostLinkProfile;
+  readonly bytesPerGpuBlock: number;
+  readonly regionsPerGpuBlock: number;
 }
 
 interface SimJob {
@@ -67,6 +82,8 @@ interface SimJob {
   readonly firstSubBlock: number;
   readonly after: readonly number[];
   readonly dueStep: number;
+  /** On a modelled clock, when the link has moved it (ns); else -Infinity. */
+  readonly dueNs: number;
   readonly failedGpuBlockIds: readonly number[];
   readonly storeFails: boolean;
   /** An unordered store's blocks, read at submission. */
@@ -96,6 +113,9 @@ export class SimulatedDevice implements Device {
   private readonly pending = new Map<number, SimJob>();
   private finished: DeviceJobResult[] = [];
   private clock = 0;
+  private nowNs = 0;
+  private readonly link: LinkSchedule | null;
+  private readonly linkSizes: SimulatedLink | null;
   private forwardRunning = false;
   private closed = false;
   private faults: DeviceFaults = {};
@@ -120,6 +140,8 @@ export class SimulatedDevice implements Device {
     this.loadLatency = options.loadLatencySteps ?? 1;
     this.storeLatency = options.storeLatencySteps ?? 1;
     this.loadFaultInjector = options.loadFaults ?? null;
+    this.linkSizes = options.link ?? null;
+    this.link = options.link === undefined ? null : new LinkSchedule(options.link.profile);
     const headCount = shape.kvHeads / tp;
     const sums = options.positionSums ?? new PositionSums(shape, { firstHead: rank * headCount, headCount });
     if (sums.modelShape !== shape || sums.firstHead !== rank * headCount || sums.headCount !== headCount) {
@@ -147,6 +169,19 @@ export class SimulatedDevice implements Device {
   advanceTo(step: number): void {
     if (step < this.clock) throw new RangeError(`step ${step} is before the device clock's ${this.clock}`);
     this.clock = step;
+  }
+
+  /** Sets the modelled time (ns) transfers on a link are read against; it never goes back. */
+  setTime(nowNs: number): void {
+    if (nowNs < this.nowNs) throw new RangeError(`time ${nowNs} ns is before the device's ${this.nowNs} ns`);
+    this.nowNs = nowNs;
+  }
+
+  /** The earliest time a pending transfer on the link is due (ns), or null when none is pending. */
+  nextDueNs(): number | null {
+    let next: number | null = null;
+    for (const job of this.pending.values()) if (next === null || job.dueNs < next) next = job.dueNs;
+    return next;
   }
 
   setLoadFaults(injector: DeviceLoadFaults | null): void {
@@ -182,7 +217,9 @@ export class SimulatedDevice implements Device {
       cpuBlockIds,
       firstSubBlock,
       after: job.after ?? [],
-      dueStep: this.clock + (isLoad ? this.loadLatency : this.storeLatency),
+      // On a link the time decides; a job still lands no earlier than the next step's poll.
+      dueStep: this.link === null ? this.clock + (isLoad ? this.loadLatency : this.storeLatency) : this.clock + 1,
+      dueNs: this.linkDue(job.direction, gpuBlockIds.length),
       failedGpuBlockIds: failed,
       storeFails,
       snapshot: !isLoad && job.orderAfterCompute === false ? this.readBlocks(gpuBlockIds) : null,
@@ -284,6 +321,12 @@ export class SimulatedDevice implements Device {
 
   // ---------------------------------------------------------------- transfers
 
+  private linkDue(direction: SimJob['direction'], gpuBlocks: number): number {
+    if (this.link === null || this.linkSizes === null) return -Infinity;
+    const { bytesPerGpuBlock, regionsPerGpuBlock } = this.linkSizes;
+    return this.link.book(direction, this.nowNs, gpuBlocks * bytesPerGpuBlock, gpuBlocks * regionsPerGpuBlock);
+  }
+
   private chooseFailedLoadBlocks(job: TransferSubmission, gpuBlockIds: Int32Array): number[] {
     const failed = new Set<number>(this.loadFaultInjector?.(job, this.clock) ?? []);
     for (const id of failed) {
@@ -313,7 +356,9 @@ export class SimulatedDevice implements Device {
   private landDue(direction: SimJob['direction']): void {
     if (this.pending.size === 0) return;
     const due: number[] = [];
-    for (const job of this.pending.values()) if (job.direction === direction && job.dueStep <= this.clock) due.push(job.jobId);
+    for (const job of this.pending.values()) {
+      if (job.direction === direction && job.dueStep <= this.clock && job.dueNs <= this.nowNs) due.push(job.jobId);
+    }
     for (const id of due) this.land(id);
   }
 

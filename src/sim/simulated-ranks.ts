@@ -7,7 +7,7 @@ import type { ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpe
 import { RankWorker, type RankWorkerHost } from '../rank/rank-worker.js';
 import { KVOutputAggregator } from '../runtime/aggregator.js';
 import type { PositionSums } from './position-sums.js';
-import { SimulatedDevice } from './simulated-device.js';
+import { SimulatedDevice, type SimulatedLink } from './simulated-device.js';
 
 /** Chooses which GPU blocks of a load job fail on a rank (they are poisoned and reported invalid). */
 export type LoadFaultInjector = (job: TransferJobSpec, step: number, rank: number) => readonly number[];
@@ -33,6 +33,8 @@ export interface SimulatedRanksOptions {
   /** Position sums to share between runs (tp = 1 only: they cover every head). */
   readonly positionSums?: PositionSums;
   readonly switches?: WorkerConnectorSwitches;
+  /** Transfers on a modelled host link (SimulatedDevice's `link`); each rank has its own link. */
+  readonly link?: SimulatedLink;
 }
 
 /** A rank's injected death, surfaced to the caller of the step it happened in. */
@@ -100,6 +102,21 @@ export class SimulatedRanks {
     for (const device of this.deviceList) device.cpu.writeBlock(cpuBlockId, states);
   }
 
+  /** Sets the modelled time (ns) the ranks' links are read against. */
+  setTime(nowNs: number): void {
+    for (const device of this.deviceList) device.setTime(nowNs);
+  }
+
+  /** The earliest time a transfer on any rank's link is due (ns), or null when none is pending. */
+  nextDueNs(): number | null {
+    let next: number | null = null;
+    for (const device of this.deviceList) {
+      const due = device.nextDueNs();
+      if (due !== null && (next === null || due < next)) next = due;
+    }
+    return next;
+  }
+
   /** Runs one step on every rank (in rank order) and merges their outputs. */
   async execute(step: SchedulerOutput): Promise<ModelRunnerOutput> {
     await this.ready;
@@ -165,6 +182,7 @@ export class SimulatedRanks {
         storeLatencySteps: perRank(o.storeLatencySteps, rank, 1),
         loadFaults: (job, step) => this.injectedFailures(job, step, rank),
         positionSums: o.positionSums,
+        link: o.link,
       });
       devices.push(device);
       workers.push(new RankWorker(inProcessHost(device)));

@@ -11,11 +11,18 @@ async function sweep(cpuBlocks: number[], policies: string[]): Promise<SweepResu
 }
 
 describe('runSweep (simulated)', () => {
-  it('paces arrivals at the trace milliseconds per step it was given, and says so in its result', async () => {
+  it('keeps the modelled clock unless given a fixed step, and says which clock and load each replay ran under', async () => {
+    const modelled = await sweep([8], ['lru']);
+    expect(modelled.traceMsPerStep).toBeNull();
+    expect(modelled.clock).toBe('llama-8b on h100-sxm (modelled)');
+    expect(modelled.baseline.load?.traceSpanMs).toBeGreaterThan(0);
+    expect(modelled.points[0].load?.clock).toBe(modelled.clock);
     const paced = await runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 250 });
     expect(paced.traceMsPerStep).toBe(250);
-    expect((await sweep([8], ['lru'])).traceMsPerStep).toBe(1000);
-    await expect(runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 0 })).rejects.toThrow(/traceMsPerStep must be > 0, got 0/);
+    expect(paced.clock).toBe('250 trace ms per step (fixed)');
+    await expect(runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 0 })).rejects.toThrow(
+      /trace ms per step must be a positive number, got 0/,
+    );
   });
 
   it('gives one verified point per capacity and policy, with the optimum of kvtier analyze at that capacity', async () => {

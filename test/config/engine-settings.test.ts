@@ -91,7 +91,7 @@ describe('a config giving every key', () => {
       model: 'small', tp: 2, backend: 'host', layout: 'per-layer', blockSize: 32, gpuBlocks: 64, offload: true, cpuBlocks: 128,
       offloadFactor: 2, eviction: 'arc', storePolicy: 'reuse:3', maxNumBatchedTokens: 512, maxNumSeqs: 8, maxModelLen: 1024,
       enableChunkedPrefill: true, enablePrefixCaching: false, failurePolicy: 'fail', faults: 'delay:ms=1', faultSeed: 7, rankRestart: true,
-      stepDeadlineMs: 5000, startDeadlineMs: 6000, computeNsPerToken: 10, copyMethod: 'dma',
+      stepDeadlineMs: 5000, startDeadlineMs: 6000, computeNsPerToken: 10, copyMethod: 'dma', gpu: 'a100-80gb',
       remote: 'redis://user:secret@127.0.0.1:7000', remotePolicy: 'write-back', remoteTimeoutMs: 900, remoteNamespace: 'fleet-a',
     };
     const { model, computeNsPerToken, remote, remotePolicy, remoteTimeoutMs, remoteNamespace, ...rest } = every;
