@@ -49,6 +49,8 @@ export interface ComparePoliciesOptions {
   readonly clock?: ReplayClock;
   readonly maxNumBatchedTokens?: number;
   readonly maxNumSeqs?: number;
+  /** The GPU prefix cache (default on); off, every prompt block past the first step is computed or loaded. */
+  readonly enablePrefixCaching?: boolean;
   /** Fixed clock only: steps a transfer job takes to complete on the simulated devices. Default 1. */
   readonly transferLatencySteps?: number;
   /** Also run without a CPU tier (default true). */
@@ -140,7 +142,7 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
 /** The replay settings one run needs (ComparePoliciesOptions without the slice and configurations). */
 export type ReplayOptions = Pick<
   ComparePoliciesOptions,
-  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock'
+  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock' | 'enablePrefixCaching'
 >;
 
 /**
@@ -155,6 +157,7 @@ export async function replay(
   configuration: PolicyConfiguration | null,
   positionSums?: PositionSums,
   wrapConnector?: (built: OffloadingConnector) => OffloadingConnector,
+  onFinished?: (id: string, times: ReplayedRequestTimes) => void,
 ): Promise<PolicyResult> {
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   // The engine's maxModelLen rule, worded for the slice: the user set the pool, not a model length.
@@ -170,6 +173,7 @@ export async function replay(
     maxNumSeqs: options.maxNumSeqs ?? 64,
     maxModelLen: longest,
     vocabSize: MODEL.vocabSize,
+    enablePrefixCaching: options.enablePrefixCaching ?? true,
   });
   let connector: OffloadingConnector | null = null;
   let manager: OffloadingManager | null = null;
@@ -233,13 +237,15 @@ export async function replay(
       const want = expected.get(update.reqId) as readonly number[];
       if (tokens.length === want.length && tokens.every((t, i) => t === want[i])) verified++;
       const request = live.get(update.reqId) as Request;
-      times.push({
+      const finished: ReplayedRequestTimes = {
         arrivalMs: request.arrivalTime,
         firstScheduledMs: request.firstScheduledTime ?? nowMs,
         firstTokenMs: request.firstTokenTime ?? nowMs,
         finishMs: request.finishTime ?? nowMs,
         outputTokens: tokens.length,
-      });
+      };
+      times.push(finished);
+      onFinished?.(update.reqId, finished);
       live.delete(update.reqId);
       outputs.delete(update.reqId);
     }

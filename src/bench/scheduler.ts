@@ -245,6 +245,7 @@ function benchMetrics(scheduler: Scheduler): EngineMetrics {
     storeFailures: 0,
     rankRestarts: 0,
     leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+    stepClock: { description: 'none (scheduler only)', modelledComputeMs: 0, forwardMs: 0 },
   };
 }
 

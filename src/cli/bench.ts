@@ -5,6 +5,8 @@ import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { describeMachine } from '../bench/machine.js';
 import { textTable, writeBenchFiles, type BenchResults, type Column } from '../bench/results.js';
 import { runE2eBench, type E2eBenchRow } from '../bench/e2e.js';
+import { PUBLISHED_SOURCE, runFidelityBench, type FidelityRow } from '../bench/fidelity.js';
+import { GPU_PROFILE_NAMES, type GpuProfileName } from '../timing/gpu-profiles.js';
 import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
@@ -27,7 +29,7 @@ import { UsageError } from './usage-error.js';
  * ratios against a limit measured in the same run where there is one.
  */
 
-const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share'] as const;
+const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share', 'fidelity'] as const;
 
 interface BenchSpec<Row> {
   readonly columns: readonly Column<Row>[];
@@ -297,6 +299,28 @@ const shareBench: BenchSpec<ShareBenchRow> = {
   },
 };
 
+const fidelityBench: BenchSpec<FidelityRow> = {
+  notes: () => [
+    `published: ${PUBLISHED_SOURCE}.`,
+    'predicted: the same experiment as a simulated replay on the step clock (llama-8b on --gpu, tp 1, block size 16, GPU prefix caching off) through the production scheduler, offloading connector and rank workers; TTFT rows compare compute / load-from-CPU for one request, throughput rows the prompt tokens/s at a CPU hit rate over the same at 0%.',
+    'error = predicted / published - 1. The machine running the bench does not matter: the replay\'s clock is modelled.',
+  ],
+  columns: [
+    { header: 'figure', cell: (r) => r.figure },
+    { header: 'predicted', cell: (r) => `${fixed(2)(r.predicted)}x` },
+    { header: 'published', cell: (r) => `${fixed(2)(r.published)}x` },
+    { header: 'error', cell: (r) => `${r.error >= 0 ? '+' : ''}${fixed(1)(100 * r.error)}%` },
+    { header: 'detail', cell: (r) => r.detail },
+  ],
+  async run(_backend, options) {
+    const gpu = options.oneOf<GpuProfileName>('gpu', GPU_PROFILE_NAMES, 'h100-sxm');
+    const throughputRequests = options.int('requests', 1000);
+    const maxNumBatchedTokens = options.int('maxBatchedTokens', 8192);
+    options.finish();
+    return runFidelityBench({ gpu, throughputRequests, maxNumBatchedTokens });
+  },
+};
+
 const e2eBench: BenchSpec<E2eBenchRow> = {
   notes: (backend) => [
     'One slice of a Mooncake trace through the Engine twice, offload off then on, fed by arrival (timestamps / speedup, open loop, as kvtier run --trace). prefill: prompt tokens the ranks computed; gpuHit / cpuHit: prompt tokens served by the GPU prefix cache / loaded from the CPU tier.',
@@ -397,6 +421,8 @@ export async function benchCommand(kind: string, raw: Record<string, string | bo
       return execute(kind, remoteBench, options);
     case 'share':
       return execute(kind, shareBench, options);
+    case 'fidelity':
+      return execute(kind, fidelityBench, options);
     default:
       throw new UsageError(`bench: unknown kind "${kind}" (known: ${KINDS.join(', ')})`);
   }

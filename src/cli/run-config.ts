@@ -1,3 +1,4 @@
+import type { GpuProfileName } from '../timing/gpu-profiles.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../core/errors.js';
@@ -94,6 +95,7 @@ export const runInputSchema = z
     maxModelLen: engineSetting('maxModelLen'),
     computeNsPerToken: engineSetting('computeNsPerToken'),
     copyMethod: engineSetting('copyMethod'),
+    gpu: engineSetting('gpu'),
     remote: engineSetting('remote'),
     remotePolicy: engineSetting('remotePolicy'),
     remoteTimeoutMs: engineSetting('remoteTimeoutMs'),
@@ -161,6 +163,8 @@ export interface RunConfig {
   readonly computeNsPerToken: number | null;
   /** Transfer path on the CUDA backend; null leaves the engine's default (auto). */
   readonly copyMethod: CopyMethod | null;
+  /** The GPU profile of the step clock; null: the CUDA device's own, else h100-sxm. */
+  readonly gpu: GpuProfileName | null;
   /** The /metrics endpoint and the logs. */
   readonly monitoring: RunMonitoringConfig;
   /** The remote tier's engine keys (remote, remotePolicy, remoteTimeoutMs, remoteNamespace); null without --remote. */
@@ -265,6 +269,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     maxModelLen: given.maxModelLen ?? null,
     computeNsPerToken: given.computeNsPerToken ?? null,
     copyMethod: given.copyMethod ?? null,
+    gpu: given.gpu ?? null,
     monitoring: monitoringConfig(given, input),
     remote: remoteRunConfig(given, input),
   };
@@ -435,6 +440,7 @@ export function toEngineConfig(config: ResolvedRunConfig, options: { offload: bo
   if (config.maxModelLen !== null) engine.maxModelLen = config.maxModelLen;
   if (config.computeNsPerToken !== null) engine.computeNsPerToken = config.computeNsPerToken;
   if (config.copyMethod !== null) engine.copyMethod = config.copyMethod;
+  if (config.gpu !== null) engine.gpu = config.gpu;
   if (options.offload && config.remote !== null) Object.assign(engine, config.remote);
   return engine;
 }

@@ -1,3 +1,4 @@
+import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES } from '../timing/gpu-profiles.js';
 import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
@@ -55,7 +56,8 @@ export function createRunCommand(): Command {
     .option('--max-num-seqs <n>', 'scheduler: most requests running at once')
     .option('--max-batched-tokens <n>', 'scheduler: most tokens per step')
     .option('--max-model-len <n>', 'longest prompt plus output the engine accepts')
-    .option('--compute-ns-per-token <ns>', "override the model's emulated compute time per token")
+    .option('--gpu <profile>', `the GPU the step clock prices steps on (and, on the host backend, whose host link transfers follow): ${GPU_PROFILE_NAMES.join(' | ')} (default: the CUDA device's own, else ${DEFAULT_GPU_PROFILE})`)
+    .option('--compute-ns-per-token <ns>', 'replace the step clock by a flat compute time per token (ns, whole model)')
     .option('--metrics-port <port>', 'serve Prometheus metrics at http://HOST:PORT/metrics for the whole run (0: any free port)')
     .option('--metrics-host <host>', `address the metrics endpoint listens on (default ${MONITORING_DEFAULTS.metricsHost})`)
     .option('--metrics-linger-ms <ms>', 'keep serving /metrics this long after the run ended, for a last scrape (default 0; a signal ends it)')

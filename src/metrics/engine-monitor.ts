@@ -90,6 +90,13 @@ export class EngineMonitor implements SchedulerObserver {
     this.lookupTime[tier].observeMs(ms);
   }
 
+  /**
+   * The step clock's modelled compute against the forwards' wall time
+   * (slowest rank): on the host backend the difference is the backend's own
+   * work, which stretches steps beyond what the model says.
+   */
+  readonly computeClock = { modelledMs: 0, forwardMs: 0, forwardSteps: 0 };
+
   // ------------------------------------------------------------- engine side
 
   /** Remote reads that failed count as load failures with cause `remote`. */
@@ -99,6 +106,7 @@ export class EngineMonitor implements SchedulerObserver {
 
   /** The scheduler built a step: its transfer jobs are in flight from now on. */
   stepScheduled(output: SchedulerOutput): void {
+    if (output.computeNs !== undefined) this.computeClock.modelledMs += output.computeNs / 1e6;
     const offload = output.offload;
     if (offload === null) return;
     this.jobsInFlight.gpuToCpu += offload.stores.length;
@@ -107,6 +115,12 @@ export class EngineMonitor implements SchedulerObserver {
 
   /** Every rank answered the step; `finishedJobs` are the jobs every rank has now reported. */
   stepAnswered(outputs: readonly RankStepOutput[], finishedJobs: readonly JobResult[]): void {
+    let slowestForwardMs = 0;
+    for (const out of outputs) slowestForwardMs = Math.max(slowestForwardMs, out.forwardMs);
+    if (slowestForwardMs > 0) {
+      this.computeClock.forwardMs += slowestForwardMs;
+      this.computeClock.forwardSteps += 1;
+    }
     for (const out of outputs) {
       let histogram = this.rankStepTime[out.rank];
       if (histogram === undefined) {

@@ -1,7 +1,7 @@
 import { formatBytes, formatRate } from '../core/byte-size.js';
 import { remoteReportRows } from '../remote/remote-report.js';
 import type { Percentiles } from './percentiles.js';
-import type { RunReport, TransferReport } from './report.js';
+import { CLOCK_OVERRUN_WARNING, type ClockReport, type RunReport, type TransferReport } from './report.js';
 import { labeledRows } from './text-rows.js';
 
 /** Human-readable renderings of RunReport: one run, or --compare's two side by side. */
@@ -21,6 +21,20 @@ function percentiles(p: Percentiles): string {
 function transfer(name: string, t: TransferReport): string {
   const failed = t.failedJobs > 0 ? `, ${count(t.failedJobs)} failed` : '';
   return `${name}  ${count(t.jobs).padStart(7)} jobs${failed}  ${formatBytes(t.bytes).padStart(11)}  link ${rate(t.gbps)}  (avg over wall ${rate(t.avgGbps)})`;
+}
+
+function clockRow(clock: ClockReport): string {
+  const run = clock.overrun === null ? '' : `; forwards ran ${(clock.forwardMs / 1000).toFixed(2)} s (${clock.overrun >= 0 ? '+' : ''}${(100 * clock.overrun).toFixed(1)}%)`;
+  return `${clock.description}: modelled compute ${(clock.modelledComputeMs / 1000).toFixed(2)} s${run}`;
+}
+
+/** A warning when the forwards ran well past the modelled compute (the host's own work), or null. */
+export function clockWarning(clock: ClockReport): string | null {
+  if (clock.overrun === null || clock.overrun <= CLOCK_OVERRUN_WARNING) return null;
+  return (
+    `the forwards took ${(100 * clock.overrun).toFixed(0)}% longer than the step clock modelled (this machine's own work per step, ` +
+    'and loads the forwards waited for): latencies here run slower than on the modelled GPU'
+  );
 }
 
 /** One run's report as aligned text. */
@@ -43,7 +57,10 @@ export function formatRunReport(report: RunReport): string {
     ['rank restarts', count(report.rankRestarts)],
     ['integrity', `${passed(report)}${integrity.mismatches > 0 ? `   ${count(integrity.mismatches)} MISMATCHED` : ''}`],
     ['leaks', `${count(leaks.gpuBlocks)} GPU blocks, ${count(leaks.cpuBlocks)} CPU blocks`],
+    ['step clock', clockRow(report.clock)],
   ];
+  const stretched = clockWarning(report.clock);
+  if (stretched !== null) lines.push(['warning', stretched]);
   for (const m of integrity.examples) lines.push(['', `mismatch: request ${m.id} differs first at output ${m.index}`]);
   for (const e of report.errors) lines.push(['error', e]);
   return `${title}\n${labeledRows(lines)}\n\nRates: "link" is bytes over the transfers' busy time; "avg over wall" is bytes over the run's wall time.`;

@@ -45,6 +45,30 @@ export interface RunReport {
   readonly workload: string | null;
   /** Distinct error messages of failed requests (at most a few). */
   readonly errors: readonly string[];
+  /** The step clock: what it priced steps as, and how far the forwards' wall time ran past the modelled compute. */
+  readonly clock: ClockReport;
+}
+
+export interface ClockReport {
+  /** "llama-8b on h100-sxm (NVIDIA H100 SXM 80GB, default)", or a flat cost per token. */
+  readonly description: string;
+  readonly modelledComputeMs: number;
+  /** Wall time of the forwards (slowest rank per step). */
+  readonly forwardMs: number;
+  /**
+   * forwardMs / modelledComputeMs - 1: on the host backend, its own work per
+   * step (null when nothing was modelled). A run whose forwards ran far past
+   * the model reports latencies that are slow by about that much.
+   */
+  readonly overrun: number | null;
+}
+
+/** Past this overrun a report warns that the host's own work stretched the clock. */
+export const CLOCK_OVERRUN_WARNING = 0.1;
+
+function clockReport(metrics: EngineMetrics): ClockReport {
+  const { description, modelledComputeMs, forwardMs } = metrics.stepClock;
+  return { description, modelledComputeMs, forwardMs, overrun: modelledComputeMs > 0 ? forwardMs / modelledComputeMs - 1 : null };
 }
 
 export interface RunReportInput {
@@ -127,5 +151,6 @@ export function buildRunReport(input: RunReportInput): RunReport {
     },
     workload: input.workload ?? null,
     errors: [...errors],
+    clock: clockReport(metrics),
   };
 }

@@ -76,6 +76,12 @@ export interface EngineMetrics {
   rankRestarts: number;
   /** Blocks still referenced / CPU blocks still in flight (should be 0 once idle). */
   leaks: { gpuBlocks: number; cpuBlocks: number };
+  /**
+   * The step clock (docs/architecture.md, "The step clock"): what it prices
+   * steps as, the compute it modelled, and the forwards' wall time (slowest
+   * rank, loads waited for included).
+   */
+  stepClock: { description: string; modelledComputeMs: number; forwardMs: number };
 }
 
 export interface StepReport {

@@ -27,7 +27,7 @@ import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
 import type { RankReady, RankSetup } from '../rank/rank-protocol.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
 import { stepClockFor } from '../timing/step-cost.js';
-import { chooseGpuProfile, type GpuProfileChoice } from './gpu-profile-choice.js';
+import { chooseGpuProfile, describeStepClock, type GpuProfileChoice } from './gpu-profile-choice.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
 
 export interface EngineOptions {
@@ -343,6 +343,11 @@ export class Engine {
       leaks: {
         gpuBlocks: s.kvCache.referenced,
         cpuBlocks: tier ? tier.beingStoredBlocks + tier.pinnedBlocks : 0,
+      },
+      stepClock: {
+        description: this.config.model.computeNsPerToken === undefined ? describeStepClock(this.config.model.name, this.gpu, this.config.tp) : `${this.config.model.computeNsPerToken} ns per token (flat)`,
+        modelledComputeMs: this.monitor.computeClock.modelledMs,
+        forwardMs: this.monitor.computeClock.forwardMs,
       },
     };
   }

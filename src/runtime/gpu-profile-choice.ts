@@ -35,3 +35,8 @@ export function chooseGpuProfile(given: GpuProfileName | undefined, backend: Bac
 export function describeGpuProfile(choice: GpuProfileChoice): string {
   return `${choice.profile.name} (${choice.profile.label}, ${choice.source})`;
 }
+
+/** How reports name the step clock: "llama-8b on h100-sxm x2 (NVIDIA H100 SXM 80GB, detected)". */
+export function describeStepClock(model: string, choice: GpuProfileChoice, tp: number): string {
+  return `${model} on ${choice.profile.name}${tp > 1 ? ` x${tp}` : ''} (${choice.profile.label}, ${choice.source})`;
+}

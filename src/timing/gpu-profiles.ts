@@ -55,21 +55,26 @@ export const DEFAULT_EFFICIENCY: ComputeEfficiency = {
 
 const GB = 1e9;
 
-/** PCIe Gen5 x16 as measured on an H100 (pinned memory, copy engines). */
+/**
+ * PCIe Gen5 x16 on an H100, as serving engines' transfer jobs see it: 48 GB/s
+ * one way, between what vLLM's loads reach for one request (about 43) and in
+ * bulk (51); one contiguous copy reaches 55 and both directions 83-91, so two
+ * ways at the same share of that is 77.
+ */
 const PCIE_GEN5_X16: HostLinkProfile = {
-  oneWayBytesPerSecond: 55 * GB,
-  bothWaysBytesPerSecond: 88 * GB,
+  oneWayBytesPerSecond: 48 * GB,
+  bothWaysBytesPerSecond: 77 * GB,
   jobLatencyUs: 10,
   regionOverheadNs: 750,
 };
 
 /**
  * PCIe Gen4 x16 (31.5 GB/s per direction in theory) at the share of theory
- * Gen5 reaches on an H100: 0.88 one way, 0.70 of both directions' sum.
+ * Gen5 gives engine jobs on an H100: 48 / 63 one way, 77 / 126 both ways.
  */
 const PCIE_GEN4_X16: HostLinkProfile = {
-  oneWayBytesPerSecond: 27.7 * GB,
-  bothWaysBytesPerSecond: 44.1 * GB,
+  oneWayBytesPerSecond: 24 * GB,
+  bothWaysBytesPerSecond: 38.5 * GB,
   jobLatencyUs: 10,
   regionOverheadNs: 750,
 };

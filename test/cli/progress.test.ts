@@ -62,6 +62,7 @@ describe('the progress line', () => {
       storeFailures: 0,
       rankRestarts: 0,
       leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+      stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
     };
     expect(snapshotFromMetrics(metrics, 12)).toEqual({
       requestsDone: 8, requestsTotal: 12, promptTokens: 900, outputTokens: 80, gpuHitTokens: 400, cpuHitTokens: 200, bytesGpuToCpu: 10, bytesCpuToGpu: 20,

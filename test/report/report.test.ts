@@ -21,6 +21,7 @@ function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
     storeFailures: 0,
     rankRestarts: 1,
     leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+    stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
     ...overrides,
   };
 }

@@ -17,6 +17,7 @@ function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
     storeFailures: 1,
     rankRestarts: 0,
     leaks: { gpuBlocks: 0, cpuBlocks: 0 },
+    stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
     ...overrides,
   };
 }
