@@ -23,6 +23,10 @@ import type { Request } from './request.js';
  * was applied (the request was cut back to the first invalid block), so a
  * failed load is never a hit, and the last prompt token, which is always
  * computed (its logits give the first output token), is never a hit either.
+ * A connector that loads synchronously (in the step that first uses the
+ * tokens) is counted at that use as well; if its load then fails, the
+ * tokens computed again are recomputed tokens. The CPU tier always loads
+ * asynchronously.
  */
 export class TokenLedger {
   /** Positions first reached by serving them from the GPU prefix cache / from the connector (CPU tier). */
