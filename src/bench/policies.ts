@@ -65,9 +65,16 @@ export interface PolicyResult {
   readonly configuration: PolicyConfiguration | null;
   readonly requests: number;
   readonly promptTokens: number;
+  /** Prompt tokens each tier served the first time their request reached them. */
   readonly gpuPrefixHitTokens: number;
   readonly cpuHitTokens: number;
+  /** Tokens each tier served again to a preempted request that had reached them before: not hits. */
+  readonly gpuPrefixRereadTokens: number;
+  readonly cpuRereadTokens: number;
+  /** Prompt tokens computed the first time plus recomputedTokens: gpu + cpu hits + this = promptTokens + recomputedTokens. */
   readonly prefillTokensComputed: number;
+  /** Tokens computed again after a preemption. */
+  readonly recomputedTokens: number;
   readonly loadJobs: number;
   readonly storeJobs: number;
   /** Offloaded blocks whose store completed. */
@@ -262,7 +269,10 @@ export async function replay(
     promptTokens: requests.reduce((sum, r) => sum + r.prompt.length, 0),
     gpuPrefixHitTokens: stats.gpuPrefixHitTokens,
     cpuHitTokens: metrics?.cpuHitTokens ?? 0,
+    gpuPrefixRereadTokens: stats.gpuPrefixRereadTokens,
+    cpuRereadTokens: metrics?.cpuRereadTokens ?? 0,
     prefillTokensComputed: stats.prefillTokensComputed,
+    recomputedTokens: stats.recomputedTokens,
     loadJobs: metrics?.loadsIssued ?? 0,
     storeJobs: metrics?.storesIssued ?? 0,
     blocksStored: metrics?.offloadedBlocksStored ?? 0,

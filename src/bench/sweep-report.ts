@@ -119,11 +119,12 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
     {
       heading: 'Points',
       table: {
-        header: ['policy', 'CPU blocks', 'CPU hit tokens', 'GPU hit tokens', 'prefill tokens', 'optimum', 'of optimum', 'optimum behind GPU',
+        header: ['policy', 'CPU blocks', 'CPU hit tokens', 'GPU hit tokens', 'prefill tokens', 'reread tokens', 'recomputed', 'optimum', 'of optimum', 'optimum behind GPU',
           'of optimum behind GPU', 'verified',
           ...(result.mode === 'engine' ? ['TTFT p50 ms', 'TTFT p99 ms'] : [])],
         rows: result.points.map((p) => [
-          p.policy, n(p.cpuBlocks), n(p.cpuHitTokens), n(p.gpuPrefixHitTokens), n(p.prefillTokensComputed), n(p.optimalCpuHitTokens),
+          p.policy, n(p.cpuBlocks), n(p.cpuHitTokens), n(p.gpuPrefixHitTokens), n(p.prefillTokensComputed),
+          n(p.cpuRereadTokens + p.gpuPrefixRereadTokens), n(p.recomputedTokens), n(p.optimalCpuHitTokens),
           `${(100 * p.shareOfOptimal).toFixed(1)}%`, n(p.tierOptimalCpuHitTokens), `${(100 * p.shareOfTierOptimal).toFixed(1)}%`,
           `${p.verified}/${p.requests}`,
           ...(result.mode === 'engine' ? [fmt(p.ttftP50Ms), fmt(p.ttftP99Ms)] : []),

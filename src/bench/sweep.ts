@@ -62,9 +62,15 @@ export interface SweepPoint {
   readonly eviction: EvictionPolicyName;
   readonly storePolicy: string;
   readonly cpuBlocks: number;
+  /** Prompt tokens each tier served the first time their request reached them. */
   readonly cpuHitTokens: number;
   readonly gpuPrefixHitTokens: number;
+  /** Tokens each tier served again to a preempted request that had reached them before: not hits. */
+  readonly cpuRereadTokens: number;
+  readonly gpuPrefixRereadTokens: number;
+  /** Includes recomputedTokens: cpu + gpu hits + prefillTokensComputed = prompt tokens + recomputedTokens. */
   readonly prefillTokensComputed: number;
+  readonly recomputedTokens: number;
   /** Belady's CPU-tier hit tokens at this capacity over the whole trace (no GPU tier in front; `kvtier analyze`). */
   readonly optimalCpuHitTokens: number;
   /** cpuHitTokens / optimalCpuHitTokens (0 when the optimum is 0). */
@@ -232,7 +238,10 @@ type PointOutcome = { readonly stream: TierStream | null } & Pick<
   SweepPoint,
   | 'cpuHitTokens'
   | 'gpuPrefixHitTokens'
+  | 'cpuRereadTokens'
+  | 'gpuPrefixRereadTokens'
   | 'prefillTokensComputed'
+  | 'recomputedTokens'
   | 'requests'
   | 'verified'
   | 'preemptions'
@@ -265,7 +274,10 @@ function simulatedRunner(options: SweepOptions, slice: ReplaySlice, clock: Repla
       stream,
       cpuHitTokens: result.cpuHitTokens,
       gpuPrefixHitTokens: result.gpuPrefixHitTokens,
+      cpuRereadTokens: result.cpuRereadTokens,
+      gpuPrefixRereadTokens: result.gpuPrefixRereadTokens,
       prefillTokensComputed: result.prefillTokensComputed,
+      recomputedTokens: result.recomputedTokens,
       requests: result.requests,
       verified: result.verifiedRequests,
       preemptions: result.preemptions,
@@ -303,7 +315,10 @@ function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
     return {
       cpuHitTokens: report.hits.cpuTierTokens,
       gpuPrefixHitTokens: report.hits.gpuPrefixTokens,
+      cpuRereadTokens: report.rereads.cpuTierTokens,
+      gpuPrefixRereadTokens: report.rereads.gpuPrefixTokens,
       prefillTokensComputed: report.tokens.prefillComputed,
+      recomputedTokens: report.tokens.recomputed,
       requests: report.requests.total,
       verified: report.integrity.checked - report.integrity.mismatches,
       preemptions: report.preemptions,

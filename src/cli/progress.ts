@@ -14,6 +14,8 @@ export interface ProgressSnapshot {
   readonly requestsDone: number;
   readonly requestsTotal: number;
   readonly promptTokens: number;
+  /** Prompt tokens served or computed the first time: what the hit shares are shares of. */
+  readonly promptReachedTokens: number;
   readonly outputTokens: number;
   readonly gpuHitTokens: number;
   readonly cpuHitTokens: number;
@@ -34,6 +36,7 @@ export function snapshotFromMetrics(metrics: EngineMetrics, requestsTotal: numbe
     requestsDone: metrics.requests.finished + metrics.requests.failed + metrics.requests.aborted,
     requestsTotal,
     promptTokens: metrics.tokens.prompt,
+    promptReachedTokens: metrics.tokens.promptReached,
     outputTokens: metrics.tokens.output,
     gpuHitTokens: metrics.hits.gpuPrefixTokens,
     cpuHitTokens: metrics.hits.cpuTierTokens,
@@ -59,7 +62,9 @@ export function ratesBetween(before: ProgressSnapshot, after: ProgressSnapshot, 
 
 /** One progress line, e.g. "[12.3s] requests 120/256 | 1,234 tok/s | hits GPU 34.1% CPU 38.0% | GPU->CPU 1.20 GB/s CPU->GPU 800.0 MB/s". */
 export function formatProgressLine(snapshot: ProgressSnapshot, rates: ProgressRates, elapsedMs: number): string {
-  const pct = (part: number) => (snapshot.promptTokens === 0 ? '-' : `${((100 * part) / snapshot.promptTokens).toFixed(1)}%`);
+  // Each hit is a prompt token reached, counted at the same moment: the shares never pass 100%.
+  const reached = snapshot.promptReachedTokens;
+  const pct = (part: number) => (reached === 0 ? '-' : `${((100 * part) / reached).toFixed(1)}%`);
   return [
     `[${(elapsedMs / 1000).toFixed(1)}s] requests ${snapshot.requestsDone}/${snapshot.requestsTotal}`,
     `${Math.round(rates.outputTokensPerSecond).toLocaleString('en-US')} tok/s`,

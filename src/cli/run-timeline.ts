@@ -46,6 +46,7 @@ export class RunTimeline {
         endSeconds: (b.atMs - start) / 1000,
         seconds,
         promptTokens: b.snapshot.promptTokens - a.snapshot.promptTokens,
+        promptReachedTokens: b.snapshot.promptReachedTokens - a.snapshot.promptReachedTokens,
         gpuHitTokens: b.snapshot.gpuHitTokens - a.snapshot.gpuHitTokens,
         cpuHitTokens: b.snapshot.cpuHitTokens - a.snapshot.cpuHitTokens,
         bytesGpuToCpu: b.snapshot.bytesGpuToCpu - a.snapshot.bytesGpuToCpu,

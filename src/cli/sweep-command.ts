@@ -238,6 +238,8 @@ export function formatSweepTable(result: SweepResult): string {
     ['CPU hit tok', (p) => n(p.cpuHitTokens)],
     ['GPU hit tok', (p) => n(p.gpuPrefixHitTokens)],
     ['prefill tok', (p) => n(p.prefillTokensComputed)],
+    ['reread tok', (p) => n(p.cpuRereadTokens + p.gpuPrefixRereadTokens)],
+    ['recomputed', (p) => n(p.recomputedTokens)],
     ['optimum', (p) => n(p.optimalCpuHitTokens)],
     ['of optimum', (p) => `${(100 * p.shareOfOptimal).toFixed(1)}%`],
     ['tier optimum', (p) => n(p.tierOptimalCpuHitTokens)],

@@ -45,8 +45,13 @@ export interface OffloadingConnectorOptions {
 }
 
 export interface OffloadingConnectorMetrics {
-  /** Tokens served from the CPU tier: the tokens of every load issued. */
+  /**
+   * Prompt tokens served from the CPU tier that their request reached for the first time: counted
+   * when the request uses them, so never the tokens of a failed load, nor the last prompt token.
+   */
   readonly cpuHitTokens: number;
+  /** Tokens served from the CPU tier that their request had reached before (read again after a preemption). */
+  readonly cpuRereadTokens: number;
   readonly loadsIssued: number;
   readonly loadsFailed: number;
   /** GPU blocks written by loads that succeeded. */
@@ -98,6 +103,7 @@ export class OffloadingConnector implements SchedulerConnector {
   private readonly storeContext: StoreContext;
   private readonly counters = {
     cpuHitTokens: 0,
+    cpuRereadTokens: 0,
     loadsIssued: 0,
     loadsFailed: 0,
     gpuBlocksLoaded: 0,
@@ -196,7 +202,6 @@ export class OffloadingConnector implements SchedulerConnector {
     });
     this.loadedSinceMeta.add(request.id);
     this.policy.onLoadIssued(request, match.endBlock);
-    this.counters.cpuHitTokens += numExternalTokens;
     this.counters.loadsIssued++;
     this.counters.bytesCpuToGpu += numGpuBlocks * this.bytesPerGpuBlock;
     return {
@@ -205,6 +210,11 @@ export class OffloadingConnector implements SchedulerConnector {
       gpuBlockIds,
       blockHashes: request.blockHashes.slice(firstBlockIndex, firstBlockIndex + numGpuBlocks),
     };
+  }
+
+  externalTokensServed(_request: Request, hits: number, rereads: number): void {
+    this.counters.cpuHitTokens += hits;
+    this.counters.cpuRereadTokens += rereads;
   }
 
   // ---------------------------------------------------------------- one step
@@ -309,6 +319,7 @@ export class OffloadingConnector implements SchedulerConnector {
     const c = this.counters;
     return {
       cpuHitTokens: c.cpuHitTokens,
+      cpuRereadTokens: c.cpuRereadTokens,
       loadsIssued: c.loadsIssued,
       loadsFailed: c.loadsFailed,
       gpuBlocksLoaded: c.gpuBlocksLoaded,

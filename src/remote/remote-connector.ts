@@ -227,6 +227,10 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     return this.inner.updateStateAfterAlloc(request, blockIds, numExternalTokens);
   }
 
+  externalTokensServed(request: Request, hits: number, rereads: number): void {
+    this.inner.externalTokensServed(request, hits, rereads);
+  }
+
   // ---------------------------------------------------------------- one step
 
   buildConnectorMeta(step: StepView): OffloadStepMetadata {

@@ -37,6 +37,12 @@ export function clockWarning(clock: ClockReport): string | null {
   );
 }
 
+/** The prompt tokens no request reached (it failed or was aborted first), when there are any. */
+function reachedNote(report: RunReport): string {
+  const { prompt, promptReached } = report.tokens;
+  return promptReached === prompt ? '' : ` (${count(prompt - promptReached)} never reached)`;
+}
+
 /** One run's report as aligned text. */
 export function formatRunReport(report: RunReport): string {
   const { requests, tokens, hits, transfers, latency, integrity, leaks } = report;
@@ -45,8 +51,9 @@ export function formatRunReport(report: RunReport): string {
     ['requests', `${count(requests.total)} total   ${count(requests.finished)} finished   ${count(requests.failed)} failed   ${count(requests.aborted)} aborted`],
     ['wall time', `${report.wallSeconds.toFixed(2)} s`],
     ['throughput', `${report.throughput.requestsPerSecond.toFixed(2)} req/s   ${count(report.throughput.outputTokensPerSecond)} output tok/s   ${count(report.throughput.promptTokensPerSecond)} prompt tok/s`],
-    ['tokens', `prompt ${count(tokens.prompt)}   output ${count(tokens.output)}   prefill computed ${count(tokens.prefillComputed)} (${share(tokens.prefillComputed, tokens.prompt)} of prompt)`],
-    ['hits', `GPU prefix ${count(hits.gpuPrefixTokens)} tok (${share(hits.gpuPrefixTokens, tokens.prompt)})   CPU tier ${count(hits.cpuTierTokens)} tok (${share(hits.cpuTierTokens, tokens.prompt)})`],
+    ['tokens', `prompt ${count(tokens.prompt)}${reachedNote(report)}   output ${count(tokens.output)}   prefill computed ${count(tokens.prefillComputed)} (${count(tokens.recomputed)} recomputed)`],
+    ['hits', `GPU prefix ${count(hits.gpuPrefixTokens)} tok (${share(hits.gpuPrefixTokens, tokens.promptReached)})   CPU tier ${count(hits.cpuTierTokens)} tok (${share(hits.cpuTierTokens, tokens.promptReached)})`],
+    ['rereads', `GPU prefix ${count(report.rereads.gpuPrefixTokens)} tok   CPU tier ${count(report.rereads.cpuTierTokens)} tok   (served again after a preemption or a rank loss; not hits)`],
     ...(report.remote ? remoteReportRows(report.remote, tokens.prompt) : []),
     ['transfers', transfer('GPU->CPU', transfers.gpuToCpu)],
     ['', transfer('CPU->GPU', transfers.cpuToGpu)],
@@ -63,7 +70,12 @@ export function formatRunReport(report: RunReport): string {
   if (stretched !== null) lines.push(['warning', stretched]);
   for (const m of integrity.examples) lines.push(['', `mismatch: request ${m.id} differs first at output ${m.index}`]);
   for (const e of report.errors) lines.push(['error', e]);
-  return `${title}\n${labeledRows(lines)}\n\nRates: "link" is bytes over the transfers' busy time; "avg over wall" is bytes over the run's wall time.`;
+  return (
+    `${title}\n${labeledRows(lines)}\n\n` +
+    'Hits are prompt tokens a tier served the first time their request reached them, as a share of the prompt tokens reached: ' +
+    'GPU + CPU hits + prefill computed = prompt reached + recomputed.\n' +
+    `Rates: "link" is bytes over the transfers' busy time; "avg over wall" is bytes over the run's wall time.`
+  );
 }
 
 /** Relative change from `before` to `after`, e.g. "-42.0%". */
@@ -95,6 +107,8 @@ export function formatComparison(off: RunReport, on: RunReport): string {
     metric('prefill computed', (r) => r.tokens.prefillComputed, n),
     metric('GPU prefix hits', (r) => r.hits.gpuPrefixTokens, n),
     metric('CPU tier hits', (r) => r.hits.cpuTierTokens, n),
+    metric('rereads', (r) => r.rereads.gpuPrefixTokens + r.rereads.cpuTierTokens, n),
+    metric('recomputed', (r) => r.tokens.recomputed, n),
     metric('preemptions', (r) => r.preemptions, n),
     ['integrity', passed(off), passed(on), ''],
   ];

@@ -25,8 +25,18 @@ export interface TransferReport {
 
 export interface RunReport {
   readonly requests: { readonly total: number; readonly finished: number; readonly failed: number; readonly aborted: number };
-  readonly tokens: { readonly prompt: number; readonly output: number; readonly prefillComputed: number };
+  /** See EngineMetrics.tokens: gpu + cpu hits + prefillComputed = promptReached + recomputed. */
+  readonly tokens: {
+    readonly prompt: number;
+    readonly output: number;
+    readonly prefillComputed: number;
+    readonly recomputed: number;
+    readonly promptReached: number;
+  };
+  /** Prompt tokens served by each tier the first time their request reached them. */
   readonly hits: { readonly gpuPrefixTokens: number; readonly cpuTierTokens: number };
+  /** Tokens served again by each tier to a request that had reached them before (not hits). */
+  readonly rereads: { readonly gpuPrefixTokens: number; readonly cpuTierTokens: number };
   /** The remote tier's counters; absent without one. */
   readonly remote?: RemoteTierMetrics;
   readonly transfers: { readonly gpuToCpu: TransferReport; readonly cpuToGpu: TransferReport };
@@ -129,6 +139,7 @@ export function buildRunReport(input: RunReportInput): RunReport {
     requests: { total: Math.max(metrics.requests.added, finished.length), finished: done, failed, aborted },
     tokens: { ...metrics.tokens },
     hits: { ...metrics.hits },
+    rereads: { ...metrics.rereads },
     ...(metrics.remote ? { remote: metrics.remote } : {}),
     transfers: {
       gpuToCpu: transferReport(metrics.transfers.gpuToCpu, wallSeconds),

@@ -44,9 +44,12 @@ export interface FinishedRequest {
   readonly firstTokenMs: number | null;
   readonly finishMs: number;
   readonly numPreemptions: number;
-  /** Prompt tokens served from the GPU prefix cache / the CPU tier at first schedule. */
+  /** Prompt tokens served from the GPU prefix cache / the CPU tier the first time the request reached them. */
   readonly gpuPrefixHitTokens: number;
   readonly cpuTierHitTokens: number;
+  /** Tokens it was served again from each tier after a preemption or a rank loss (not hits). */
+  readonly gpuPrefixRereadTokens: number;
+  readonly cpuTierRereadTokens: number;
 }
 
 export interface TransferCounters {
@@ -61,13 +64,22 @@ export interface EngineMetrics {
   steps: number;
   preemptions: number;
   requests: { added: number; finished: number; aborted: number; failed: number };
-  tokens: { prompt: number; output: number; prefillComputed: number };
   /**
-   * Tokens served from a cache tier instead of computed, counted at every
-   * admission: a preempted request that resumes from the cache counts again
-   * (the per-request figures of FinishedRequest count its first admission).
+   * Prompt tokens received and output tokens generated; prefillComputed: prompt tokens computed
+   * the first time plus every token computed again (`recomputed`: tokens a request had reached
+   * before, computed again after a preemption, a rank loss or a failed load that invalidated KV it
+   * had used); promptReached: prompt tokens served or computed for the first time (all of `prompt`
+   * once every request is past its prompt; a request that failed or was aborted first leaves the rest).
+   * Always: hits.gpuPrefixTokens + hits.cpuTierTokens + prefillComputed = promptReached + recomputed.
+   */
+  tokens: { prompt: number; output: number; prefillComputed: number; recomputed: number; promptReached: number };
+  /**
+   * Prompt tokens served from a cache tier instead of computed, counted once, when the request
+   * uses them for the first time: never the tokens of a failed load.
    */
   hits: { gpuPrefixTokens: number; cpuTierTokens: number };
+  /** Tokens served from a cache tier that the request had reached before (after a preemption or a rank loss): not hits. */
+  rereads: { gpuPrefixTokens: number; cpuTierTokens: number };
   /** The remote tier's counters; absent without one. */
   remote?: RemoteTierMetrics;
   transfers: { gpuToCpu: TransferCounters; cpuToGpu: TransferCounters };

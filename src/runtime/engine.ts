@@ -333,8 +333,15 @@ export class Engine {
         aborted: s.requestsAborted,
         failed: s.requestsFailed,
       },
-      tokens: { prompt: this.promptTokens, output: s.outputTokens, prefillComputed: s.prefillTokensComputed },
+      tokens: {
+        prompt: this.promptTokens,
+        output: s.outputTokens,
+        prefillComputed: s.prefillTokensComputed,
+        recomputed: s.recomputedTokens,
+        promptReached: s.promptTokensReached,
+      },
       hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
+      rereads: { gpuPrefixTokens: s.gpuPrefixRereadTokens, cpuTierTokens: s.externalRereadTokens },
       ...(this.remote ? { remote: this.remote.snapshot() } : {}),
       transfers,
       loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
@@ -479,6 +486,8 @@ export class Engine {
       numPreemptions: request.numPreemptions,
       gpuPrefixHitTokens: request.gpuPrefixHitTokens,
       cpuTierHitTokens: request.externalHitTokens,
+      gpuPrefixRereadTokens: request.gpuPrefixRereadTokens,
+      cpuTierRereadTokens: request.externalRereadTokens,
     };
   }
 

@@ -75,15 +75,30 @@ export function createMetricsRegistry(source: MetricsSource | (() => EngineMetri
       [label('state', 'failed'), m.requests.failed],
     ];
   });
-  counter('tokens_total', 'Prompt tokens received, output tokens generated, prompt tokens computed by prefill.', ['kind'], () => {
+  counter(
+    'tokens_total',
+    'Prompt tokens received, output tokens generated, tokens computed by prefill (recomputed ones included), ' +
+      'tokens computed again (recomputed), prompt tokens served or computed the first time (prompt_reached).',
+    ['kind'],
+    () => {
+      const m = metrics();
+      return [
+        [label('kind', 'prompt'), m.tokens.prompt],
+        [label('kind', 'output'), m.tokens.output],
+        [label('kind', 'prefill_computed'), m.tokens.prefillComputed],
+        [label('kind', 'recomputed'), m.tokens.recomputed],
+        [label('kind', 'prompt_reached'), m.tokens.promptReached],
+      ];
+    },
+  );
+  counter('reread_tokens_total', 'Tokens a cache tier served again to a request that had reached them before (after a preemption or a rank loss).', ['tier'], () => {
     const m = metrics();
     return [
-      [label('kind', 'prompt'), m.tokens.prompt],
-      [label('kind', 'output'), m.tokens.output],
-      [label('kind', 'prefill_computed'), m.tokens.prefillComputed],
+      [label('tier', 'gpu_prefix'), m.rereads.gpuPrefixTokens],
+      [label('tier', 'cpu'), m.rereads.cpuTierTokens],
     ];
   });
-  counter('hit_tokens_total', 'Prompt tokens served from a cache tier instead of computed.', ['tier'], () => {
+  counter('hit_tokens_total', 'Prompt tokens served from a cache tier the first time their request reached them.', ['tier'], () => {
     const m = metrics();
     return [
       [label('tier', 'gpu_prefix'), m.hits.gpuPrefixTokens],

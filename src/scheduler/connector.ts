@@ -68,6 +68,13 @@ export interface SchedulerConnector {
   /** Optional: a request joined the waiting queue (its block hashes are known; it runs later). */
   requestQueued?(request: Request): void;
 
+  /**
+   * Optional: a request used `hits + rereads` tokens this connector served (its load completed and
+   * the request computes past them): `hits` prompt tokens it reached for the first time, `rereads`
+   * tokens it had reached before (a preempted request reading its own blocks again).
+   */
+  externalTokensServed?(request: Request, hits: number, rereads: number): void;
+
   /** Applies the merged worker output of a step (job completions). */
   updateConnectorOutput(output: ModelRunnerOutput): void;
 

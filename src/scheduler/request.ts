@@ -94,9 +94,21 @@ export class Request {
   firstScheduledTime: number | null = null;
   firstTokenTime: number | null = null;
   finishTime: number | null = null;
-  /** Prompt tokens served by the GPU prefix cache / by the connector (CPU tier) when first admitted. */
+  /**
+   * Prompt tokens first reached by being served from the GPU prefix cache / by the connector (CPU
+   * tier), and positions served again after they were reached (rereads); see TokenLedger.
+   */
   gpuPrefixHitTokens = 0;
   externalHitTokens = 0;
+  gpuPrefixRereadTokens = 0;
+  externalRereadTokens = 0;
+  /** Positions [0, reachedTokens) had KV at some point (served or computed); never lowered. */
+  reachedTokens = 0;
+  /** Positions of the current admission already counted by the TokenLedger (served or computed). */
+  accountedTokens = 0;
+  /** The current admission's GPU prefix hit ends here, and the connector's tokens after it. */
+  admittedGpuEnd = 0;
+  admittedExternalEnd = 0;
   /** Its GPU block table while it holds blocks; set and cleared by the KVCacheManager that owns it. */
   blockTable: BlockTable | null = null;
   /** The scheduler whose workers hold this request's state (block table, tokens so far), if any; set by it. */

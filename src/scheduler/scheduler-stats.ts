@@ -7,12 +7,6 @@ export class SchedulerCounters {
   requestsAborted = 0;
   requestsFailed = 0;
   preemptions = 0;
-  /** Prompt tokens served by the GPU prefix cache / by the connector at admission. */
-  gpuPrefixHitTokens = 0;
-  externalHitTokens = 0;
-  /** Tokens computed by forward passes, except the single new token of a decode step. */
-  prefillTokensComputed = 0;
-  decodeTokensComputed = 0;
   outputTokens = 0;
   /** Distinct GPU blocks reported invalid (failed loads) and what became of the requests using them. */
   failedLoadBlocks = 0;
@@ -35,10 +29,20 @@ export interface SchedulerStats {
   readonly requestsAborted: number;
   readonly requestsFailed: number;
   readonly preemptions: number;
+  /** Prompt tokens first reached by being served by the GPU prefix cache / by the connector (TokenLedger). */
   readonly gpuPrefixHitTokens: number;
   readonly externalHitTokens: number;
+  /** Positions a request was served again after it had reached them (after a preemption, a rank loss). */
+  readonly gpuPrefixRereadTokens: number;
+  readonly externalRereadTokens: number;
+  /** Prompt positions computed for the first time plus every position computed again. */
   readonly prefillTokensComputed: number;
+  /** Output positions computed for the first time. */
   readonly decodeTokensComputed: number;
+  /** Positions computed again: reached before by the same request. */
+  readonly recomputedTokens: number;
+  /** Prompt positions reached (served or computed) for the first time. */
+  readonly promptTokensReached: number;
   readonly outputTokens: number;
   readonly loadFailures: {
     readonly blocks: number;

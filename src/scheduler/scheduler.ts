@@ -12,6 +12,7 @@ import { finishReasonOf, type FinishedStatus, type Request, type RequestLimits }
 import { RunningList } from './running-list.js';
 import type { SchedulerObserver } from './scheduler-observer.js';
 import { SchedulerCounters, type SchedulerStats } from './scheduler-stats.js';
+import { TokenLedger } from './token-ledger.js';
 import { SampledTokenUpdate, singleToken, StepRequest, StepRequestView } from './step-records.js';
 import { StepWorkTally, type StepClock } from '../timing/step-cost.js';
 
@@ -119,6 +120,8 @@ export class Scheduler {
   private droppedByReset: string[] = [];
   private stepCount = 0;
   private readonly counters = new SchedulerCounters();
+  /** Hits, rereads and computed tokens, counted once per position when used. */
+  private readonly ledger: TokenLedger;
   /**
    * GPU blocks reported invalid whose load has not completed on every rank
    * yet: each rank reports a failed block, in its own step, so a block is
@@ -135,6 +138,9 @@ export class Scheduler {
     this.testOnly = options.testOnly ?? {};
     this.observer = options.observer ?? null;
     this.stepClock = options.stepClock ?? null;
+    const connector = this.connector;
+    const served = connector?.externalTokensServed;
+    this.ledger = new TokenLedger(served === undefined ? null : (request, hits, rereads) => served.call(connector, request, hits, rereads));
     this.running = new RunningList((r) => this.addOrder.get(r.id) as number);
     this.kvCacheManager = new KVCacheManager({
       blockSize: config.blockSize,
@@ -349,12 +355,8 @@ export class Scheduler {
     });
     if (newBlockIds === null) return { kind: 'blocked' };
 
-    this.counters.gpuPrefixHitTokens += numLocal;
-    this.counters.externalHitTokens += numExternal;
-    if (request.numPreemptions === 0) {
-      request.gpuPrefixHitTokens = numLocal;
-      request.externalHitTokens = numExternal;
-    }
+    // Counted as hits or rereads once the request uses them (see TokenLedger): a load may still fail.
+    this.ledger.admitted(request, numLocal, numKnown);
 
     let load: IssuedLoad | null = null;
     if (numExternal > 0 && this.connector !== null) {
@@ -430,11 +432,7 @@ export class Scheduler {
       request.knownToWorkersOf = this;
       this.knownToWorkers.add(request);
     }
-    if (numTokens === 1 && end === request.numTokens && request.numTokens > request.numPromptTokens) {
-      this.counters.decodeTokensComputed++;
-    } else {
-      this.counters.prefillTokensComputed += numTokens;
-    }
+    this.ledger.computed(request, start, end);
     request.firstScheduledTime ??= now;
     request.numComputedTokens = end;
     const k = draft.count++;
@@ -695,6 +693,7 @@ export class Scheduler {
     let waitingForKv = 0;
     for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') waitingForKv++;
     const c = this.counters;
+    const ledger = this.ledger;
     return {
       steps: this.stepCount,
       running: this.running.length,
@@ -706,10 +705,14 @@ export class Scheduler {
       requestsAborted: c.requestsAborted,
       requestsFailed: c.requestsFailed,
       preemptions: c.preemptions,
-      gpuPrefixHitTokens: c.gpuPrefixHitTokens,
-      externalHitTokens: c.externalHitTokens,
-      prefillTokensComputed: c.prefillTokensComputed,
-      decodeTokensComputed: c.decodeTokensComputed,
+      gpuPrefixHitTokens: ledger.gpuPrefixHitTokens,
+      externalHitTokens: ledger.externalHitTokens,
+      gpuPrefixRereadTokens: ledger.gpuPrefixRereadTokens,
+      externalRereadTokens: ledger.externalRereadTokens,
+      prefillTokensComputed: ledger.prefillTokensComputed,
+      decodeTokensComputed: ledger.decodeTokensComputed,
+      recomputedTokens: ledger.recomputedTokens,
+      promptTokensReached: ledger.promptTokensReached,
       outputTokens: c.outputTokens,
       loadFailures: {
         blocks: c.failedLoadBlocks,

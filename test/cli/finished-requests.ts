@@ -24,6 +24,8 @@ export function finishedRequest(overrides: Partial<FinishedRequest> & { id: stri
     numPreemptions: 0,
     gpuPrefixHitTokens: 0,
     cpuTierHitTokens: 0,
+    gpuPrefixRereadTokens: 0,
+    cpuTierRereadTokens: 0,
     ...overrides,
   };
 }

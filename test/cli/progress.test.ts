@@ -7,6 +7,7 @@ function snapshot(overrides: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
     requestsDone: 0,
     requestsTotal: 10,
     promptTokens: 0,
+    promptReachedTokens: 0,
     outputTokens: 0,
     gpuHitTokens: 0,
     cpuHitTokens: 0,
@@ -35,8 +36,9 @@ async function until(condition: () => boolean): Promise<void> {
 }
 
 describe('the progress line', () => {
-  it('shows requests, token rate, hit rate per tier and transfer rates', () => {
-    const now = snapshot({ requestsDone: 4, requestsTotal: 10, promptTokens: 1000, gpuHitTokens: 250, cpuHitTokens: 125 });
+  it('shows requests, token rate, hit shares of the prompt tokens reached per tier and transfer rates', () => {
+    // Prompt tokens of requests still queued are not reached yet: the shares are of the 1,000 reached.
+    const now = snapshot({ requestsDone: 4, requestsTotal: 10, promptTokens: 1500, promptReachedTokens: 1000, gpuHitTokens: 250, cpuHitTokens: 125 });
     const rates = { outputTokensPerSecond: 1234.4, gbpsGpuToCpu: 1.5, gbpsCpuToGpu: 0.25 };
     expect(formatProgressLine(now, rates, 12_340)).toBe(
       '[12.3s] requests 4/10 | 1,234 tok/s | hits GPU 25.0% CPU 12.5% | GPU->CPU 1.50 GB/s CPU->GPU 250.0 MB/s',
@@ -55,8 +57,9 @@ describe('the progress line', () => {
       steps: 5,
       preemptions: 0,
       requests: { added: 9, finished: 5, aborted: 1, failed: 2 },
-      tokens: { prompt: 900, output: 80, prefillComputed: 300 },
+      tokens: { prompt: 900, output: 80, prefillComputed: 300, recomputed: 0, promptReached: 900 },
       hits: { gpuPrefixTokens: 400, cpuTierTokens: 200 },
+      rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
       transfers: { gpuToCpu: transfer(10), cpuToGpu: transfer(20) },
       loadFailures: { blocks: 0, requestsRecovered: 0 },
       storeFailures: 0,
@@ -65,7 +68,7 @@ describe('the progress line', () => {
       stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
     };
     expect(snapshotFromMetrics(metrics, 12)).toEqual({
-      requestsDone: 8, requestsTotal: 12, promptTokens: 900, outputTokens: 80, gpuHitTokens: 400, cpuHitTokens: 200, bytesGpuToCpu: 10, bytesCpuToGpu: 20,
+      requestsDone: 8, requestsTotal: 12, promptTokens: 900, promptReachedTokens: 900, outputTokens: 80, gpuHitTokens: 400, cpuHitTokens: 200, bytesGpuToCpu: 10, bytesCpuToGpu: 20,
     });
   });
 

@@ -16,7 +16,38 @@ const CONVERSATIONS = [
   { timestamp: 16000, input_length: 2560, output_length: 128, hash_ids: [5, 6, 7, 8, 14] },
 ];
 
+/** The same conversations arriving three and two at once, with long answers: they preempt each other in the 16-block pool. */
+const CROWDED = CONVERSATIONS.map((record, i) => ({ ...record, timestamp: i < 3 ? 0 : 4000, output_length: 1024 }));
+
 describe('comparePolicies', () => {
+  it("counts a preempted request's reads of its own blocks as rereads: hits stay what reuse across requests gave", async () => {
+    const comparison = await comparePolicies({
+      traceFile: traceFile(CROWDED),
+      maxRequests: 10,
+      tokenScale: 64,
+      gpuBlocks: 16,
+      cpuBlocks: 64,
+      blockSize: 4,
+      offloadFactor: 1,
+      maxNumBatchedTokens: 8,
+      configurations: [{ eviction: 'lru', storePolicy: 'on-compute' }],
+    });
+    const [gpuOnly, lru] = comparison.results;
+    for (const result of comparison.results) {
+      expect(result.verifiedRequests, result.label).toBe(5);
+      expect(result.preemptions, result.label).toBeGreaterThan(0);
+      expect(result.gpuPrefixHitTokens + result.cpuHitTokens + result.prefillTokensComputed, result.label).toBe(
+        result.promptTokens + result.recomputedTokens,
+      );
+    }
+    // Without a CPU tier the preempted requests read their own blocks back from the GPU or compute them again.
+    expect(gpuOnly.gpuPrefixRereadTokens).toBeGreaterThan(0);
+    expect(gpuOnly.recomputedTokens).toBeGreaterThan(0);
+    // With it, the CPU tier serves them too, as rereads; its hits are the two returning conversations' 32-token prefixes.
+    expect(lru.cpuRereadTokens).toBeGreaterThan(0);
+    expect(lru.cpuHitTokens).toBe(64);
+  });
+
   it('replays a trace through each configuration and reports its hits, prefill, stores and evictions', async () => {
     const comparison = await comparePolicies({
       traceFile: traceFile(CONVERSATIONS),

@@ -80,4 +80,17 @@ describe('the Grafana dashboard', () => {
     const ttft = panels.find((p) => p.title === 'Time to first token')!;
     expect(ttft.targets!.every((t) => t.expr.startsWith('histogram_quantile('))).toBe(true);
   });
+
+  it('shows tier shares of the prompt tokens reached, which hits and first computations add up to', () => {
+    // hit_tokens{gpu_prefix} + hit_tokens{cpu} + prefill_computed - recomputed = prompt_reached, counted at the
+    // same moments: the stacked shares add up to 100%. Shares of prompt tokens received could pass it.
+    const served = panels.find((p) => p.title === 'Prompt tokens served by tier')!;
+    const [hits, computed] = served.targets!.map((t) => t.expr);
+    expect(hits).toMatch(/kvtier_hit_tokens_total\{[^}]*tier=~"gpu_prefix\|cpu"/);
+    expect(computed).toMatch(/kind="prefill_computed".*-.*kind="recomputed"/);
+    for (const expr of [hits, computed]) {
+      expect(expr).toMatch(/\/ .*kind="prompt_reached"/);
+      expect(expr).not.toContain('kind="prompt"');
+    }
+  });
 });

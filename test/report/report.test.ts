@@ -14,8 +14,9 @@ function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
     steps: 100,
     preemptions: 2,
     requests: { added: 4, finished: 2, aborted: 1, failed: 1 },
-    tokens: { prompt: 1000, output: 40, prefillComputed: 400 },
+    tokens: { prompt: 1000, output: 40, prefillComputed: 400, recomputed: 0, promptReached: 1000 },
     hits: { gpuPrefixTokens: 350, cpuTierTokens: 250 },
+    rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
     transfers: { gpuToCpu: transfer({ jobs: 10, bytes: 4e9, busyMs: 2000 }), cpuToGpu: transfer({ jobs: 5, bytes: 1e9, busyMs: 250 }) },
     loadFailures: { blocks: 3, requestsRecovered: 1 },
     storeFailures: 0,
@@ -68,8 +69,9 @@ describe('the run report', () => {
   it('has exactly the documented keys', () => {
     const report = sampleReport();
     expect(Object.keys(report.requests).sort()).toEqual(['aborted', 'failed', 'finished', 'total']);
-    expect(Object.keys(report.tokens).sort()).toEqual(['output', 'prefillComputed', 'prompt']);
+    expect(Object.keys(report.tokens).sort()).toEqual(['output', 'prefillComputed', 'prompt', 'promptReached', 'recomputed']);
     expect(Object.keys(report.hits).sort()).toEqual(['cpuTierTokens', 'gpuPrefixTokens']);
+    expect(Object.keys(report.rereads).sort()).toEqual(['cpuTierTokens', 'gpuPrefixTokens']);
     for (const direction of [report.transfers.gpuToCpu, report.transfers.cpuToGpu]) {
       expect(direction).toEqual(expect.objectContaining({ jobs: expect.any(Number), bytes: expect.any(Number), gbps: expect.any(Number) }));
     }
@@ -125,13 +127,29 @@ describe('the report as text', () => {
     const text = formatRunReport(sampleReport());
     expect(text).toMatch(/^kvtier run: host backend, tp 2, offload on, multiturn: 2 conversations$/m);
     expect(text).toMatch(/ requests: 5 total {3}3 finished {3}1 failed {3}1 aborted$/m);
-    expect(text).toMatch(/ tokens: prompt 1,000 {3}output 40 {3}prefill computed 400 \(40\.0% of prompt\)$/m);
+    expect(text).toMatch(/ tokens: prompt 1,000 {3}output 40 {3}prefill computed 400 \(0 recomputed\)$/m);
     expect(text).toMatch(/ hits: GPU prefix 350 tok \(35\.0%\) {3}CPU tier 250 tok \(25\.0%\)$/m);
+    expect(text).toMatch(/ rereads: GPU prefix 0 tok {3}CPU tier 0 tok {3}\(served again after a preemption or a rank loss; not hits\)$/m);
     expect(text).toMatch(/GPU->CPU +10 jobs +3\.73 GiB +link 2\.00 GB\/s +\(avg over wall 1\.00 GB\/s\)/);
     expect(text).toMatch(/CPU->GPU +5 jobs +953\.67 MiB +link 4\.00 GB\/s +\(avg over wall 250\.0 MB\/s\)/);
     expect(text).toMatch(/ TTFT: p50 +40\.0 ms +p90 +88\.0 ms +p99 +98\.8 ms$/m);
     expect(text).toMatch(/ integrity: 3\/3$/m);
     expect(text).toMatch(/ error: rank 1 failed: exited with code 1$/m);
+  });
+
+  it('gives hit shares of the prompt tokens reached, and names the prompt tokens never reached and what was read or computed again', () => {
+    const report = sampleReport({
+      metrics: metrics({
+        // 200 prompt tokens belong to requests that failed first; 50 tokens were computed again, 30 read again.
+        tokens: { prompt: 1000, output: 40, prefillComputed: 250, recomputed: 50, promptReached: 800 },
+        hits: { gpuPrefixTokens: 400, cpuTierTokens: 200 },
+        rereads: { gpuPrefixTokens: 10, cpuTierTokens: 20 },
+      }),
+    });
+    const text = formatRunReport(report);
+    expect(text).toMatch(/ tokens: prompt 1,000 \(200 never reached\) {3}output 40 {3}prefill computed 250 \(50 recomputed\)$/m);
+    expect(text).toMatch(/ hits: GPU prefix 400 tok \(50\.0%\) {3}CPU tier 200 tok \(25\.0%\)$/m);
+    expect(text).toMatch(/ rereads: GPU prefix 10 tok {3}CPU tier 20 tok /m);
   });
 
   it('aligns the values in one column', () => {
@@ -151,7 +169,7 @@ describe('the --compare table', () => {
   it('puts offloading off and on side by side with the change', () => {
     const off = sampleReport({
       offload: false,
-      metrics: metrics({ tokens: { prompt: 1000, output: 40, prefillComputed: 800 }, hits: { gpuPrefixTokens: 200, cpuTierTokens: 0 } }),
+      metrics: metrics({ tokens: { prompt: 1000, output: 40, prefillComputed: 800, recomputed: 0, promptReached: 1000 }, hits: { gpuPrefixTokens: 200, cpuTierTokens: 0 } }),
       finished: [timed('a', 0, 20, 120, 11), timed('b', 0, 80, 100, 3), timed('c', 0, 200, 200, 1)],
       wallSeconds: 5,
     });

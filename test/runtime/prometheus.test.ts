@@ -7,8 +7,9 @@ function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
     steps: 12,
     preemptions: 3,
     requests: { added: 10, finished: 7, aborted: 1, failed: 2 },
-    tokens: { prompt: 1000, output: 80, prefillComputed: 400 },
+    tokens: { prompt: 1000, output: 80, prefillComputed: 400, recomputed: 0, promptReached: 1000 },
     hits: { gpuPrefixTokens: 350, cpuTierTokens: 250 },
+    rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
     transfers: {
       gpuToCpu: { jobs: 5, failedJobs: 1, bytes: 4096, busyMs: 2 },
       cpuToGpu: { jobs: 4, failedJobs: 0, bytes: 8192, busyMs: 1500 },

@@ -38,6 +38,8 @@ function answer(request: ArrivingRequest, reason: FinishReason = 'length'): Fini
     numPreemptions: 0,
     gpuPrefixHitTokens: 0,
     cpuTierHitTokens: 0,
+    gpuPrefixRereadTokens: 0,
+    cpuTierRereadTokens: 0,
   };
 }
 

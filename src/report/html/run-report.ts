@@ -7,7 +7,13 @@ export interface TimelineInterval {
   /** Seconds from the start of the run to the end of the interval. */
   readonly endSeconds: number;
   readonly seconds: number;
+  /** Prompt tokens received in the interval. */
   readonly promptTokens: number;
+  /**
+   * Prompt tokens reached (served or computed the first time) in the interval: every hit is one of
+   * them, counted at the same moment, so the hits of an interval never exceed it.
+   */
+  readonly promptReachedTokens: number;
   readonly gpuHitTokens: number;
   readonly cpuHitTokens: number;
   readonly bytesGpuToCpu: number;
@@ -61,11 +67,11 @@ export function ttftCdfSpec(runs: readonly RunForReport[]): ChartSpec {
 export function hitSharesSpec(runs: readonly RunForReport[]): ChartSpec {
   const values = runs.flatMap((run) =>
     run.timeline
-      .filter((i) => i.promptTokens > 0)
+      .filter((i) => i.promptReachedTokens > 0)
       .flatMap((i) => [
-        { seconds: i.endSeconds, share: i.gpuHitTokens / i.promptTokens, series: `${run.label}: GPU prefix` },
+        { seconds: i.endSeconds, share: i.gpuHitTokens / i.promptReachedTokens, series: `${run.label}: GPU prefix` },
         // Without a CPU tier its share is zero throughout: no line for it.
-        ...(run.report.offload ? [{ seconds: i.endSeconds, share: i.cpuHitTokens / i.promptTokens, series: `${run.label}: CPU tier` }] : []),
+        ...(run.report.offload ? [{ seconds: i.endSeconds, share: i.cpuHitTokens / i.promptReachedTokens, series: `${run.label}: CPU tier` }] : []),
       ]),
   );
   return {
@@ -76,7 +82,7 @@ export function hitSharesSpec(runs: readonly RunForReport[]): ChartSpec {
     mark: { type: 'line', point: { size: 12 } },
     encoding: {
       x: { field: 'seconds', type: 'quantitative', title: 'time (s)' },
-      y: { field: 'share', type: 'quantitative', title: 'share of prompt tokens admitted', axis: { format: '.0%' } },
+      y: { field: 'share', type: 'quantitative', title: 'share of prompt tokens reached', axis: { format: '.0%' }, scale: { domain: [0, 1] } },
       color: { field: 'series', type: 'nominal', title: 'tier' },
     },
   } as ChartSpec;
@@ -110,7 +116,10 @@ export async function runReportHtml(runs: readonly RunForReport[]): Promise<stri
     { heading: 'TTFT', svg: await renderChartSvg(ttftCdfSpec(runs)) },
     {
       heading: 'Hit shares',
-      text: 'Per interval, the prompt tokens admitted that the GPU prefix cache and the CPU tier served (the rest was computed).',
+      text:
+        'Per interval, the share of the prompt tokens requests reached (served or computed for the first time) that the GPU prefix cache ' +
+        'and the CPU tier served; the rest was computed. A hit is counted when its request uses it, together with the prompt token it ' +
+        'reaches, so the shares of an interval add up to at most 100%. Tokens a request reads again after a preemption are not hits.',
       svg: await renderChartSvg(hitSharesSpec(runs)),
     },
     runs.some((run) => run.report.offload)
@@ -119,9 +128,10 @@ export async function runReportHtml(runs: readonly RunForReport[]): Promise<stri
     {
       heading: 'Summary',
       table: {
-        header: ['run', 'requests', 'wall s', 'prefill computed', 'GPU hit tokens', 'CPU hit tokens', 'TTFT p50 ms', 'TTFT p99 ms', 'integrity'],
+        header: ['run', 'requests', 'wall s', 'prefill computed', 'recomputed', 'GPU hit tokens', 'CPU hit tokens', 'reread tokens', 'TTFT p50 ms', 'TTFT p99 ms', 'integrity'],
         rows: runs.map(({ label, report: r }) => [
-          label, n(r.requests.total), r.wallSeconds.toFixed(2), n(r.tokens.prefillComputed), n(r.hits.gpuPrefixTokens), n(r.hits.cpuTierTokens),
+          label, n(r.requests.total), r.wallSeconds.toFixed(2), n(r.tokens.prefillComputed), n(r.tokens.recomputed),
+          n(r.hits.gpuPrefixTokens), n(r.hits.cpuTierTokens), n(r.rereads.gpuPrefixTokens + r.rereads.cpuTierTokens),
           ms(r.latency.ttftMs.p50), ms(r.latency.ttftMs.p99), `${r.integrity.checked - r.integrity.mismatches}/${r.integrity.checked}`,
         ]),
       },
