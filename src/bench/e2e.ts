@@ -94,7 +94,7 @@ export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow
     cpuBlocks: options.cpuBlocks,
     blockSize: options.blockSize,
     offloadFactor: options.offloadFactor ?? ENGINE_DEFAULTS.offloadFactor,
-  }).optimal.hitTokens;
+  }).gpuCpuOptimum.hitTokens;
   const rows: E2eBenchRow[] = [];
   for (const offload of [false, true]) {
     const report = await replay(options, trace, offload);

@@ -28,8 +28,8 @@ describe.concurrent('the kvtier commands besides run', () => {
     const analysis = JSON.parse(readFileSync(json, 'utf8')) as TraceAnalysis;
     const slice = traceSliceTotals(CONVERSATION_TRACE, { tokenScale: 64, maxRequests: 300 });
     expect(analysis.trace).toMatchObject({ requests: slice.requests, promptTokens: slice.promptTokens, outputTokens: slice.outputTokens });
-    expect(analysis.optimal.hitTokens).toBeGreaterThan(0);
-    expect(analysis.optimal.hitTokens).toBeLessThanOrEqual(analysis.blocks.infiniteCacheHitTokens);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBeGreaterThan(0);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBeLessThanOrEqual(analysis.blocks.infiniteCacheHitTokens);
   });
 
   it('bench scheduler prints its table and writes its results', async () => {
