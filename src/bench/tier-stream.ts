@@ -15,7 +15,9 @@ import type { Request } from '../scheduler/request.js';
  * a hit is loaded instead of computed, so requests run at other times and
  * the GPU prefix cache holds other blocks. Recorded with a tier that never
  * hits, every block past a GPU hit is computed and offered, and the stream
- * depends on neither a policy nor a capacity.
+ * depends on neither a policy nor a capacity. A request admitted again after
+ * a preemption looks up again; that lookup is marked as a readmission, since
+ * what it reads the request was served or computed already.
  *
  * An offline policy given this stream (tier-stream-belady.ts) knows exactly
  * what an online one can act on: a block the GPU prefix cache serves itself
