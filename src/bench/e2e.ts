@@ -17,9 +17,10 @@ import { TraceWorkload } from '../workload/trace-workload.js';
  * through the Engine twice, with the CPU tier off and then on, on the same
  * loaded trace. Each row reports the prefill tokens the ranks computed, the
  * GPU prefix and CPU-tier hit tokens, TTFT percentiles and throughput; the
- * CPU-tier hits are set against the optimum `kvtier analyze` computes for
- * the same slice, capacity and block geometry (Belady MIN, no GPU tier in
- * front), and every finished request is checked against the reference model.
+ * GPU and CPU hits together are set against the GPU+CPU optimum `kvtier
+ * analyze` computes for the same slice, capacity and block geometry (Belady
+ * MIN of one cache, no GPU tier in front), and every finished request is
+ * checked against the reference model.
  *
  * Requests are fed by arrival as `kvtier run` feeds them: open loop, at
  * their trace timestamps divided by `speedup` (or all at once with
@@ -42,7 +43,7 @@ export interface E2eBenchOptions {
   readonly layout?: KvLayout;
   readonly blockSize: number;
   readonly gpuBlocks: number;
-  /** CPU tier capacity in offloaded blocks (the optimum is computed at the same capacity). */
+  /** CPU tier capacity in offloaded blocks (the GPU+CPU optimum is computed at the same capacity). */
   readonly cpuBlocks: number;
   readonly offloadFactor?: number;
   readonly eviction?: EvictionPolicyName;
