@@ -1,7 +1,7 @@
 import type { CpuTierBoundAnalysis } from '../analysis/analyze.js';
 import type { Trace } from '../workload/trace.js';
 import { replaySliceOf, type ReplayOptions, type ReplaySlice } from './policies.js';
-import { tierStreamBound, tierStreamCeiling } from './tier-stream-belady.js';
+import { tierStreamBound, tierStreamCeiling, tierStreamProvenBound } from './tier-stream-belady.js';
 import { recordTierStream } from './tier-stream-replay.js';
 
 /**
@@ -15,9 +15,20 @@ import { recordTierStream } from './tier-stream-replay.js';
  * own replay are set against this one replay's bound.
  */
 
+/** The bound at one capacity. */
+export interface CpuTierBoundPoint {
+  readonly cpuBlocks: number;
+  /** Belady's MIN with bypass (tier-stream-belady.ts): CPU-tier prefix hit tokens. */
+  readonly hitTokens: number;
+  /**
+   * A bound proven for every policy (tierStreamProvenBound): at least
+   * hitTokens, and close to it where MIN's prefix hits are near optimal.
+   */
+  readonly provenBoundTokens: number;
+}
+
 export interface CpuTierBounds {
-  /** Belady's MIN with bypass per capacity (tier-stream-belady.ts): CPU-tier hit tokens. */
-  readonly bound: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
+  readonly bound: readonly CpuTierBoundPoint[];
   /** An unbounded CPU tier over the same stream: CPU-tier hit tokens. Every bound is at most this. */
   readonly ceilingHitTokens: number;
 }
@@ -29,7 +40,10 @@ export async function cpuTierBounds(
 ): Promise<CpuTierBounds> {
   const stream = await recordTierStream(slice, options);
   return {
-    bound: capacities.map((cpuBlocks) => ({ cpuBlocks, hitTokens: tierStreamBound(stream, cpuBlocks).hitTokens })),
+    bound: capacities.map((cpuBlocks) => {
+      const { hitTokens } = tierStreamBound(stream, cpuBlocks);
+      return { cpuBlocks, hitTokens, provenBoundTokens: tierStreamProvenBound(stream, cpuBlocks).hitTokens };
+    }),
     ceilingHitTokens: tierStreamCeiling(stream).hitTokens,
   };
 }
@@ -48,7 +62,7 @@ export async function cpuTierBoundAnalysis(trace: Trace, settings: CpuTierBoundS
   const { gpuBlocks, cpuBlocks, blockSize, offloadFactor, traceMsPerStep } = settings;
   const slice = replaySliceOf(trace, traceMsPerStep);
   const bounds = await cpuTierBounds(slice, { gpuBlocks, blockSize, offloadFactor }, [cpuBlocks]);
-  const hitTokens = bounds.bound[0].hitTokens;
+  const { hitTokens, provenBoundTokens } = bounds.bound[0];
   const ceiling = bounds.ceilingHitTokens;
   return {
     method: 'belady-min-bypass-behind-gpu-tier',
@@ -56,6 +70,7 @@ export async function cpuTierBoundAnalysis(trace: Trace, settings: CpuTierBoundS
     cpuBlocks,
     traceMsPerStep,
     hitTokens,
+    provenBoundTokens,
     ceilingHitTokens: ceiling,
     percentOfCeiling: ceiling === 0 ? 0 : (100 * hitTokens) / ceiling,
   };

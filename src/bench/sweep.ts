@@ -7,7 +7,7 @@ import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-type
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
-import { cpuTierBounds } from './cpu-tier-bound.js';
+import { cpuTierBounds, type CpuTierBoundPoint } from './cpu-tier-bound.js';
 
 /**
  * A capacity x policy sweep: one trace slice replayed at every CPU-tier
@@ -103,7 +103,7 @@ export interface SweepResult {
    * every computed block and serves none (cpu-tier-bound.ts; also in the
    * engine mode).
    */
-  readonly cpuTierBound: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
+  readonly cpuTierBound: readonly CpuTierBoundPoint[];
   /** An unbounded CPU tier's hit tokens over the same stream: no bound exceeds it. */
   readonly cpuTierCeilingHitTokens: number;
   /**

@@ -32,16 +32,41 @@ function lookupHitTokens(lookup: TierLookup, hitBlocks: number, blockTokens: num
  *     farthest leaves, so an offered block used after every held one is not
  *     admitted; among equal next lookups the deepest leaves first, since a
  *     prefix hit needs the shallow ones.
- * MIN is optimal for independent block hits; with prefix-constrained hits it
- * is a strong heuristic rather than a proven optimum. It never exceeds the
+ * MIN is optimal for independent block hits; with prefix-constrained hits,
+ * and blocks written only when offered, it is a strong heuristic rather than
+ * a proven optimum (tierStreamProvenBound is proven). It never exceeds the
  * ceiling (tierStreamCeiling): it holds only offered blocks.
  */
 export function tierStreamBound(stream: TierStream, capacityBlocks: number): PrefixHitResult {
+  return simulateMin(stream, capacityBlocks, false);
+}
+
+/**
+ * A bound no policy exceeds, proven: MIN with bypass counting every
+ * looked-up block it holds, prefix or not, in whole blocks, when a block
+ * offered once may be written again at any later lookup too. Every access
+ * can then load, the block hits are independent, and MIN is optimal for
+ * them; a policy's prefix hits, with writes only when offered, are among
+ * them. Capped by the ceiling, which bounds every policy as well.
+ */
+export function tierStreamProvenBound(stream: TierStream, capacityBlocks: number): PrefixHitResult {
+  const relaxed = simulateMin(stream, capacityBlocks, true);
+  const ceiling = tierStreamCeiling(stream);
+  return relaxed.hitTokens <= ceiling.hitTokens ? relaxed : ceiling;
+}
+
+/**
+ * MIN with bypass over the stream. `relaxed`: a looked-up block offered
+ * before may enter the tier at the lookup, and every resident looked-up
+ * block counts (not only the run from the first one).
+ */
+function simulateMin(stream: TierStream, capacityBlocks: number, relaxed: boolean): PrefixHitResult {
   const { events, uniqueBlocks, blockTokens } = stream;
   const hold = holdPriorities(stream);
   let puts = 0;
   for (const priorities of hold) puts += priorities.length;
   const cache = new MinResidency(uniqueBlocks, Math.max(1, puts));
+  const offered = new Uint8Array(relaxed ? uniqueBlocks : 0);
   let hitBlocks = 0;
   let hitTokens = 0;
 
@@ -53,16 +78,27 @@ export function tierStreamBound(stream: TierStream, capacityBlocks: number): Pre
       if (!counts(event)) continue;
       let h = 0;
       while (h < blocks.length && cache.has(blocks[h])) h++;
-      hitBlocks += h;
-      hitTokens += lookupHitTokens(event, h, blockTokens);
-      for (let j = 0; j < blocks.length; j++) {
-        if (!cache.has(blocks[j])) continue;
-        if (priorities[j] < 0) cache.remove(blocks[j]);
-        else cache.put(blocks[j], priorities[j]);
+      if (relaxed) {
+        // Whole blocks: the most tokens any h blocks can serve, wherever they are.
+        let resident = h;
+        for (let j = h; j < blocks.length; j++) if (cache.has(blocks[j])) resident++;
+        hitBlocks += resident;
+        hitTokens += resident * blockTokens;
+      } else {
+        hitBlocks += h;
+        hitTokens += lookupHitTokens(event, h, blockTokens);
       }
+      for (let j = 0; j < blocks.length; j++) {
+        const b = blocks[j];
+        if (!cache.has(b) && !(relaxed && offered[b] === 1)) continue;
+        if (priorities[j] < 0) cache.remove(b);
+        else cache.put(b, priorities[j]);
+      }
+      if (relaxed) cache.evictDownTo(capacityBlocks);
       continue;
     }
     for (let j = 0; j < blocks.length; j++) {
+      if (relaxed) offered[blocks[j]] = 1;
       if (priorities[j] < 0) cache.remove(blocks[j]);
       else cache.put(blocks[j], priorities[j]);
     }

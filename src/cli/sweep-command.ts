@@ -244,11 +244,26 @@ export function formatSweepTable(result: SweepResult): string {
     'CPU bound: Belady MIN with bypass at each capacity over the lookups (once per request) and stores the CPU tier sees behind the GPU tier, ' +
       'in the simulated replay of a tier that stores every computed block and serves none',
     `ceiling: an unbounded CPU tier over the same stream hits ${n(result.cpuTierCeilingHitTokens)} tokens`,
+    ...boundNotes(result),
     `GPU+CPU opt: Belady MIN of one cache of that capacity with no GPU tier in front (kvtier analyze), GPU prefix and CPU hits together; ` +
       `unbounded, it hits ${n(result.gpuCpuInfiniteCacheHitTokens)} tokens`,
     '',
   ];
   return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');
+}
+
+/**
+ * MIN's prefix hits are a strong heuristic, not a proven optimum: the
+ * proven bound beside it says how far a policy could in principle go.
+ */
+function boundNotes(result: SweepResult): string[] {
+  const n = (x: number) => Math.round(x).toLocaleString('en-US');
+  const how = 'MIN with writes at any lookup, every held looked-up block counted, in whole blocks';
+  if (result.cpuTierBound.every((b) => b.provenBoundTokens === b.hitTokens)) {
+    return [`the CPU bound is the optimum at every capacity: it equals a bound no policy exceeds (${how})`];
+  }
+  const proven = result.cpuTierBound.map((b) => n(b.provenBoundTokens)).join(' / ');
+  return [`proven bound (${how}): ${proven} tokens; no policy exceeds it`];
 }
 
 /** A point whose outputs differed from the reference model, as an error. */

@@ -242,8 +242,10 @@ describe('kvtier analyze arguments', () => {
     expect(roomy.written.cpuTierBound).toMatchObject({ method: 'belady-min-bypass-behind-gpu-tier', gpuBlocks: 3, cpuBlocks: 8, hitTokens: 2 * BLOCK, ceilingHitTokens: 2 * BLOCK });
     expect(roomy.printed).toMatch(/CPU tier bound: 1,024 tokens at 8 CPU blocks behind 3 GPU blocks: 100\.0% of the ceiling/);
     expect(roomy.printed).toMatch(/CPU tier ceiling: 1,024 tokens/);
+    expect(roomy.written.cpuTierBound.provenBoundTokens).toBe(2 * BLOCK);
+    expect(roomy.printed).toMatch(/proven bound: the CPU tier bound is the optimum/);
     // Room for one: the first block, without which the second is no hit.
     const tight = await analyze(1);
-    expect(tight.written.cpuTierBound).toMatchObject({ hitTokens: BLOCK, ceilingHitTokens: 2 * BLOCK, percentOfCeiling: 50 });
+    expect(tight.written.cpuTierBound).toMatchObject({ hitTokens: BLOCK, provenBoundTokens: BLOCK, ceilingHitTokens: 2 * BLOCK, percentOfCeiling: 50 });
   });
 });

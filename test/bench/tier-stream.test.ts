@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSweepPolicy, runSweep } from '../../src/bench/sweep.js';
 import { replaySliceOf } from '../../src/bench/policies.js';
 import { recordTierStream } from '../../src/bench/tier-stream-replay.js';
-import { tierStreamBound, tierStreamCeiling } from '../../src/bench/tier-stream-belady.js';
+import { tierStreamBound, tierStreamCeiling, tierStreamProvenBound } from '../../src/bench/tier-stream-belady.js';
 import type { TierEvent } from '../../src/bench/tier-stream.js';
 import { loadTrace } from '../../src/workload/trace.js';
 import { Rng } from '../support/random.js';
@@ -40,7 +40,36 @@ function busyConversationLines(seed: number, conversations = 40): object[] {
 const BUSY = { maxRequests: 200, tokenScale: 32, gpuBlocks: 64, blockSize: 4, offloadFactor: 1 };
 
 const bound = (events: TierEvent[], capacity: number) => tierStreamBound(stream(events), capacity);
+const proven = (events: TierEvent[], capacity: number) => tierStreamProvenBound(stream(events), capacity);
 const ceiling = (events: TierEvent[]) => tierStreamCeiling(stream(events));
+
+/**
+ * Requests that continue conversations at random, some behind a GPU hit on
+ * their first block, some preempted and resumed; each computes and offers
+ * new blocks after its lookup.
+ */
+function randomStream(seed: number, requests = 30): TierEvent[] {
+  const rng = new Rng(seed);
+  let next = 0;
+  const conversations: number[][] = [];
+  const events: TierEvent[] = [];
+  for (let r = 0; r < requests; r++) {
+    if (conversations.length === 0 || rng.chance(0.4)) {
+      const blocks = Array.from({ length: rng.nextInt(1, 3) }, () => next++);
+      conversations.push(blocks);
+      events.push(offer(blocks));
+      continue;
+    }
+    const chain = conversations[rng.below(conversations.length)];
+    const gpuHit = rng.nextInt(0, Math.min(1, chain.length - 1));
+    events.push(lookup(chain.slice(gpuHit), { firstDepth: gpuHit }));
+    if (rng.chance(0.1)) events.push(readmission(chain.slice(gpuHit)));
+    const computed = Array.from({ length: rng.nextInt(1, 2) }, () => next++);
+    chain.push(...computed);
+    events.push(offer(computed));
+  }
+  return events;
+}
 
 /**
  * Request A computes blocks 0-2; B reads 0-1; C computes block 3, which D
@@ -75,6 +104,15 @@ describe('the CPU tier\'s bound behind the GPU tier', () => {
     expect(bound(events, 1)).toEqual({ hitBlocks: 1, hitTokens: 16 });
   });
 
+  it('lies under a proven bound that counts every held block and may write at any lookup, where MIN\'s prefix rule misjudges', () => {
+    // Room for 1; A reads block 0 once, three later requests read block 1, which is never offered again.
+    const events = [offer([0, 1]), lookup([0]), lookup([1], { firstDepth: 1 }), lookup([1], { firstDepth: 1 }), lookup([1], { firstDepth: 1 })];
+    // MIN keeps block 0 (looked up first) and so loses block 1 for good: one hit, where keeping block 1 gets three.
+    expect(bound(events, 1)).toEqual({ hitBlocks: 1, hitTokens: 16 });
+    expect(proven(events, 1)).toEqual({ hitBlocks: 3, hitTokens: 48 });
+    expect(ceiling(events)).toEqual({ hitBlocks: 4, hitTokens: 64 });
+  });
+
   it('equals the unbounded tier\'s ceiling once everything fits, and never exceeds it', () => {
     expect(ceiling(SHARED_PREFIX)).toEqual({ hitBlocks: 6, hitTokens: 96 });
     for (const capacity of [0, 1, 2, 3, 4, 100]) expect(bound(SHARED_PREFIX, capacity).hitTokens).toBeLessThanOrEqual(96);
@@ -97,6 +135,26 @@ describe('the CPU tier\'s bound behind the GPU tier', () => {
         }
       }
     }
+  });
+
+  it('never lets an online policy beat the proven bound on random streams, and lies between it and the ceiling', () => {
+    let policyHits = 0;
+    for (let seed = 1; seed <= 60; seed++) {
+      const events = randomStream(seed);
+      const most = ceiling(events).hitTokens;
+      for (const capacity of [1, 2, 3, 5, 8]) {
+        const provenTokens = proven(events, capacity).hitTokens;
+        expect(bound(events, capacity).hitTokens).toBeLessThanOrEqual(provenTokens);
+        expect(provenTokens).toBeLessThanOrEqual(most);
+        for (const policy of ONLINE_POLICIES) {
+          const hits = playOnline(events, policy, capacity) * 16;
+          policyHits += hits;
+          expect(hits, `${policy.label} at ${capacity}, seed ${seed}`).toBeLessThanOrEqual(provenTokens);
+        }
+      }
+    }
+    // The policies do hit: the check is not vacuous.
+    expect(policyHits).toBeGreaterThan(0);
   });
 });
 
@@ -124,6 +182,10 @@ describe('the sweep\'s CPU tier bound', () => {
       expect(bounds).toEqual([...bounds].sort((a, b) => a - b));
       expect(bounds.at(-1)).toBe(result.cpuTierCeilingHitTokens);
       expect(result.cpuTierCeilingHitTokens).toBeGreaterThan(bounds[0]);
+      for (const b of result.cpuTierBound) {
+        expect(b.hitTokens).toBeLessThanOrEqual(b.provenBoundTokens);
+        expect(b.provenBoundTokens).toBeLessThanOrEqual(result.cpuTierCeilingHitTokens);
+      }
       for (const point of result.points) {
         expect(point.verified).toBe(point.requests);
         const capacityBound = result.cpuTierBound.find((b) => b.cpuBlocks === point.cpuBlocks)?.hitTokens;
