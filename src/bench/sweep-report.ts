@@ -137,6 +137,9 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
       `${result.mode} replay, ${n(result.gpuBlocks)} GPU blocks of ${result.blockSize} tokens, offload factor ${result.offloadFactor}`,
       `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens computed, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens`,
       `an unbounded CPU tier behind the GPU tier hits ${n(result.cpuTierCeilingHitTokens)} tokens (the ceiling of every bound)`,
+      result.cpuTierBound.every((b) => b.provenBoundTokens === b.hitTokens)
+        ? 'the CPU tier bound is the optimum at every capacity: it equals a bound no policy exceeds'
+        : `a bound no policy exceeds: ${result.cpuTierBound.map((b) => n(b.provenBoundTokens)).join(' / ')} tokens (the CPU tier bound is MIN's prefix hits, a strong heuristic)`,
     ],
     sections,
   });
