@@ -6,13 +6,14 @@ import { labeledRows } from '../report/text-rows.js';
 import { distancePercentile, reusesWithin, reuseDistances, type ReuseDistances } from './reuse-distance.js';
 
 /**
- * `kvtier analyze`: what a trace offers a CPU tier, before running it.
+ * `kvtier analyze`: what a trace offers a GPU prefix cache and a CPU tier,
+ * before running it.
  *
- * The optimum is Belady's MIN on offloaded-block accesses, counting prefix
- * hits (belady.ts). It assumes:
- *   - no GPU tier in front: every prompt block is looked up in the CPU tier,
- *     so in a run, GPU prefix hits take part of these hits before the CPU
- *     tier sees them;
+ * The GPU+CPU optimum is Belady's MIN on offloaded-block accesses, counting
+ * prefix hits (belady.ts), of one cache with no GPU tier in front. It is not
+ * a bound of the CPU tier's hits: in a run the GPU prefix cache serves part
+ * of these hits before the CPU tier sees them. It assumes:
+ *   - no GPU tier in front: every prompt block is looked up in the one cache;
  *   - blocks of blockSize x offloadFactor tokens after token scaling; only a
  *     prompt's full blocks are stored or hit, and the last prompt token is
  *     always computed;
@@ -21,8 +22,8 @@ import { distancePercentile, reusesWithin, reuseDistances, type ReuseDistances }
  *     the trace recorded), so output blocks are left out;
  *   - requests arrive one after another in trace order; loads and stores
  *     complete instantly.
- * A run's CPU-tier hit tokens can be read as a fraction of `optimal.hitTokens`
- * at the same capacity and block geometry.
+ * The CPU tier's own bound needs a replay with a GPU tier in front
+ * (`cpuTierBound`, which the command fills in when given a GPU pool).
  */
 
 export interface AnalyzeOptions {
@@ -79,8 +80,9 @@ export interface TraceAnalysis {
     /** Reuses by distance: [from, to) in powers of two. */
     readonly histogram: readonly { readonly from: number; readonly to: number; readonly count: number }[];
   };
-  readonly optimal: {
-    readonly method: 'belady-min-prefix-hits';
+  /** One cache of cpuBlocks with no GPU tier in front: GPU prefix and CPU-tier hits together. */
+  readonly gpuCpuOptimum: {
+    readonly method: 'belady-min-prefix-hits-no-gpu-tier';
     readonly cpuBlocks: number;
     readonly hitBlocks: number;
     readonly hitTokens: number;
@@ -89,25 +91,48 @@ export interface TraceAnalysis {
     /** Of the infinite cache's prefix hit tokens. */
     readonly percentOfInfinite: number;
   };
+  /** The CPU tier's bound behind a GPU tier (null when no GPU pool was given). */
+  readonly cpuTierBound: CpuTierBoundAnalysis | null;
   readonly assumptions: readonly string[];
+}
+
+/** What a CPU tier behind a GPU pool can hit on the slice, from one simulated replay. */
+export interface CpuTierBoundAnalysis {
+  readonly method: 'belady-min-bypass-behind-gpu-tier';
+  readonly gpuBlocks: number;
+  readonly cpuBlocks: number;
+  /** Trace milliseconds per step of the replay the stream was recorded from. */
+  /** The replay's clock (the sweep's default: modelled). */
+  readonly clock: string;
+  /** Belady's MIN with bypass over what the tier sees, each request's reuse counted once. */
+  readonly hitTokens: number;
+  /** A bound proven for every policy (MIN on a relaxed stream, whole blocks, capped by the ceiling): at least hitTokens. */
+  readonly provenBoundTokens: number;
+  /** An unbounded CPU tier over the same stream. */
+  readonly ceilingHitTokens: number;
+  readonly percentOfCeiling: number;
 }
 
 export const OPTIMUM_ASSUMPTIONS = [
   'Belady MIN on offloaded-block accesses, counting prefix hits (a strong heuristic; prefix-constrained hits make plain MIN not provably optimal)',
-  'no GPU tier in front: every prompt block is looked up in the CPU tier',
+  'no GPU tier in front: every prompt block is looked up in the one cache, so its hits are GPU prefix and CPU-tier hits together',
   'blocks of blockSize x offloadFactor tokens after token scaling; only full prompt blocks are stored or hit; the last prompt token is always computed',
   'every full prompt block is stored once computed; output blocks are never reused and are left out',
   'requests in trace order, one at a time; transfers complete instantly',
 ] as const;
 
-/** Loads the trace slice and analyzes it. */
-export async function analyzeTrace(options: AnalyzeOptions): Promise<TraceAnalysis> {
-  const trace = await loadTrace(options.trace, {
+/** The trace slice the options name. */
+export function loadAnalyzedTrace(options: AnalyzeOptions): Promise<Trace> {
+  return loadTrace(options.trace, {
     tokenScale: options.tokenScale ?? 1,
     maxRequests: options.maxRequests ?? null,
     timeWindow: options.timeWindow ?? null,
   });
-  return analyzeLoadedTrace(trace, options);
+}
+
+/** Loads the trace slice and analyzes it. */
+export async function analyzeTrace(options: AnalyzeOptions): Promise<TraceAnalysis> {
+  return analyzeLoadedTrace(await loadAnalyzedTrace(options), options);
 }
 
 export function analyzeLoadedTrace(
@@ -160,14 +185,15 @@ export function analyzeLoadedTrace(
       withinCapacityPercent: percent(withinCapacity, distances.reuses),
       histogram: powerOfTwoHistogram(distances),
     },
-    optimal: {
-      method: 'belady-min-prefix-hits',
+    gpuCpuOptimum: {
+      method: 'belady-min-prefix-hits-no-gpu-tier',
       cpuBlocks: options.cpuBlocks,
       hitBlocks: optimal.hitBlocks,
       hitTokens: optimal.hitTokens,
       hitPercentOfPrompt: percent(optimal.hitTokens, promptTokens),
       percentOfInfinite: percent(optimal.hitTokens, unbounded.hitTokens),
     },
+    cpuTierBound: null,
     assumptions: OPTIMUM_ASSUMPTIONS,
   };
 }
@@ -196,7 +222,7 @@ function powerOfTwoHistogram(distances: ReuseDistances): { from: number; to: num
 
 /** The analysis as a readable text block. */
 export function formatAnalysis(analysis: TraceAnalysis): string {
-  const { trace, blocks, reuseDistance: rd, optimal } = analysis;
+  const { trace, blocks, reuseDistance: rd, gpuCpuOptimum: optimal, cpuTierBound: bound } = analysis;
   const n = (x: number) => Math.round(x).toLocaleString('en-US');
   const pct = (x: number) => `${x.toFixed(1)}%`;
   const q = (x: number | null) => (x === null ? '-' : n(x));
@@ -206,7 +232,31 @@ export function formatAnalysis(analysis: TraceAnalysis): string {
     ['blocks', `${n(blocks.accesses)} prompt blocks of ${blocks.blockTokens} tokens (block size ${blocks.blockSize} x offload factor ${blocks.offloadFactor}), ${n(blocks.unique)} unique`],
     ['reuse', `${pct(blocks.reusePercent)} of block accesses reuse a block; an infinite cache hits ${n(blocks.infiniteCacheHitTokens)} prompt tokens (${pct(blocks.infiniteCacheHitPercent)})`],
     ['reuse distance', `p10 ${q(rd.p10)}  p50 ${q(rd.p50)}  p90 ${q(rd.p90)}  p99 ${q(rd.p99)}  max ${q(rd.max)} blocks; ${pct(rd.withinCapacityPercent)} of reuses within ${n(optimal.cpuBlocks)} blocks`],
-    ['optimal CPU hits', `${n(optimal.hitTokens)} tokens at ${n(optimal.cpuBlocks)} CPU blocks: ${pct(optimal.hitPercentOfPrompt)} of prompt tokens, ${pct(optimal.percentOfInfinite)} of the infinite cache`],
+    ['GPU+CPU optimum', `${n(optimal.hitTokens)} tokens at ${n(optimal.cpuBlocks)} blocks: ${pct(optimal.hitPercentOfPrompt)} of prompt tokens, ${pct(optimal.percentOfInfinite)} of the infinite cache`],
   ];
-  return [labeledRows(rows), '', 'The optimum assumes:', ...analysis.assumptions.map((a) => `  - ${a}`)].join('\n');
+  if (bound !== null) {
+    rows.push(
+      ['CPU tier bound', `${n(bound.hitTokens)} tokens at ${n(bound.cpuBlocks)} CPU blocks behind ${n(bound.gpuBlocks)} GPU blocks: ${pct(bound.percentOfCeiling)} of the ceiling`],
+      ['CPU tier ceiling', `${n(bound.ceilingHitTokens)} tokens: an unbounded CPU tier behind the same GPU blocks`],
+    );
+    rows.push([
+      'proven bound',
+      bound.provenBoundTokens === bound.hitTokens
+        ? 'the CPU tier bound is the optimum: it equals a bound no policy exceeds'
+        : `${n(bound.provenBoundTokens)} tokens: no policy exceeds this`,
+    ]);
+  }
+  const boundNote =
+    bound === null
+      ? [
+          'The GPU+CPU optimum is one cache with no GPU tier in front: it counts GPU prefix hits and CPU-tier hits together and does not',
+          'bound a CPU tier\'s hits. For the CPU tier\'s bound behind a GPU pool, give --gpu-blocks (or see kvtier sweep).',
+        ]
+      : [
+          `The CPU tier bound is Belady MIN with bypass over the lookups and stores a CPU tier sees behind ${n(bound.gpuBlocks)} GPU blocks`,
+          `(each request's reuse counted once), recorded from a simulated replay (clock: ${bound.clock}) of a tier`,
+          'that stores every computed block and serves none; the ceiling is an unbounded CPU tier over the same stream. The proven bound',
+          'is MIN with writes at any lookup, every held looked-up block counted, in whole blocks (capped by the ceiling).',
+        ];
+  return [labeledRows(rows), '', ...boundNote, '', 'The GPU+CPU optimum assumes:', ...analysis.assumptions.map((a) => `  - ${a}`)].join('\n');
 }

@@ -128,6 +128,13 @@ export class MinResidency {
     this.heap.push(priority, block);
   }
 
+  /** Makes `block` not resident (its heap entries go stale). */
+  remove(block: number): void {
+    if (this.resident[block] === 0) return;
+    this.resident[block] = 0;
+    this.size--;
+  }
+
   /** Evicts the highest-priority blocks until at most `capacityBlocks` are resident. */
   evictDownTo(capacityBlocks: number): void {
     const { heap, resident, currentPriority } = this;

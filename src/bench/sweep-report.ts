@@ -3,27 +3,32 @@ import { renderPage, type ReportSection } from '../report/html/page.js';
 import { renderChartSvg, type ChartSpec } from '../report/html/render-chart.js';
 
 /**
- * The sweep as pictures: CPU-tier hits against capacity per policy with
- * Belady's optimum, the reuse-distance histogram of the slice, and each
- * point's share of the optimum.
+ * The sweep as pictures: CPU-tier hits against capacity per policy with the
+ * CPU tier's bound and ceiling (and the GPU+CPU optimum for reference), the
+ * reuse-distance histogram of the slice, and each point's share of the bound.
  */
 
-/** Legend and series name of the whole-trace optimum's curve (`kvtier analyze`: no GPU tier in front). */
-export const OPTIMUM_SERIES = 'Belady optimum';
-/** Legend and series name of the optimum over the stream the CPU tier sees behind the GPU tier. */
-export const TIER_OPTIMUM_SERIES = 'Belady behind the GPU tier';
+/** Legend and series name of the CPU tier's bound: Belady over what the tier sees behind the GPU tier. */
+export const BOUND_SERIES = 'CPU tier bound';
+/** Legend and series name of the unbounded CPU tier over the same stream. */
+export const CEILING_SERIES = 'unbounded CPU tier';
+/** Legend and series name of `kvtier analyze`'s optimum: one cache with no GPU tier in front, GPU and CPU hits together. */
+export const GPU_CPU_OPTIMUM_SERIES = 'GPU+CPU optimum';
+
+const REFERENCE_SERIES = [BOUND_SERIES, CEILING_SERIES, GPU_CPU_OPTIMUM_SERIES];
 
 const WIDTH = 640;
 const HEIGHT = 300;
 
-/** CPU-tier hit tokens against CPU capacity: one line per policy, the two optima dashed. */
+/** CPU-tier hit tokens against CPU capacity: one line per policy; the bound, the ceiling and the GPU+CPU optimum dashed. */
 export function hitsChartSpec(result: SweepResult): ChartSpec {
   const values = [
     ...result.points.map((p) => ({ cpuBlocks: p.cpuBlocks, hitTokens: p.cpuHitTokens, series: p.policy })),
-    ...result.optimum.map((o) => ({ cpuBlocks: o.cpuBlocks, hitTokens: o.hitTokens, series: OPTIMUM_SERIES })),
-    ...result.tierOptimum.map((o) => ({ cpuBlocks: o.cpuBlocks, hitTokens: o.hitTokens, series: TIER_OPTIMUM_SERIES })),
+    ...result.cpuTierBound.map((o) => ({ cpuBlocks: o.cpuBlocks, hitTokens: o.hitTokens, series: BOUND_SERIES })),
+    ...result.cpuBlocks.map((cpuBlocks) => ({ cpuBlocks, hitTokens: result.cpuTierCeilingHitTokens, series: CEILING_SERIES })),
+    ...result.gpuCpuOptimum.map((o) => ({ cpuBlocks: o.cpuBlocks, hitTokens: o.hitTokens, series: GPU_CPU_OPTIMUM_SERIES })),
   ];
-  const series = [...result.policies, OPTIMUM_SERIES, TIER_OPTIMUM_SERIES];
+  const series = [...result.policies, ...REFERENCE_SERIES];
   return {
     title: 'CPU-tier hit tokens by CPU capacity',
     width: WIDTH,
@@ -35,7 +40,7 @@ export function hitsChartSpec(result: SweepResult): ChartSpec {
       y: { field: 'hitTokens', type: 'quantitative', title: 'CPU-tier hit tokens' },
       color: { field: 'series', type: 'nominal', title: 'policy', scale: { domain: series } },
       strokeDash: {
-        condition: { test: `datum.series === '${OPTIMUM_SERIES}' || datum.series === '${TIER_OPTIMUM_SERIES}'`, value: [6, 4] },
+        condition: { test: REFERENCE_SERIES.map((name) => `datum.series === '${name}'`).join(' || '), value: [6, 4] },
         value: [1, 0],
       },
     },
@@ -58,19 +63,16 @@ export function reuseHistogramSpec(result: SweepResult): ChartSpec {
   } as ChartSpec;
 }
 
-/**
- * Each point's share of an optimum (the whole-trace one, or with `behindGpu`
- * the one behind the GPU tier): grouped bars per capacity, one bar per policy.
- */
-export function shareChartSpec(result: SweepResult, behindGpu = false): ChartSpec {
+/** Each point's share of the CPU tier's bound: grouped bars per capacity, one bar per policy. */
+export function shareChartSpec(result: SweepResult): ChartSpec {
   const values = result.points.map((p) => ({
     capacity: String(p.cpuBlocks),
     order: p.cpuBlocks,
     policy: p.policy,
-    share: behindGpu ? p.shareOfTierOptimal : p.shareOfOptimal,
+    share: p.shareOfCpuTierBound,
   }));
   return {
-    title: behindGpu ? 'Share of the Belady optimum behind the GPU tier' : 'Share of the Belady optimum',
+    title: 'Share of the CPU tier bound',
     width: WIDTH,
     height: 240,
     data: { values },
@@ -78,7 +80,7 @@ export function shareChartSpec(result: SweepResult, behindGpu = false): ChartSpe
     encoding: {
       x: { field: 'capacity', type: 'ordinal', title: 'CPU tier capacity (offloaded blocks)', sort: { field: 'order' } },
       xOffset: { field: 'policy', type: 'nominal', scale: { domain: [...result.policies] } },
-      y: { field: 'share', type: 'quantitative', title: 'CPU hits / optimum', axis: { format: '.0%' }, scale: { domain: [0, 1] } },
+      y: { field: 'share', type: 'quantitative', title: 'CPU hits / bound', axis: { format: '.0%' }, scale: { domain: [0, 1] } },
       color: { field: 'policy', type: 'nominal', title: 'policy', scale: { domain: [...result.policies] } },
     },
   } as ChartSpec;
@@ -95,21 +97,18 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
     {
       heading: 'Hits against capacity',
       text:
-        'CPU-tier hit tokens per policy at each capacity, and two dashed optima at that capacity, both knowing the future. ' +
-        `"${OPTIMUM_SERIES}" replays the whole trace with no GPU tier in front (kvtier analyze): it also counts hits the GPU prefix cache ` +
-        `serves itself, so no online policy reaches it. "${TIER_OPTIMUM_SERIES}" replays only what the CPU tier sees: the lookups past ` +
-        'each request\'s GPU hit and the blocks offered for storing, recorded from the replays; it bounds what a policy can catch.',
+        'CPU-tier hit tokens per policy at each capacity, and three dashed references that know the future. ' +
+        `"${BOUND_SERIES}": Belady's MIN with bypass over what the CPU tier sees behind the GPU tier in one replay (a tier that stores ` +
+        'every computed block and serves none): the lookups past each request\'s GPU hit, counted once per request, and the blocks ' +
+        `offered as they are computed; it bounds what a policy can catch at that capacity. "${CEILING_SERIES}": every block stored ` +
+        `before and looked up again in that stream hits; no bound exceeds it. "${GPU_CPU_OPTIMUM_SERIES}" (kvtier analyze): one cache ` +
+        'with no GPU tier in front, so it counts the GPU prefix cache\'s hits too; no CPU tier reaches it.',
       svg: await renderChartSvg(hitsChartSpec(result)),
     },
     {
-      heading: 'Share of the optimum',
-      text: `Each point's CPU-tier hits against "${OPTIMUM_SERIES}" (the figure kvtier analyze gives and the "of optimum" column).`,
+      heading: 'Share of the CPU tier bound',
+      text: `Each point's CPU-tier hits against "${BOUND_SERIES}" at its capacity: how much of what the tier could catch it caught.`,
       svg: await renderChartSvg(shareChartSpec(result)),
-    },
-    {
-      heading: 'Share of the optimum behind the GPU tier',
-      text: `Each point's CPU-tier hits against "${TIER_OPTIMUM_SERIES}": how much of what the tier could catch it caught.`,
-      svg: await renderChartSvg(shareChartSpec(result, true)),
     },
     {
       heading: 'Reuse distance',
@@ -119,13 +118,13 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
     {
       heading: 'Points',
       table: {
-        header: ['policy', 'CPU blocks', 'CPU hit tokens', 'GPU hit tokens', 'prefill tokens', 'reread tokens', 'recomputed', 'optimum', 'of optimum', 'optimum behind GPU',
-          'of optimum behind GPU', 'verified',
+        header: ['policy', 'CPU blocks', 'CPU hit tokens', 'GPU hit tokens', 'prefill tokens', 'reread tokens', 'recomputed', 'CPU tier bound', 'of bound',
+          'GPU+CPU optimum', 'verified',
           ...(result.mode === 'engine' ? ['TTFT p50 ms', 'TTFT p99 ms'] : [])],
         rows: result.points.map((p) => [
           p.policy, n(p.cpuBlocks), n(p.cpuHitTokens), n(p.gpuPrefixHitTokens), n(p.prefillTokensComputed),
-          n(p.cpuRereadTokens + p.gpuPrefixRereadTokens), n(p.recomputedTokens), n(p.optimalCpuHitTokens),
-          `${(100 * p.shareOfOptimal).toFixed(1)}%`, n(p.tierOptimalCpuHitTokens), `${(100 * p.shareOfTierOptimal).toFixed(1)}%`,
+          n(p.cpuRereadTokens + p.gpuPrefixRereadTokens), n(p.recomputedTokens), n(p.cpuTierBoundHitTokens),
+          `${(100 * p.shareOfCpuTierBound).toFixed(1)}%`, n(p.gpuCpuOptimalHitTokens),
           `${p.verified}/${p.requests}`,
           ...(result.mode === 'engine' ? [fmt(p.ttftP50Ms), fmt(p.ttftP99Ms)] : []),
         ]),
@@ -138,6 +137,10 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
       `trace ${result.trace.file}: ${n(result.trace.requests)} requests, lengths / ${result.trace.tokenScale}, ${n(result.trace.promptTokens)} prompt tokens`,
       `${result.mode} replay, ${n(result.gpuBlocks)} GPU blocks of ${result.blockSize} tokens, offload factor ${result.offloadFactor}`,
       `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens computed, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens`,
+      `an unbounded CPU tier behind the GPU tier hits ${n(result.cpuTierCeilingHitTokens)} tokens (the ceiling of every bound)`,
+      result.cpuTierBound.every((b) => b.provenBoundTokens === b.hitTokens)
+        ? 'the CPU tier bound is the optimum at every capacity: it equals a bound no policy exceeds'
+        : `a bound no policy exceeds: ${result.cpuTierBound.map((b) => n(b.provenBoundTokens)).join(' / ')} tokens (the CPU tier bound is MIN's prefix hits, a strong heuristic)`,
     ],
     sections,
   });

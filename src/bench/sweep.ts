@@ -7,16 +7,16 @@ import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-type
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
-import type { TierStream } from './tier-stream.js';
 import { defaultReplayClock, describeReplayClock, fixedReplayClock, type ReplayClock } from './replay-clock.js';
 import type { ReplayLoad } from './replay-load.js';
-import { recordTierStream, replayRecordingTierStream } from './tier-stream-replay.js';
-import { simulateTierStreamBelady } from './tier-stream-belady.js';
+import { cpuTierBounds, type CpuTierBoundPoint } from './cpu-tier-bound.js';
 
 /**
  * A capacity x policy sweep: one trace slice replayed at every CPU-tier
- * capacity with every policy, each point set against Belady's optimum at
- * that capacity (`kvtier analyze`), plus the slice's reuse-distance profile.
+ * capacity with every policy, each point set against the CPU tier's bound at
+ * that capacity (cpu-tier-bound.ts: Belady over what the tier sees behind the
+ * GPU tier, from one replay) and the unbounded tier's ceiling, beside the
+ * GPU+CPU optimum of `kvtier analyze`, plus the slice's reuse-distance profile.
  *
  * The default mode replays through the Scheduler, the OffloadingConnector and
  * the production rank workers over simulated devices (as the policy
@@ -71,14 +71,16 @@ export interface SweepPoint {
   /** Includes recomputedTokens: cpu + gpu hits + prefillTokensComputed = prompt tokens + recomputedTokens. */
   readonly prefillTokensComputed: number;
   readonly recomputedTokens: number;
-  /** Belady's CPU-tier hit tokens at this capacity over the whole trace (no GPU tier in front; `kvtier analyze`). */
-  readonly optimalCpuHitTokens: number;
-  /** cpuHitTokens / optimalCpuHitTokens (0 when the optimum is 0). */
-  readonly shareOfOptimal: number;
-  /** Belady's CPU-tier hit tokens at this capacity over the stream the tier sees behind the GPU tier. */
-  readonly tierOptimalCpuHitTokens: number;
-  /** cpuHitTokens / tierOptimalCpuHitTokens (0 when that optimum is 0). */
-  readonly shareOfTierOptimal: number;
+  /** The CPU tier's bound at this capacity: Belady's hit tokens over the stream the tier sees behind the GPU tier. */
+  readonly cpuTierBoundHitTokens: number;
+  /** cpuHitTokens / cpuTierBoundHitTokens (0 when the bound is 0). */
+  readonly shareOfCpuTierBound: number;
+  /**
+   * Belady's hit tokens of one cache of this capacity with no GPU tier in
+   * front (`kvtier analyze`): GPU prefix and CPU-tier hits together, not a
+   * bound of the CPU tier's hits.
+   */
+  readonly gpuCpuOptimalHitTokens: number;
   readonly requests: number;
   /** Finished requests whose tokens equal the reference model's. */
   readonly verified: number;
@@ -111,18 +113,23 @@ export interface SweepResult {
     /** Simulated mode: the baseline replay's pace and queueing. */
     readonly load: ReplayLoad | null;
   };
-  /** Belady's optimum per capacity over the whole trace, and the infinite cache's prefix hits. */
-  readonly optimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
-  readonly infiniteCacheHitTokens: number;
   /**
-   * Belady's optimum per capacity over the lookups and stores the tier sees
-   * behind the GPU tier (tier-stream.ts): the most over the stream of a tier
-   * that never hits and, in the simulated mode, the streams each policy's
-   * replay recorded at that capacity or a smaller one (recorded at a smaller
-   * capacity, a stream is bounded at the smaller one, which more room never
-   * lowers).
+   * The CPU tier's bound per capacity: Belady's MIN with bypass over the
+   * lookups and stores the tier sees behind the GPU tier, each request's
+   * reuse counted once, from the simulated replay of a tier that stores
+   * every computed block and serves none (cpu-tier-bound.ts; also in the
+   * engine mode).
    */
-  readonly tierOptimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
+  readonly cpuTierBound: readonly CpuTierBoundPoint[];
+  /** An unbounded CPU tier's hit tokens over the same stream: no bound exceeds it. */
+  readonly cpuTierCeilingHitTokens: number;
+  /**
+   * Belady's optimum per capacity of one cache with no GPU tier in front
+   * (`kvtier analyze`): GPU prefix and CPU-tier hits together; and that
+   * cache's hits when unbounded.
+   */
+  readonly gpuCpuOptimum: readonly { readonly cpuBlocks: number; readonly hitTokens: number }[];
+  readonly gpuCpuInfiniteCacheHitTokens: number;
   /** Reuse distances of offloaded blocks: [from, to) in powers of two. */
   readonly reuseHistogram: readonly { readonly from: number; readonly to: number; readonly count: number }[];
   readonly points: readonly SweepPoint[];
@@ -163,42 +170,32 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const geometry = { blockSize: options.blockSize, offloadFactor: options.offloadFactor };
   const largest = Math.max(...options.cpuBlocks);
   const profile = analyzeLoadedTrace(trace, { cpuBlocks: largest, ...geometry });
-  const optimum = options.cpuBlocks.map((cpuBlocks) => ({
+  const gpuCpuOptimum = options.cpuBlocks.map((cpuBlocks) => ({
     cpuBlocks,
-    hitTokens: cpuBlocks === largest ? profile.optimal.hitTokens : analyzeLoadedTrace(trace, { cpuBlocks, ...geometry }).optimal.hitTokens,
+    hitTokens: cpuBlocks === largest ? profile.gpuCpuOptimum.hitTokens : analyzeLoadedTrace(trace, { cpuBlocks, ...geometry }).gpuCpuOptimum.hitTokens,
   }));
 
   const slice = replaySliceOf(trace);
   const clock = sweepClock(options);
-  const stream = await recordTierStream(slice, { gpuBlocks: options.gpuBlocks, cpuBlocks: largest, clock, ...geometry });
-  const tierOptimum: { cpuBlocks: number; hitTokens: number }[] = [];
+  const bounds = await cpuTierBounds(slice, { gpuBlocks: options.gpuBlocks, clock, ...geometry }, options.cpuBlocks);
 
   const run = options.engine == null ? simulatedRunner(options, slice, clock) : engineRunner(options, trace);
   const baseline = await run(null, 0);
   const points: SweepPoint[] = [];
   const total = options.cpuBlocks.length * options.policies.length;
-  for (const { cpuBlocks, hitTokens } of optimum) {
-    const outcomes: PointOutcome[] = [];
-    // Streams recorded at a smaller capacity count too: more room never serves fewer of their hits.
-    let tierHitTokens = Math.max(simulateTierStreamBelady(stream, cpuBlocks).hitTokens, tierOptimum.at(-1)?.hitTokens ?? 0);
+  for (const [c, cpuBlocks] of options.cpuBlocks.entries()) {
+    const bound = bounds.bound[c].hitTokens;
     for (const policy of options.policies) {
       const outcome = await run(policy, cpuBlocks);
-      outcomes.push(outcome);
-      if (outcome.stream !== null) tierHitTokens = Math.max(tierHitTokens, simulateTierStreamBelady(outcome.stream, cpuBlocks).hitTokens);
-    }
-    tierOptimum.push({ cpuBlocks, hitTokens: tierHitTokens });
-    for (const [i, policy] of options.policies.entries()) {
-      const { stream: _stream, ...outcome } = outcomes[i];
       const point: SweepPoint = {
         policy: policy.label,
         eviction: policy.eviction,
         storePolicy: policy.storePolicy,
         cpuBlocks,
         ...outcome,
-        optimalCpuHitTokens: hitTokens,
-        shareOfOptimal: hitTokens === 0 ? 0 : outcome.cpuHitTokens / hitTokens,
-        tierOptimalCpuHitTokens: tierHitTokens,
-        shareOfTierOptimal: tierHitTokens === 0 ? 0 : outcome.cpuHitTokens / tierHitTokens,
+        cpuTierBoundHitTokens: bound,
+        shareOfCpuTierBound: bound === 0 ? 0 : outcome.cpuHitTokens / bound,
+        gpuCpuOptimalHitTokens: gpuCpuOptimum[c].hitTokens,
       };
       points.push(point);
       options.onPoint?.(point, points.length, total);
@@ -225,16 +222,17 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
       ttftP50Ms: baseline.ttftP50Ms,
       load: baseline.load,
     },
-    optimum,
-    infiniteCacheHitTokens: profile.blocks.infiniteCacheHitTokens,
-    tierOptimum,
+    cpuTierBound: bounds.bound,
+    cpuTierCeilingHitTokens: bounds.ceilingHitTokens,
+    gpuCpuOptimum,
+    gpuCpuInfiniteCacheHitTokens: profile.blocks.infiniteCacheHitTokens,
     reuseHistogram: profile.reuseDistance.histogram,
     points,
     elapsedSeconds: (performance.now() - started) / 1000,
   };
 }
 
-type PointOutcome = { readonly stream: TierStream | null } & Pick<
+type PointOutcome = Pick<
   SweepPoint,
   | 'cpuHitTokens'
   | 'gpuPrefixHitTokens'
@@ -263,15 +261,8 @@ function sweepClock(options: SweepOptions): ReplayClock {
 function simulatedRunner(options: SweepOptions, slice: ReplaySlice, clock: ReplayClock): PointRunner {
   return async (policy, cpuBlocks) => {
     const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor, clock };
-    let result: PolicyResult;
-    let stream: TierStream | null = null;
-    if (policy === null) {
-      result = await replaySimulated(replayOptions, slice.requests, slice.expected, null, slice.positionSums);
-    } else {
-      ({ result, stream } = await replayRecordingTierStream(slice, replayOptions, policy));
-    }
+    const result: PolicyResult = await replaySimulated(replayOptions, slice.requests, slice.expected, policy, slice.positionSums);
     return {
-      stream,
       cpuHitTokens: result.cpuHitTokens,
       gpuPrefixHitTokens: result.gpuPrefixHitTokens,
       cpuRereadTokens: result.cpuRereadTokens,
@@ -326,7 +317,6 @@ function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
       ttftP50Ms: report.latency.ttftMs.p50,
       ttftP99Ms: report.latency.ttftMs.p99,
       wallSeconds: report.wallSeconds,
-      stream: null,
     };
   };
 }

@@ -33,7 +33,15 @@ export async function replayRecordingTierStream(
   return { result, stream: recorded.stream() };
 }
 
-/** The stream a tier that never hits sees: store on compute, every block past a GPU hit computed and offered. */
-export async function recordTierStream(slice: ReplaySlice, options: ReplayOptions): Promise<TierStream> {
-  return (await replayRecordingTierStream(slice, options, { eviction: 'lru', storePolicy: 'on-compute' }, false)).stream;
+/**
+ * The stream a tier that never hits sees: store on compute, every block past
+ * a GPU hit computed and offered. The tier has room for every block the
+ * slice can compute, so no store is refused and the replay's timing depends
+ * on no capacity.
+ */
+export async function recordTierStream(slice: ReplaySlice, options: Omit<ReplayOptions, 'cpuBlocks'>): Promise<TierStream> {
+  const blockTokens = options.blockSize * options.offloadFactor;
+  let cpuBlocks = 1;
+  for (const r of slice.requests) cpuBlocks += Math.floor((r.prompt.length + r.maxTokens) / blockTokens);
+  return (await replayRecordingTierStream(slice, { ...options, cpuBlocks }, { eviction: 'lru', storePolicy: 'on-compute' }, false)).stream;
 }

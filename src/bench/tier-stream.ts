@@ -15,7 +15,9 @@ import type { Request } from '../scheduler/request.js';
  * a hit is loaded instead of computed, so requests run at other times and
  * the GPU prefix cache holds other blocks. Recorded with a tier that never
  * hits, every block past a GPU hit is computed and offered, and the stream
- * depends on neither a policy nor a capacity.
+ * depends on neither a policy nor a capacity. A request admitted again after
+ * a preemption looks up again; that lookup is marked as a readmission, since
+ * what it reads the request was served or computed already.
  *
  * An offline policy given this stream (tier-stream-belady.ts) knows exactly
  * what an online one can act on: a block the GPU prefix cache serves itself
@@ -32,6 +34,14 @@ export interface TierLookup {
   readonly firstDepth: number;
   /** Tokens of the first looked-up block the GPU hit covers already (a hit of h blocks serves h x blockTokens - this). */
   readonly coveredTokens: number;
+  /** The most tokens a hit can serve: the request's last token is always computed (its logits give the next token). */
+  readonly maxHitTokens: number;
+  /**
+   * The request was admitted before and preempted: everything it looks up
+   * now, it was served (GPU hit, CPU lookup) or computed itself at an earlier
+   * admission, so a hit here is a re-read, never new reuse.
+   */
+  readonly readmission: boolean;
 }
 
 /** Blocks offered to the tier in one store (computed on the GPU). */
@@ -116,6 +126,8 @@ export class TierStreamRecorder extends OffloadingConnector {
   private readonly events: TierEvent[] = [];
   /** The latest lookup of each request not scheduled yet. */
   private readonly pending = new Map<string, TierLookup>();
+  /** Requests scheduled at least once and not finished. */
+  private readonly admitted = new Set<string>();
 
   constructor(options: TierStreamRecorderOptions) {
     let record: (keys: readonly BlockHash[]) => void = () => {};
@@ -141,6 +153,8 @@ export class TierStreamRecorder extends OffloadingConnector {
       blocks: this.ids.of(keys),
       firstDepth: first,
       coveredTokens: numComputedTokens - first * offloadedBlockTokens,
+      maxHitTokens: Math.max(0, request.numTokens - 1 - numComputedTokens),
+      readmission: this.admitted.has(request.id),
     });
     return super.getNumNewMatchedTokens(request, numComputedTokens);
   }
@@ -152,6 +166,7 @@ export class TierStreamRecorder extends OffloadingConnector {
       const lookup = this.pending.get(view.request.id);
       if (lookup === undefined) continue;
       this.pending.delete(view.request.id);
+      this.admitted.add(view.request.id);
       if (lookup.blocks.length > 0) this.events.push(lookup);
     }
     return super.buildConnectorMeta(step);
@@ -159,6 +174,7 @@ export class TierStreamRecorder extends OffloadingConnector {
 
   override requestFinished(request: Request, blockIds: readonly number[]): boolean {
     this.pending.delete(request.id);
+    this.admitted.delete(request.id);
     return super.requestFinished(request, blockIds);
   }
 

@@ -4,7 +4,8 @@ import { cpuBytesCapacity, cpuBytesIssue } from '../config/engine-rules.js';
 import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { MODEL_PRESETS, MODEL_PRESET_NAMES } from '../model/presets.js';
 import { KV_ELEMENT_BYTES, elementsPerToken } from '../model/shape.js';
-import { analyzeTrace, formatAnalysis, type AnalyzeOptions } from '../analysis/analyze.js';
+import { analyzeLoadedTrace, formatAnalysis, loadAnalyzedTrace, type AnalyzeOptions } from '../analysis/analyze.js';
+import { cpuTierBoundAnalysis } from '../bench/cpu-tier-bound.js';
 import { parseCommandArgs } from './command-parse.js';
 import { checkNotAnInput, flagInput, originOf, parseInput, rejectBoth, settingError } from './config-input.js';
 import { byteSize, engineSetting, modelPreset, nonEmptyString, positiveInt, timeWindow, tokenScale } from './field-schemas.js';
@@ -16,8 +17,9 @@ import { UsageError } from './usage-error.js';
 export function createAnalyzeCommand(): Command {
   return new Command('analyze')
     .description(
-      'reuse profile of a Mooncake trace and the CPU-tier hit tokens of Belady MIN on offloaded-block accesses, counting prefix hits ' +
-        '(no GPU tier in front; blocks of block-size x offload-factor tokens after token scaling): read a run\'s CPU hits as a fraction of it',
+      'reuse profile of a Mooncake trace and the GPU+CPU optimum: Belady MIN hit tokens of one cache on offloaded-block accesses, ' +
+        'counting prefix hits (no GPU tier in front, so GPU prefix and CPU-tier hits together; blocks of block-size x offload-factor ' +
+        'tokens after token scaling); with --gpu-blocks also the CPU tier\'s bound behind that GPU pool and its unbounded ceiling',
     )
     .requiredOption('--trace <file>', 'Mooncake trace (JSONL)')
     .option('--cpu-blocks <n>', `CPU tier capacity in offloaded blocks (default ${RUN_DEFAULTS.cpuBlocks})`)
@@ -28,6 +30,11 @@ export function createAnalyzeCommand(): Command {
     .option('--token-scale <n>', 'divide lengths and the 512-token trace block by N, as in kvtier run')
     .option('--max-requests <n>', 'analyze at most N requests (after --time-window)')
     .option('--time-window <start:end>', 'requests arriving START..END seconds into the trace')
+    .option(
+      '--gpu-blocks <n>',
+      `GPU KV blocks in front of the CPU tier: replays the slice (simulated, on the modelled step clock of llama-8b on an H100) and reports ` +
+        'the CPU tier\'s bound (Belady over what the tier sees behind the GPU) and the unbounded tier\'s ceiling',
+    )
     .option('--json <file>', 'also write the analysis as JSON')
     .allowExcessArguments(false);
 }
@@ -41,6 +48,7 @@ const analyzeInputSchema = z
     blockSize: engineSetting('blockSize'),
     offloadFactor: engineSetting('offloadFactor'),
     tokenScale: tokenScale(),
+    gpuBlocks: engineSetting('gpuBlocks'),
     maxRequests: positiveInt(),
     timeWindow: timeWindow(),
     json: nonEmptyString('an output file path'),
@@ -49,6 +57,8 @@ const analyzeInputSchema = z
   .strict();
 
 export interface AnalyzeCommandOptions extends AnalyzeOptions {
+  /** GPU blocks in front of the CPU tier, for the CPU tier's bound (null: the GPU+CPU optimum alone). */
+  readonly gpuBlocks: number | null;
   /** Where to write the JSON analysis, if anywhere. */
   readonly json: string | null;
 }
@@ -80,6 +90,7 @@ export function analyzeOptionsFromCommand(command: Command): AnalyzeCommandOptio
     tokenScale: given.tokenScale ?? 1,
     maxRequests: given.maxRequests ?? null,
     timeWindow: given.timeWindow ?? null,
+    gpuBlocks: given.gpuBlocks ?? null,
     json: given.json ?? null,
   };
 }
@@ -92,12 +103,25 @@ export function parseAnalyzeArgs(argv: readonly string[]): AnalyzeCommandOptions
 /** Runs the analysis, prints it and writes the JSON file; returns the exit code. */
 export async function analyzeCommand(options: AnalyzeCommandOptions, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   if (options.json !== null) await checkOutputFile('--json', options.json);
-  const analysis = await analyzeTrace(options);
-  if (analysis.trace.requests === 0) {
+  const trace = await loadAnalyzedTrace(options);
+  if (trace.records.length === 0) {
     const range = options.timeWindow ?? null;
     const window = range === null ? '' : ` in --time-window ${range[0]}:${range[1] === Infinity ? '' : range[1]}`;
     throw new UsageError(`${options.trace}: no requests to analyze${window}`);
   }
+  const optimum = analyzeLoadedTrace(trace, options);
+  const analysis =
+    options.gpuBlocks === null
+      ? optimum
+      : {
+          ...optimum,
+          cpuTierBound: await cpuTierBoundAnalysis(trace, {
+            gpuBlocks: options.gpuBlocks,
+            cpuBlocks: options.cpuBlocks,
+            blockSize: options.blockSize ?? RUN_DEFAULTS.blockSize,
+            offloadFactor: options.offloadFactor ?? RUN_DEFAULTS.offloadFactor,
+          }),
+        };
   out.write(`${formatAnalysis(analysis)}\n`);
   if (options.json !== null) await writeJsonFile(options.json, analysis);
   return 0;

@@ -33,36 +33,36 @@ describe('the Belady optimum on handmade traces', () => {
   it('keeps the blocks needed soonest and skips storing one used later', async () => {
     // Cache of 2: after [A,B], C's next use (request 4) is later than A's and B's (request 3), so C is not kept.
     const analysis = await optimum([request([A, B]), request([C]), request([A, B]), request([C])], 2);
-    expect(analysis.optimal.hitBlocks).toBe(2);
-    expect(analysis.optimal.hitTokens).toBe(2 * BLOCK);
+    expect(analysis.gpuCpuOptimum.hitBlocks).toBe(2);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBe(2 * BLOCK);
   });
 
   it('counts only prefix hits: a block behind a miss is no hit', async () => {
     // Cache of 1: A and B are both needed next; keeping B alone would hit nothing, so A stays.
     const analysis = await optimum([request([A, B]), request([A, B])], 1);
-    expect(analysis.optimal.hitBlocks).toBe(1);
+    expect(analysis.gpuCpuOptimum.hitBlocks).toBe(1);
   });
 
   it('treats equal hash ids under different prefixes as different blocks', async () => {
     const analysis = await optimum([request([A, B]), request([C, B])], 10);
     expect(analysis.blocks.unique).toBe(4);
-    expect(analysis.optimal.hitBlocks).toBe(0);
+    expect(analysis.gpuCpuOptimum.hitBlocks).toBe(0);
   });
 
   it('always computes the last prompt token, even when every block hits', async () => {
     const lines = [traceLine(0, 2 * BLOCK, 1, [A, B]), traceLine(1, 2 * BLOCK, 1, [A, B])];
     const analysis = await optimum(lines, 10);
-    expect(analysis.optimal.hitBlocks).toBe(2);
-    expect(analysis.optimal.hitTokens).toBe(2 * BLOCK - 1);
+    expect(analysis.gpuCpuOptimum.hitBlocks).toBe(2);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBe(2 * BLOCK - 1);
   });
 
   it('hits nothing without capacity and everything reusable with enough of it', async () => {
     const lines = [request([A, B]), request([A, C]), request([A, B, D]), request([A, C])];
-    expect((await optimum(lines, 0)).optimal.hitTokens).toBe(0);
+    expect((await optimum(lines, 0)).gpuCpuOptimum.hitTokens).toBe(0);
     const roomy = await optimum(lines, 100);
-    expect(roomy.optimal.hitBlocks).toBe(1 + 2 + 2);
-    expect(roomy.optimal.hitTokens).toBe(roomy.blocks.infiniteCacheHitTokens);
-    expect(roomy.optimal.percentOfInfinite).toBe(100);
+    expect(roomy.gpuCpuOptimum.hitBlocks).toBe(1 + 2 + 2);
+    expect(roomy.gpuCpuOptimum.hitTokens).toBe(roomy.blocks.infiniteCacheHitTokens);
+    expect(roomy.gpuCpuOptimum.percentOfInfinite).toBe(100);
   });
 
   it('splits a trace block into several offloaded blocks when blocks are smaller', async () => {
@@ -71,7 +71,7 @@ describe('the Belady optimum on handmade traces', () => {
     const analysis = await analyzeTrace({ trace: writeTraceFile(lines), cpuBlocks: 10, blockSize: 256 });
     expect(analysis.blocks.accesses).toBe(2 + 3);
     expect(analysis.blocks.unique).toBe(3);
-    expect(analysis.optimal.hitTokens).toBe(512);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBe(512);
   });
 
   it('joins several scaled trace blocks into one offloaded block when blocks are larger', async () => {
@@ -79,8 +79,8 @@ describe('the Belady optimum on handmade traces', () => {
     const lines = [traceLine(0, 64 * 40, 1, [1, 2, 3, 4, 5]), traceLine(1, 64 * 40, 1, [1, 2, 3, 6, 7])];
     const analysis = await analyzeTrace({ trace: writeTraceFile(lines), cpuBlocks: 10, blockSize: 16, tokenScale: 64 });
     expect(analysis.blocks.accesses).toBe(2 + 2);
-    expect(analysis.optimal.hitBlocks).toBe(1);
-    expect(analysis.optimal.hitTokens).toBe(16);
+    expect(analysis.gpuCpuOptimum.hitBlocks).toBe(1);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBe(16);
   });
 });
 
@@ -157,14 +157,14 @@ describe('the fast Belady simulation', () => {
   it('never hits more than an infinite cache', () => {
     const trace = randomTrace(9, 200);
     const analysis = analyzeLoadedTrace(trace, { cpuBlocks: 6, blockSize: 8 });
-    expect(analysis.optimal.hitTokens).toBeLessThanOrEqual(analysis.blocks.infiniteCacheHitTokens);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBeLessThanOrEqual(analysis.blocks.infiniteCacheHitTokens);
   });
 });
 
 describe.skipIf(!existsSync(CONVERSATION_TRACE))('analyzing the first 500 conversation requests', () => {
   it('gives a consistent profile and optimum', async () => {
     const analysis = await analyzeTrace({ trace: CONVERSATION_TRACE, maxRequests: 500, cpuBlocks: 4096, tokenScale: 4 });
-    const { blocks, reuseDistance, optimal, trace } = analysis;
+    const { blocks, reuseDistance, gpuCpuOptimum: optimal, trace } = analysis;
     expect(trace.requests).toBe(500);
     expect(blocks.unique).toBeLessThan(blocks.accesses);
     expect(blocks.reusedAccesses).toBe(blocks.accesses - blocks.unique);
@@ -179,7 +179,7 @@ describe.skipIf(!existsSync(CONVERSATION_TRACE))('analyzing the first 500 conver
 
   it('matches the infinite cache once the CPU tier holds every block', async () => {
     const analysis = await analyzeTrace({ trace: CONVERSATION_TRACE, maxRequests: 500, cpuBlocks: 10_000_000, tokenScale: 4 });
-    expect(analysis.optimal.hitTokens).toBe(analysis.blocks.infiniteCacheHitTokens);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBe(analysis.blocks.infiniteCacheHitTokens);
   });
 });
 
@@ -187,7 +187,8 @@ describe('kvtier analyze arguments', () => {
   it('reads the trace, geometry and slice', () => {
     expect(
       parseAnalyzeArgs(['--trace', 't.jsonl', '--cpu-blocks', '100', '--block-size', '32', '--offload-factor', '2', '--token-scale', '4', '--max-requests', '50', '--time-window', '0:60', '--json', 'a.json']),
-    ).toEqual({ trace: 't.jsonl', cpuBlocks: 100, blockSize: 32, offloadFactor: 2, tokenScale: 4, maxRequests: 50, timeWindow: [0, 60], json: 'a.json' });
+    ).toEqual({ trace: 't.jsonl', cpuBlocks: 100, blockSize: 32, offloadFactor: 2, tokenScale: 4, maxRequests: 50, timeWindow: [0, 60], gpuBlocks: null, json: 'a.json' });
+    expect(parseAnalyzeArgs(['--trace', 't.jsonl', '--gpu-blocks', '64']).gpuBlocks).toBe(64);
   });
 
   it('converts a CPU tier size in bytes with the model KV size', () => {
@@ -203,6 +204,7 @@ describe('kvtier analyze arguments', () => {
     [['--trace', 't', '--model', 'small'], /^--model only converts --cpu-bytes/],
     [['--trace', 't', '--token-scale', '5'], /^--token-scale: invalid value "5"/],
     [['--trace', 't', '--block-size', '8192'], /^--block-size: invalid value "8192": expected a positive integer up to 4096$/],
+    [['--trace', 't', '--gpu-blocks', '0'], /^--gpu-blocks: invalid value "0"/],
     [['--trace', 't', '--cpu-bytes', '100'], /^--cpu-bytes: invalid value "100": holds no offloaded block: one takes 4096 bytes over all ranks$/],
   ])('rejects %j naming the flag', (argv, message) => {
     expect(() => parseAnalyzeArgs(argv)).toThrow(UsageError);
@@ -217,8 +219,33 @@ describe('kvtier analyze arguments', () => {
     const code = await analyzeCommand({ ...parseAnalyzeArgs(['--trace', trace, '--cpu-blocks', '8', '--block-size', '512']), json }, out);
     expect(code).toBe(0);
     const written = JSON.parse(readFileSync(json, 'utf8'));
-    expect(written.optimal).toMatchObject({ method: 'belady-min-prefix-hits', cpuBlocks: 8, hitBlocks: 2, hitTokens: 1024 });
-    expect(printed).toMatch(/optimal CPU hits: 1,024 tokens at 8 CPU blocks/);
-    expect(printed).toMatch(/The optimum assumes:/);
+    expect(written.gpuCpuOptimum).toMatchObject({ method: 'belady-min-prefix-hits-no-gpu-tier', cpuBlocks: 8, hitBlocks: 2, hitTokens: 1024 });
+    expect(written.cpuTierBound).toBeNull();
+    expect(printed).toMatch(/GPU\+CPU optimum: 1,024 tokens at 8 blocks/);
+    expect(printed).toMatch(/does not\s+bound a CPU tier's hits\. For the CPU tier's bound behind a GPU pool, give --gpu-blocks \(or see kvtier sweep\)/);
+    expect(printed).toMatch(/The GPU\+CPU optimum assumes:/);
+  });
+
+  it('with a GPU pool, reports the CPU tier\'s bound behind it and the unbounded tier\'s ceiling', async () => {
+    // The GPU pool holds one request: the one-off between the two turns of [A, B] evicts them from it.
+    const trace = writeTraceFile([request([A, B], 0), request([C, D], 10), request([A, B], 20)]);
+    const analyze = async (cpuBlocks: number) => {
+      const json = `${trace}.${cpuBlocks}.analysis.json`;
+      let printed = '';
+      const out = { write: (text: string) => ((printed += text), true) } as unknown as NodeJS.WritableStream;
+      const argv = ['--trace', trace, '--cpu-blocks', String(cpuBlocks), '--block-size', String(BLOCK), '--gpu-blocks', '3'];
+      expect(await analyzeCommand({ ...parseAnalyzeArgs(argv), json }, out)).toBe(0);
+      return { printed, written: JSON.parse(readFileSync(json, 'utf8')) };
+    };
+    // Room for both blocks: the second turn loads them all.
+    const roomy = await analyze(8);
+    expect(roomy.written.cpuTierBound).toMatchObject({ method: 'belady-min-bypass-behind-gpu-tier', gpuBlocks: 3, cpuBlocks: 8, hitTokens: 2 * BLOCK, ceilingHitTokens: 2 * BLOCK });
+    expect(roomy.printed).toMatch(/CPU tier bound: 1,024 tokens at 8 CPU blocks behind 3 GPU blocks: 100\.0% of the ceiling/);
+    expect(roomy.printed).toMatch(/CPU tier ceiling: 1,024 tokens/);
+    expect(roomy.written.cpuTierBound.provenBoundTokens).toBe(2 * BLOCK);
+    expect(roomy.printed).toMatch(/proven bound: the CPU tier bound is the optimum/);
+    // Room for one: the first block, without which the second is no hit.
+    const tight = await analyze(1);
+    expect(tight.written.cpuTierBound).toMatchObject({ hitTokens: BLOCK, provenBoundTokens: BLOCK, ceilingHitTokens: 2 * BLOCK, percentOfCeiling: 50 });
   });
 });

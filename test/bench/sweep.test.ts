@@ -25,19 +25,20 @@ describe('runSweep (simulated)', () => {
     );
   });
 
-  it('gives one verified point per capacity and policy, with the optimum of kvtier analyze at that capacity', async () => {
+  it('gives one verified point per capacity and policy, with the GPU+CPU optimum of kvtier analyze at that capacity', async () => {
     const result = await sweep([8, 256], ['lru', 's3fifo', 'reuse:2']);
     expect(result.points.map((p) => `${p.policy}@${p.cpuBlocks}`)).toEqual([
       'lru@8', 's3fifo@8', 'reuse:2@8', 'lru@256', 's3fifo@256', 'reuse:2@256',
     ]);
     for (const cpuBlocks of [8, 256]) {
       const analysis = await analyzeTrace({ trace: TRACE, cpuBlocks, blockSize: 4, tokenScale: 64 });
-      expect(result.optimum.find((o) => o.cpuBlocks === cpuBlocks)?.hitTokens).toBe(analysis.optimal.hitTokens);
+      expect(result.gpuCpuOptimum.find((o) => o.cpuBlocks === cpuBlocks)?.hitTokens).toBe(analysis.gpuCpuOptimum.hitTokens);
+      expect(result.points.filter((p) => p.cpuBlocks === cpuBlocks).every((p) => p.gpuCpuOptimalHitTokens === analysis.gpuCpuOptimum.hitTokens)).toBe(true);
     }
     for (const point of result.points) {
       expect(point.verified).toBe(point.requests);
       expect(point.requests).toBe(24);
-      expect(point.shareOfOptimal).toBeCloseTo(point.cpuHitTokens / point.optimalCpuHitTokens, 12);
+      expect(point.shareOfCpuTierBound).toBeCloseTo(point.cpuHitTokens / point.cpuTierBoundHitTokens, 12);
       expect(point.ttftP50Ms).toBeNull();
     }
     // Requests never overlap: every prompt token is computed once or served by a tier.
@@ -52,7 +53,8 @@ describe('runSweep (simulated)', () => {
     const [small, large] = result.points;
     // Six conversations return with a 32-token previous prompt: 8 blocks of 4 tokens each.
     expect(large.cpuHitTokens).toBe(6 * 32);
-    expect(large.shareOfOptimal).toBe(1);
+    expect(large.cpuHitTokens).toBe(result.cpuTierCeilingHitTokens);
+    expect(large.shareOfCpuTierBound).toBe(1);
     expect(small.cpuHitTokens).toBeLessThan(large.cpuHitTokens);
     expect(result.baseline.prefillTokensComputed).toBe(result.trace.promptTokens - result.baseline.gpuPrefixHitTokens);
   });

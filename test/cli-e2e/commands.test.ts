@@ -20,16 +20,18 @@ describe.concurrent('the kvtier commands besides run', () => {
     }
   });
 
-  it.skipIf(!existsSync(CONVERSATION_TRACE))('analyze reports the reuse of a trace slice and its Belady optimum, as text and JSON', async () => {
+  it.skipIf(!existsSync(CONVERSATION_TRACE))('analyze reports the reuse of a trace slice, its GPU+CPU optimum and the CPU tier bound behind a GPU pool, as text and JSON', async () => {
     const json = join(scratchDir(), 'analysis.json');
-    const result = await kvtier(['analyze', '--trace', CONVERSATION_TRACE, '--max-requests', '300', '--token-scale', '64', '--cpu-blocks', '512', '--json', json]);
+    const result = await kvtier(['analyze', '--trace', CONVERSATION_TRACE, '--max-requests', '300', '--token-scale', '64', '--cpu-blocks', '512', '--gpu-blocks', '256', '--json', json]);
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/^optimal CPU hits: [\d,]+ tokens at 512 CPU blocks/m);
+    expect(result.stdout).toMatch(/^ *GPU\+CPU optimum: [\d,]+ tokens at 512 blocks/m);
+    expect(result.stdout).toMatch(/^ *CPU tier bound: [\d,]+ tokens at 512 CPU blocks behind 256 GPU blocks/m);
     const analysis = JSON.parse(readFileSync(json, 'utf8')) as TraceAnalysis;
     const slice = traceSliceTotals(CONVERSATION_TRACE, { tokenScale: 64, maxRequests: 300 });
     expect(analysis.trace).toMatchObject({ requests: slice.requests, promptTokens: slice.promptTokens, outputTokens: slice.outputTokens });
-    expect(analysis.optimal.hitTokens).toBeGreaterThan(0);
-    expect(analysis.optimal.hitTokens).toBeLessThanOrEqual(analysis.blocks.infiniteCacheHitTokens);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBeGreaterThan(0);
+    expect(analysis.gpuCpuOptimum.hitTokens).toBeLessThanOrEqual(analysis.blocks.infiniteCacheHitTokens);
+    expect(analysis.cpuTierBound?.hitTokens).toBeLessThanOrEqual(analysis.cpuTierBound?.ceilingHitTokens ?? 0);
   });
 
   it('bench scheduler prints its table and writes its results', async () => {

@@ -22,6 +22,12 @@ describe('kvtier sweep', () => {
     const sweep = JSON.parse(readFileSync(json, 'utf8')) as SweepResult;
     expect(sweep.cpuBlocks).toEqual([8, 256]);
     expect(sweep.points.map((p) => p.cpuHitTokens)).toEqual(rows.map((row) => Number(row.split(/\s+/)[2].replace(/,/g, ''))));
+    // The CPU tier's bound and its share per point, the ceiling and the GPU+CPU optimum, named as such.
+    expect(result.stdout).toMatch(/^policy\s+CPU blocks\s+CPU hit tok\s+GPU hit tok\s+prefill tok\s+CPU bound\s+of bound\s+GPU\+CPU opt\s+verified$/m);
+    expect(result.stdout).toContain(`ceiling: an unbounded CPU tier over the same stream hits ${sweep.cpuTierCeilingHitTokens.toLocaleString('en-US')} tokens`);
+    expect(sweep.cpuTierBound.map((b) => b.cpuBlocks)).toEqual([8, 256]);
+    for (const b of sweep.cpuTierBound) expect(b.hitTokens).toBeLessThanOrEqual(sweep.cpuTierCeilingHitTokens);
+    expect(sweep.points.map((p) => p.cpuTierBoundHitTokens)).toEqual(sweep.cpuTierBound.flatMap((b) => [b.hitTokens, b.hitTokens]));
     expect(readFileSync(html, 'utf8')).toMatch(/^<!DOCTYPE html>[\s\S]*<svg[\s\S]*<\/html>\n$/);
     expect(readFileSync(svg, 'utf8')).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"[\s\S]*<\/svg>\n$/);
     expect(result.stderr).toContain('[4/4]');

@@ -1,7 +1,7 @@
 import { parseHTML } from 'linkedom';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SweepResult } from '../../src/bench/sweep.js';
-import { OPTIMUM_SERIES, TIER_OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/bench/sweep-report.js';
+import { BOUND_SERIES, CEILING_SERIES, GPU_CPU_OPTIMUM_SERIES, sweepHitsSvg, sweepReportHtml } from '../../src/bench/sweep-report.js';
 import { smallConversationSweep } from '../support/sweep-fixture.js';
 
 /** The report read back as a person would read it: charts by title, their axes, legends and series. */
@@ -19,6 +19,7 @@ function chartsOf(html: string) {
 }
 
 const POLICIES = ['lru', 'arc', 's3fifo'];
+const REFERENCES = [BOUND_SERIES, CEILING_SERIES, GPU_CPU_OPTIMUM_SERIES];
 let result: SweepResult;
 let html: string;
 
@@ -28,28 +29,31 @@ beforeAll(async () => {
 });
 
 describe('the sweep report', () => {
-  it('draws hits against capacity with one line per policy and both optima, on labelled axes', () => {
+  it('draws hits against capacity with one line per policy, the CPU tier bound, its ceiling and the GPU+CPU optimum, on labelled axes', () => {
     const hits = chartsOf(html).chart('CPU-tier hit tokens by CPU capacity');
     expect(hits).toBeDefined();
     expect(hits?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU-tier hit tokens']);
-    expect(hits?.legend).toEqual([...POLICIES, OPTIMUM_SERIES, TIER_OPTIMUM_SERIES]);
-    expect(hits?.lines).toBe(POLICIES.length + 2);
+    expect(hits?.legend).toEqual([...POLICIES, ...REFERENCES]);
+    expect(hits?.lines).toBe(POLICIES.length + REFERENCES.length);
     for (const capacity of ['8', '32', '256']) expect(hits?.axisLabels).toContain(capacity);
   });
 
-  it('shows each point\'s share of the optimum as a bar per policy and capacity, in percent', () => {
-    const share = chartsOf(html).chart('Share of the Belady optimum');
+  it('shows each point\'s share of the CPU tier bound as a bar per policy and capacity, in percent, and no share of the GPU+CPU optimum', () => {
+    const { charts, chart } = chartsOf(html);
+    const share = chart('Share of the CPU tier bound');
     expect(share?.legend).toEqual(POLICIES);
     expect(share?.bars).toBe(POLICIES.length * 3);
-    expect(share?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU hits / optimum']);
+    expect(share?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU hits / bound']);
     expect(share?.axisLabels).toContain('100%');
+    expect(charts.filter((c) => c.title.startsWith('Share'))).toHaveLength(1);
   });
 
-  it('shows each point\'s share of the optimum behind the GPU tier beside it', () => {
-    const share = chartsOf(html).chart('Share of the Belady optimum behind the GPU tier');
-    expect(share?.legend).toEqual(POLICIES);
-    expect(share?.bars).toBe(POLICIES.length * 3);
-    expect(share?.axisTitles).toEqual(['CPU tier capacity (offloaded blocks)', 'CPU hits / optimum']);
+  it('names the bound, the ceiling and the GPU+CPU optimum in the table and the summary', () => {
+    const { document } = chartsOf(html);
+    const header = [...document.querySelectorAll('table tr')][0].textContent ?? '';
+    expect(header).toContain('CPU tier bound');
+    expect(header).toContain('GPU+CPU optimum');
+    expect(document.body.textContent).toContain(`an unbounded CPU tier behind the GPU tier hits ${result.cpuTierCeilingHitTokens.toLocaleString('en-US')} tokens`);
   });
 
   it('shows the reuse-distance histogram of the slice', () => {
@@ -72,6 +76,6 @@ describe('the sweep report', () => {
   it('renders the hits chart alone as a standalone SVG document', async () => {
     const svg = await sweepHitsSvg(result);
     expect(svg.startsWith('<svg')).toBe(true);
-    expect(chartsOf(`<html><body>${svg}</body></html>`).charts[0].legend).toEqual([...POLICIES, OPTIMUM_SERIES, TIER_OPTIMUM_SERIES]);
+    expect(chartsOf(`<html><body>${svg}</body></html>`).charts[0].legend).toEqual([...POLICIES, ...REFERENCES]);
   });
 });
