@@ -18,12 +18,12 @@ describe('kvtier sweep', () => {
     expect(result.code).toBe(0);
     const rows = result.stdout.split('\n').filter((line) => /^(lru|s3fifo\/on-evict) /.test(line));
     expect(rows.map((row) => row.split(/\s+/).slice(0, 2).join(' '))).toEqual(['lru 8', 's3fifo/on-evict 8', 'lru 256', 's3fifo/on-evict 256']);
-    for (const row of rows) expect(row).toMatch(/24\/24$/);
+    for (const row of rows) expect(row).toMatch(/24\/24  +\d+\.\d\dx$/);
     const sweep = JSON.parse(readFileSync(json, 'utf8')) as SweepResult;
     expect(sweep.cpuBlocks).toEqual([8, 256]);
     expect(sweep.points.map((p) => p.cpuHitTokens)).toEqual(rows.map((row) => Number(row.split(/\s+/)[2].replace(/,/g, ''))));
     // The CPU tier's bound and its share per point, the ceiling and the GPU+CPU optimum, named as such.
-    expect(result.stdout).toMatch(/^policy\s+CPU blocks\s+CPU hit tok\s+GPU hit tok\s+prefill tok\s+CPU bound\s+of bound\s+GPU\+CPU opt\s+verified$/m);
+    expect(result.stdout).toMatch(/^policy\s+CPU blocks\s+CPU hit tok\s+GPU hit tok\s+prefill tok\s+reread tok\s+recomputed\s+CPU bound\s+of bound\s+GPU\+CPU opt\s+verified\s+pace$/m);
     expect(result.stdout).toContain(`ceiling: an unbounded CPU tier over the same stream hits ${sweep.cpuTierCeilingHitTokens.toLocaleString('en-US')} tokens`);
     expect(sweep.cpuTierBound.map((b) => b.cpuBlocks)).toEqual([8, 256]);
     for (const b of sweep.cpuTierBound) expect(b.hitTokens).toBeLessThanOrEqual(sweep.cpuTierCeilingHitTokens);
