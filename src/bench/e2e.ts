@@ -1,3 +1,4 @@
+import type { GpuProfileName } from '../timing/gpu-profiles.js';
 import { analyzeLoadedTrace } from '../analysis/analyze.js';
 import { IntegrityChecker } from '../report/integrity.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
@@ -50,6 +51,8 @@ export interface E2eBenchOptions {
   readonly storePolicy?: StorePolicyName;
   readonly maxNumSeqs?: number;
   readonly maxNumBatchedTokens?: number;
+  /** The step clock's GPU profile (default: the CUDA device's own, else h100-sxm). */
+  readonly gpu?: GpuProfileName;
   /** Check every finished request against the reference model (default true). */
   readonly verify?: boolean;
   /** Called when each run finished. */
@@ -157,6 +160,7 @@ function engineConfig(o: E2eBenchOptions, offload: boolean): EngineConfigInput {
   }
   if (o.maxNumSeqs !== undefined) config.maxNumSeqs = o.maxNumSeqs;
   if (o.maxNumBatchedTokens !== undefined) config.maxNumBatchedTokens = o.maxNumBatchedTokens;
+  if (o.gpu !== undefined) config.gpu = o.gpu;
   return config;
 }
 

@@ -299,6 +299,12 @@ const shareBench: BenchSpec<ShareBenchRow> = {
   },
 };
 
+/** --gpu of a bench that runs the engine: a profile, or 'auto' (the CUDA device's own, else h100-sxm). */
+function gpuOption(options: BenchOptions): GpuProfileName | undefined {
+  const gpu = options.oneOf<GpuProfileName | 'auto'>('gpu', [...GPU_PROFILE_NAMES, 'auto'], 'auto');
+  return gpu === 'auto' ? undefined : gpu;
+}
+
 const fidelityBench: BenchSpec<FidelityRow> = {
   notes: () => [
     `published: ${PUBLISHED_SOURCE}.`,
@@ -368,6 +374,7 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
       cpuBlocks: options.int('cpuBlocks', 4096, 1, engineIntRange('cpuBlocks').max),
       offloadFactor: options.engineInt('offloadFactor', 'offloadFactor', ENGINE_DEFAULTS.offloadFactor),
       eviction: options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru'),
+      gpu: gpuOption(options),
       verify: options.flag('verify', true),
     };
     options.finish();
