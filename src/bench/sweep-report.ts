@@ -1,3 +1,4 @@
+import { SLOW_REPLAY_RATIO, slowReplayWarning, type ReplayLoad } from './replay-load.js';
 import type { SweepResult } from './sweep.js';
 import { renderPage, type ReportSection } from '../report/html/page.js';
 import { renderChartSvg, type ChartSpec } from '../report/html/render-chart.js';
@@ -137,6 +138,8 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
       `trace ${result.trace.file}: ${n(result.trace.requests)} requests, lengths / ${result.trace.tokenScale}, ${n(result.trace.promptTokens)} prompt tokens`,
       `${result.mode} replay, ${n(result.gpuBlocks)} GPU blocks of ${result.blockSize} tokens, offload factor ${result.offloadFactor}`,
       `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens computed, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens`,
+      ...(result.clock === null ? [] : [`clock: ${result.clock}`]),
+      ...sweepPaceLines(result),
       `an unbounded CPU tier behind the GPU tier hits ${n(result.cpuTierCeilingHitTokens)} tokens (the ceiling of every bound)`,
       result.cpuTierBound.every((b) => b.provenBoundTokens === b.hitTokens)
         ? 'the CPU tier bound is the optimum at every capacity: it equals a bound no policy exceeds'
@@ -144,6 +147,23 @@ export async function sweepReportHtml(result: SweepResult): Promise<string> {
     ],
     sections,
   });
+}
+
+/** The replay's load without a CPU tier, and a warning for every point that ran slower than the trace. */
+export function sweepPaceLines(result: SweepResult): string[] {
+  const load = result.baseline.load;
+  if (load === null) return [];
+  const lines = [
+    `replay load without a CPU tier: span ${(load.replaySpanMs / 1000).toFixed(1)} s for ${(load.traceSpanMs / 1000).toFixed(1)} s of arrivals ` +
+      `(pace ${load.paceRatio.toFixed(2)}x), queue wait mean ${(load.meanQueueWaitMs / 1000).toFixed(2)} s p99 ${(load.p99QueueWaitMs / 1000).toFixed(2)} s, ` +
+      `TTFT p50 ${load.ttftP50Ms.toFixed(1)} ms p90 ${load.ttftP90Ms.toFixed(1)} ms, ${load.preemptions} preemptions`,
+  ];
+  const slow = [load, ...result.points.map((p) => p.load)].filter((l): l is ReplayLoad => l !== null && slowReplayWarning(l) !== null);
+  if (slow.length > 0) {
+    const worst = slow.reduce((a, b) => (b.paceRatio > a.paceRatio ? b : a));
+    lines.push(`warning: ${slowReplayWarning(worst)} (${slow.length} of ${result.points.length + 1} replays ran slower than ${SLOW_REPLAY_RATIO}x the trace)`);
+  }
+  return lines;
 }
 
 function fmt(ms: number | null): string {

@@ -8,10 +8,9 @@ import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { KvtierError } from '../core/errors.js';
 import { isModelPresetName, MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
 import { DEFAULT_TIMED_MODEL } from '../bench/replay-clock.js';
-import { SLOW_REPLAY_RATIO, slowReplayWarning, type ReplayLoad } from '../bench/replay-load.js';
 import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES, gpuProfile, isGpuProfileName, type GpuProfileName } from '../timing/gpu-profiles.js';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
-import { sweepHitsSvg, sweepReportHtml } from '../bench/sweep-report.js';
+import { sweepHitsSvg, sweepPaceLines, sweepReportHtml } from '../bench/sweep-report.js';
 import { parseByteSize } from '../core/byte-size.js';
 import { parseCommandArgs } from './command-parse.js';
 import { engineSetting, positiveInt } from './field-schemas.js';
@@ -258,7 +257,7 @@ export function formatSweepTable(result: SweepResult): string {
   const header = [
     `kvtier sweep: ${result.mode} replay, trace ${result.trace.file}: ${n(result.trace.requests)} requests, lengths / ${result.trace.tokenScale}, ` +
       `${n(result.gpuBlocks)} GPU blocks` + (result.clock === null ? '' : `, clock: ${result.clock}`),
-    ...paceLines(result),
+    ...sweepPaceLines(result),
     `without a CPU tier: ${n(result.baseline.prefillTokensComputed)} prefill tokens, ${n(result.baseline.gpuPrefixHitTokens)} GPU prefix hit tokens` +
       (result.baseline.ttftP50Ms === null ? '' : `, TTFT p50 ${result.baseline.ttftP50Ms.toFixed(1)} ms`),
     'CPU bound: Belady MIN with bypass at each capacity over the lookups (once per request) and stores the CPU tier sees behind the GPU tier, ' +
@@ -270,23 +269,6 @@ export function formatSweepTable(result: SweepResult): string {
     '',
   ];
   return [...header, line(columns.map(([title]) => title)), ...rows.map(line), '', `${result.points.length} points in ${result.elapsedSeconds.toFixed(1)} s`].join('\n');
-}
-
-/** The replay's load without a CPU tier, and a warning for every point that ran slower than the trace. */
-function paceLines(result: SweepResult): string[] {
-  const load = result.baseline.load;
-  if (load === null) return [];
-  const lines = [
-    `replay load without a CPU tier: span ${(load.replaySpanMs / 1000).toFixed(1)} s for ${(load.traceSpanMs / 1000).toFixed(1)} s of arrivals ` +
-      `(pace ${load.paceRatio.toFixed(2)}x), queue wait mean ${(load.meanQueueWaitMs / 1000).toFixed(2)} s p99 ${(load.p99QueueWaitMs / 1000).toFixed(2)} s, ` +
-      `TTFT p50 ${load.ttftP50Ms.toFixed(1)} ms p90 ${load.ttftP90Ms.toFixed(1)} ms, ${load.preemptions} preemptions`,
-  ];
-  const slow = [load, ...result.points.map((p) => p.load)].filter((l): l is ReplayLoad => l !== null && slowReplayWarning(l) !== null);
-  if (slow.length > 0) {
-    const worst = slow.reduce((a, b) => (b.paceRatio > a.paceRatio ? b : a));
-    lines.push(`warning: ${slowReplayWarning(worst)} (${slow.length} of ${result.points.length + 1} replays ran slower than ${SLOW_REPLAY_RATIO}x the trace)`);
-  }
-  return lines;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { analyzeTrace } from '../../src/analysis/analyze.js';
 import { parseSweepPolicy, runSweep, type SweepResult } from '../../src/bench/sweep.js';
+import { sweepPaceLines, sweepReportHtml } from '../../src/bench/sweep-report.js';
 import { conversationLines, traceFile } from '../support/sweep-fixture.js';
 
 const TRACE = traceFile(conversationLines());
@@ -23,6 +24,16 @@ describe('runSweep (simulated)', () => {
     await expect(runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 0 })).rejects.toThrow(
       /trace ms per step must be a positive number, got 0/,
     );
+  });
+
+  it('warns in the table and the HTML report when a replay ran slower than the trace', async () => {
+    // A minute of trace per step: 24 requests 4 s apart take far longer than the trace's 92 s.
+    const slow = await runSweep({ ...SETTINGS, cpuBlocks: [8], policies: [parseSweepPolicy('lru')], traceMsPerStep: 60_000 });
+    expect(slow.baseline.load?.paceRatio).toBeGreaterThan(1.25);
+    const warning = sweepPaceLines(slow).find((line) => line.startsWith('warning:'));
+    expect(warning).toMatch(/slower than the trace .*queue-aware policies see requests a real service would not have yet/);
+    expect(await sweepReportHtml(slow)).toContain('queue-aware policies see requests a real service would not have yet');
+    expect(sweepPaceLines(await sweep([8], ['lru'])).some((line) => line.startsWith('warning:'))).toBe(false);
   });
 
   it('gives one verified point per capacity and policy, with the GPU+CPU optimum of kvtier analyze at that capacity', async () => {
