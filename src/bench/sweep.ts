@@ -1,3 +1,4 @@
+import type { GpuProfileName } from '../timing/gpu-profiles.js';
 import { analyzeLoadedTrace } from '../analysis/analyze.js';
 import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { ConfigError, EngineError } from '../core/errors.js';
@@ -44,7 +45,7 @@ export interface SweepOptions {
   readonly blockSize: number;
   readonly offloadFactor: number;
   /** Run the full engine per point (TTFT) instead of the simulated replay. */
-  readonly engine?: { readonly backend: 'host' | 'cuda'; readonly tp: number; readonly speedup: number } | null;
+  readonly engine?: { readonly backend: 'host' | 'cuda'; readonly tp: number; readonly speedup: number; readonly gpu?: GpuProfileName } | null;
   /**
    * Simulated replay: the clock (replay-clock.ts). Default: each step lasts
    * what the step clock prices for llama-8b on an H100, so the replay keeps
@@ -291,6 +292,7 @@ function engineRunner(options: SweepOptions, trace: Trace): PointRunner {
         tokenScale: options.tokenScale,
         speedup: engine.speedup,
         tp: engine.tp,
+        ...(engine.gpu === undefined ? {} : { gpu: engine.gpu }),
         blockSize: options.blockSize,
         gpuBlocks: options.gpuBlocks,
         cpuBlocks: Math.max(1, cpuBlocks),

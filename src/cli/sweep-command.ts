@@ -74,7 +74,7 @@ export interface SweepCommandOptions {
   readonly gpuBlocks: number;
   readonly blockSize: number;
   readonly offloadFactor: number;
-  readonly engine: { readonly backend: 'host'; readonly tp: number; readonly speedup: number } | null;
+  readonly engine: { readonly backend: 'host'; readonly tp: number; readonly speedup: number; readonly gpu: GpuProfileName } | null;
   /** Simulated replay: a fixed trace milliseconds per engine step, or null for the modelled clock. */
   readonly traceMsPerStep: number | null;
   /** The model the step clock times (and --cpu-bytes sizes blocks by). */
@@ -212,7 +212,7 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
     gpuBlocks: flagValue('--gpu-blocks', flags.gpuBlocks, engineSetting('gpuBlocks'), SWEEP_DEFAULTS.gpuBlocks),
     blockSize,
     offloadFactor,
-    engine: engine ? { backend: 'host', tp: flagValue('--tp', flags.tp, engineSetting('tp'), SWEEP_DEFAULTS.tp), speedup } : null,
+    engine: engine ? { backend: 'host', tp: flagValue('--tp', flags.tp, engineSetting('tp'), SWEEP_DEFAULTS.tp), speedup, gpu: gpuFlag(flags) } : null,
     traceMsPerStep,
     model: modelFlag(flags),
     gpu: gpuFlag(flags),
