@@ -4,7 +4,7 @@ import { referenceGenerate } from '../model/reference.js';
 import { gpuProfile, type GpuProfileName } from '../timing/gpu-profiles.js';
 import { replay, type ReplayOptions, type ReplayRequest } from './policies.js';
 import type { ReplayClock } from './replay-clock.js';
-import type { ReplayedRequestTimes } from './replay-load.js';
+import type { ReplayedRequestTimes } from '../report/replay-load.js';
 
 /**
  * How close the step clock's predictions come to published measurements of

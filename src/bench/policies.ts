@@ -15,7 +15,7 @@ import { PositionSums } from '../sim/position-sums.js';
 import { SimulatedRanks } from '../sim/simulated-ranks.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { defaultReplayClock, describeReplayClock, modelledParts, type ReplayClock } from './replay-clock.js';
-import { summarizeReplayLoad, type ReplayLoad, type ReplayedRequestTimes } from './replay-load.js';
+import { summarizeReplayLoad, type ReplayLoad, type ReplayedRequestTimes } from '../report/replay-load.js';
 import { tracePromptTokens } from '../workload/trace-tokens.js';
 
 /**

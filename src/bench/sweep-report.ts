@@ -1,4 +1,4 @@
-import { SLOW_REPLAY_RATIO, slowReplayWarning, type ReplayLoad } from './replay-load.js';
+import { SLOW_REPLAY_RATIO, slowReplayWarning, type ReplayLoad } from '../report/replay-load.js';
 import type { SweepResult } from './sweep.js';
 import { renderPage, type ReportSection } from '../report/html/page.js';
 import { renderChartSvg, type ChartSpec } from '../report/html/render-chart.js';

@@ -9,7 +9,7 @@ import { loadTrace, type Trace } from '../workload/trace.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
 import { defaultReplayClock, describeReplayClock, fixedReplayClock, type ReplayClock } from './replay-clock.js';
-import type { ReplayLoad } from './replay-load.js';
+import type { ReplayLoad } from '../report/replay-load.js';
 import { cpuTierBounds, type CpuTierBoundPoint } from './cpu-tier-bound.js';
 
 /**

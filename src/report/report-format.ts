@@ -3,6 +3,7 @@ import { remoteReportRows } from '../remote/remote-report.js';
 import type { Percentiles } from './percentiles.js';
 import { CLOCK_OVERRUN_WARNING, type ClockReport, type RunReport, type TransferReport } from './report.js';
 import { labeledRows } from './text-rows.js';
+import { slowReplayWarning, type ReplayLoad } from './replay-load.js';
 
 /** Human-readable renderings of RunReport: one run, or --compare's two side by side. */
 
@@ -26,6 +27,14 @@ function transfer(name: string, t: TransferReport): string {
 function clockRow(clock: ClockReport): string {
   const run = clock.overrun === null ? '' : `; forwards ran ${(clock.forwardMs / 1000).toFixed(2)} s (${clock.overrun >= 0 ? '+' : ''}${(100 * clock.overrun).toFixed(1)}%)`;
   return `${clock.description}: modelled compute ${(clock.modelledComputeMs / 1000).toFixed(2)} s${run}`;
+}
+
+function loadRow(load: ReplayLoad): string {
+  const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  return (
+    `span ${s(load.replaySpanMs)} for ${s(load.traceSpanMs)} of arrivals (pace ${load.paceRatio.toFixed(2)}x); ` +
+    `queue wait mean ${s(load.meanQueueWaitMs)}, p99 ${s(load.p99QueueWaitMs)}`
+  );
 }
 
 /** A warning when the forwards ran well past the modelled compute (the host's own work), or null. */
@@ -65,9 +74,12 @@ export function formatRunReport(report: RunReport): string {
     ['integrity', `${passed(report)}${integrity.mismatches > 0 ? `   ${count(integrity.mismatches)} MISMATCHED` : ''}`],
     ['leaks', `${count(leaks.gpuBlocks)} GPU blocks, ${count(leaks.cpuBlocks)} CPU blocks`],
     ['step clock', clockRow(report.clock)],
+    ['load', loadRow(report.load)],
   ];
   const stretched = clockWarning(report.clock);
   if (stretched !== null) lines.push(['warning', stretched]);
+  const slow = slowReplayWarning(report.load);
+  if (slow !== null) lines.push(['warning', slow]);
   for (const m of integrity.examples) lines.push(['', `mismatch: request ${m.id} differs first at output ${m.index}`]);
   for (const e of report.errors) lines.push(['error', e]);
   return (
@@ -110,11 +122,16 @@ export function formatComparison(off: RunReport, on: RunReport): string {
     metric('rereads', (r) => r.rereads.gpuPrefixTokens + r.rereads.cpuTierTokens, n),
     metric('recomputed', (r) => r.tokens.recomputed, n),
     metric('preemptions', (r) => r.preemptions, n),
+    metric('queue wait p99', (r) => r.load.p99QueueWaitMs, ms),
     ['integrity', passed(off), passed(on), ''],
   ];
   const widths = [0, 1, 2, 3].map((c) => Math.max(...table.map((row) => row[c].length)));
   const lines = table.map((row) =>
     [row[0].padEnd(widths[0]), row[1].padStart(widths[1]), row[2].padStart(widths[2]), row[3].padStart(widths[3])].join('   ').trimEnd(),
   );
-  return `kvtier run --compare: ${on.backend} backend, tp ${on.tp}${on.workload === null ? '' : `, ${on.workload}`}\n${lines.join('\n')}`;
+  const notes = [on, off].flatMap((r) => [clockWarning(r.clock), slowReplayWarning(r.load)]).filter((w): w is string => w !== null);
+  return (
+    `kvtier run --compare: ${on.backend} backend, tp ${on.tp}${on.workload === null ? '' : `, ${on.workload}`}, step clock ${on.clock.description}\n` +
+    `${lines.join('\n')}${[...new Set(notes)].map((w) => `\nwarning: ${w}`).join('')}`
+  );
 }

@@ -2,6 +2,7 @@ import type { EngineMetrics, FinishedRequest, TransferCounters } from '../runtim
 import type { RemoteTierMetrics } from '../remote/remote-stats.js';
 import type { IntegritySummary } from './integrity.js';
 import { summarizePercentiles, type Percentiles } from './percentiles.js';
+import { summarizeReplayLoad, type ReplayedRequestTimes, type ReplayLoad } from './replay-load.js';
 
 /**
  * The report of one `kvtier run`: what the engine counted, latency
@@ -57,6 +58,8 @@ export interface RunReport {
   readonly errors: readonly string[];
   /** The step clock: what it priced steps as, and how far the forwards' wall time ran past the modelled compute. */
   readonly clock: ClockReport;
+  /** How loaded the run was: its span over its arrivals' span, and how long requests queued. */
+  readonly load: ReplayLoad;
 }
 
 export interface ClockReport {
@@ -75,6 +78,16 @@ export interface ClockReport {
 
 /** Past this overrun a report warns that the host's own work stretched the clock. */
 export const CLOCK_OVERRUN_WARNING = 0.1;
+
+function timesOf(f: FinishedRequest): ReplayedRequestTimes {
+  return {
+    arrivalMs: f.arrivalMs,
+    firstScheduledMs: f.firstScheduledMs ?? f.finishMs,
+    firstTokenMs: f.firstTokenMs ?? f.finishMs,
+    finishMs: f.finishMs,
+    outputTokens: f.outputTokens.length,
+  };
+}
 
 function clockReport(metrics: EngineMetrics): ClockReport {
   const { description, modelledComputeMs, forwardMs } = metrics.stepClock;
@@ -163,5 +176,6 @@ export function buildRunReport(input: RunReportInput): RunReport {
     workload: input.workload ?? null,
     errors: [...errors],
     clock: clockReport(metrics),
+    load: summarizeReplayLoad(metrics.stepClock.description, finished.filter(completed).map(timesOf), metrics.preemptions),
   };
 }

@@ -41,6 +41,8 @@ export interface FinishedRequest {
   readonly errorMessage: string | null;
   /** Engine clock (ms since engine start). */
   readonly arrivalMs: number;
+  /** When it was first scheduled (null if never): arrival to here is its queue wait. */
+  readonly firstScheduledMs: number | null;
   readonly firstTokenMs: number | null;
   readonly finishMs: number;
   readonly numPreemptions: number;

@@ -481,6 +481,7 @@ export class Engine {
       finishReason: reason,
       errorMessage: errorMessage ?? request.errorMessage,
       arrivalMs: request.arrivalTime,
+      firstScheduledMs: request.firstScheduledTime,
       firstTokenMs: request.firstTokenTime,
       finishMs: request.finishTime ?? this.now(),
       numPreemptions: request.numPreemptions,

@@ -68,7 +68,7 @@ describe.skipIf(!haveTrace)('kvtier run --compare on a trace slice submitted at 
   });
 
   it('prints both runs side by side', () => {
-    expect(run.stdout).toMatch(/^kvtier run --compare: host backend, tp 2, trace .*conversation_trace\.jsonl: 600 requests, all at once, lengths \/ 64$/m);
+    expect(run.stdout).toMatch(/^kvtier run --compare: host backend, tp 2, trace .*conversation_trace\.jsonl: 600 requests, all at once, lengths \/ 64, step clock tiny on h100-sxm x2 \(NVIDIA H100 SXM 80GB, default\)$/m);
     expect(run.stdout).toMatch(/^ +offload off +offload on +change$/m);
     expect(run.stdout).toMatch(/^prefill computed +[\d,]+ +[\d,]+ +-\d+\.\d%$/m);
     expect(run.stdout).toMatch(/^integrity +600\/600 +600\/600$/m);

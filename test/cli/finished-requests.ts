@@ -19,6 +19,7 @@ export function finishedRequest(overrides: Partial<FinishedRequest> & { id: stri
     finishReason: 'length' as FinishReason,
     errorMessage: null,
     arrivalMs: 0,
+    firstScheduledMs: 5,
     firstTokenMs: 10,
     finishMs: 20,
     numPreemptions: 0,

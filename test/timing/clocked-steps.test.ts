@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Device } from '../../src/device/types.js';
-import { summarizeReplayLoad, slowReplayWarning, SLOW_REPLAY_RATIO } from '../../src/bench/replay-load.js';
+import { summarizeReplayLoad, slowReplayWarning, SLOW_REPLAY_RATIO } from '../../src/report/replay-load.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import type { StepClock, StepWork } from '../../src/timing/step-cost.js';
 import { JobIds, openTestDevice, packBatch, store } from '../device/helpers.js';

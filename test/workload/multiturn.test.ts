@@ -33,6 +33,7 @@ function answer(request: ArrivingRequest, reason: FinishReason = 'length'): Fini
     finishReason: reason,
     errorMessage: null,
     arrivalMs: request.arrivalMs,
+    firstScheduledMs: request.arrivalMs,
     firstTokenMs: request.arrivalMs + 1,
     finishMs: request.arrivalMs + 2,
     numPreemptions: 0,

@@ -1,4 +1,4 @@
-import { summarizePercentiles } from '../report/percentiles.js';
+import { summarizePercentiles } from './percentiles.js';
 
 /**
  * How loaded a replay ran, so a reader knows which regime its figures come
