@@ -39,10 +39,12 @@ describe.each([1, 2, 4])('the engine end to end with tp = %i (host backend)', (t
 
   it('survives a preemption storm in a GPU pool far too small for the batch', async () => {
     await withEngine({ ...FAST, tp, gpuBlocks: 24, cpuBlocks: 256, maxNumSeqs: 8 }, async (engine) => {
+      // Eight prompts of 2-3 blocks all fit the 24-block pool in the first step; each then grows by 3-4 blocks
+      // before any finishes, so preemption follows from block counts alone, not from when transfers land.
       const requests = Array.from({ length: 10 }, (_, i) => ({
         id: `p${i}`,
-        promptTokens: tokens(900 + i, 40 + ((i * 37) % 90)),
-        maxTokens: 20 + (i % 3) * 10,
+        promptTokens: tokens(900 + i, 30 + ((i * 7) % 16)),
+        maxTokens: 50 + (i % 3) * 10,
         seed: i,
       }));
       const finished = await runWaves(engine, [requests]);
