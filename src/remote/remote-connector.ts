@@ -435,7 +435,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     else {
       this.stats.fetchFailed(job.keys.length, result.failure);
       for (const key of job.keys) this.remoteHeld.delete(key);
-      this.failedReads.push({ reqId: job.reqId, blocks: job.keys.length, reason: describeFailure(result.failure) });
+      this.failedReads.push({ reqId: job.reqId, blocks: job.keys.length });
     }
     const state = this.requests.get(job.reqId);
     if (state !== undefined && state.phase === 'fetching') {
@@ -467,22 +467,5 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     ).finally(() => {
       this.manifestsInFlight--;
     });
-  }
-}
-
-function describeFailure(failure: RemoteJobResult['failure']): string {
-  switch (failure) {
-    case 'miss':
-      return 'the server no longer holds it';
-    case 'timeout':
-      return 'timed out';
-    case 'connection':
-      return 'connection lost';
-    case 'value':
-      return 'header or checksum mismatch';
-    case null:
-      return 'failed';
-    default:
-      return failure;
   }
 }
