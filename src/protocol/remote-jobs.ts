@@ -59,7 +59,16 @@ export interface RemoteRankInit {
   readonly blockTokens: number;
   /** Blocks whose writes may be in flight on this rank; writes beyond it are dropped and counted. */
   readonly maxInFlightWrites: number;
+  /** With a secret: the namespace's value keys (derived from it; the secret itself stays on the main thread). */
+  readonly auth?: RemoteAuthKeys | null;
   readonly testSwitches?: RemoteTestSwitches;
+}
+
+/** Keys that seal and open values (see src/remote/value-auth.ts), in hex. */
+export interface RemoteAuthKeys {
+  readonly mode: 'mac' | 'encrypt';
+  readonly macKeyHex: string;
+  readonly encKeyHex: string | null;
 }
 
 /** Test-only switches that turn one remote tier behaviour off each. */

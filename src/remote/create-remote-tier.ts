@@ -8,6 +8,7 @@ import { remoteNamespace, type RemoteNamespace } from './remote-keys.js';
 import type { RemoteTierSettings } from './remote-settings.js';
 import { probeRemote, RemoteStore } from './remote-store.js';
 import { CpuTierTrackingManager } from './tracking-manager.js';
+import { authKeysOf } from './value-auth.js';
 import type { RemoteFaults } from './remote-faults.js';
 
 /** Blocks of remote writes one rank keeps in flight; more are dropped and counted. */
@@ -47,7 +48,7 @@ export async function planRemoteTier(
 ): Promise<RemoteTierPlan> {
   const { cluster } = await probeRemote(settings.address, settings.timeoutMs);
   const useCluster = cluster && !switches.ignoreCluster;
-  const namespace = remoteNamespace({ namespace: settings.namespace, ...shape });
+  const namespace = remoteNamespace({ namespace: settings.namespace, ...shape }, settings.secret, settings.encrypt ? 'encrypt' : 'mac');
   const store = new RemoteStore({ address: settings.address, timeoutMs: settings.timeoutMs, cluster: useCluster });
   await store.connect();
   let tracking: CpuTierTrackingManager | null = null;
@@ -61,6 +62,7 @@ export async function planRemoteTier(
       namespaceDigestHex: namespace.digest.toString('hex'),
       blockTokens: namespace.blockTokens,
       maxInFlightWrites: MAX_WRITE_BLOCKS_IN_FLIGHT_PER_RANK,
+      auth: namespace.auth ? authKeysOf(namespace.auth) : null,
       testSwitches: switches,
     },
     wrapManager(manager) {

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseRunArgs, resolveRunConfig, toEngineConfig } from '../../src/cli/run-config.js';
 import { RemoteTierStats } from '../../src/remote/remote-stats.js';
@@ -21,6 +24,21 @@ describe('the remote tier on the command line', () => {
     const engine = toEngineConfig(resolveRunConfig(config, 0), { offload: true });
     expect(engine).toMatchObject({ remote: 'redis://127.0.0.1:6380', remotePolicy: 'write-back', remoteTimeoutMs: 40, remoteNamespace: 'team-a' });
     expect(toEngineConfig(resolveRunConfig(config, 0), { offload: false }).remote).toBeUndefined();
+  });
+
+  it('passes --remote-secret-file and --remote-encrypt to the engine, and refuses a short or missing secret naming the flag', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvtier-secret-'));
+    const good = join(dir, 'good');
+    const short = join(dir, 'short');
+    writeFileSync(good, 'sixteen-or-more-bytes\n');
+    writeFileSync(short, 'short\n');
+    const config = parseRunArgs(['--remote', 'redis://127.0.0.1:6380', '--remote-secret-file', good, '--remote-encrypt']);
+    expect(toEngineConfig(resolveRunConfig(config, 0), { offload: true })).toMatchObject({ remoteSecretFile: good, remoteEncrypt: true });
+    const refusal = (...args: string[]) => () => parseRunArgs(['--remote', 'redis://127.0.0.1:6380', ...args]);
+    expect(refusal('--remote-secret-file', short)).toThrow('--remote-secret-file: the remote secret has 5 bytes; give at least 16');
+    expect(refusal('--remote-secret-file', join(dir, 'none'))).toThrow(`--remote-secret-file: cannot read '${join(dir, 'none')}' (ENOENT)`);
+    expect(refusal('--remote-encrypt')).toThrow('--remote-encrypt needs a secret: give --remote-secret-file or set KVTIER_REMOTE_SECRET');
+    expect(() => parseRunArgs(['--remote-secret-file', good])).toThrow('--remote-secret-file configures the remote tier: add --remote URL');
   });
 
   it('exits 2 with one line naming the masked URL when the server is unreachable at start', async () => {

@@ -18,8 +18,8 @@ const base: RemoteNamespaceInput = {
   tp: 2,
 };
 
-function digestsOf(input: RemoteNamespaceInput, tokens: number[], salt: string | null = null): string[] {
-  const ns = remoteNamespace(input);
+function digestsOf(input: RemoteNamespaceInput, tokens: number[], salt: string | null = null, secret: Buffer | null = null): string[] {
+  const ns = remoteNamespace(input, secret);
   const chain: Buffer[] = [];
   extendChain(ns, chainSeed(ns, salt), chain, (i) => tokens[i], tokens.length);
   return chain.map((d) => d.toString('hex'));
@@ -42,6 +42,17 @@ describe('remote keys', () => {
     expect(digestsOf({ ...base, blockSize: 8 }, prompt)[0]).not.toBe(digestsOf({ ...base, offloadFactor: 2 }, prompt)[0]);
     expect(digestsOf(base, prompt, 'tenant-a')[0]).not.toBe(plain);
     expect(digestsOf(base, prompt, 'tenant-a')[0]).not.toBe(digestsOf(base, prompt, 'tenant-b')[0]);
+  });
+
+  it('take an empty cache salt as no salt, as the local block hashes do', () => {
+    expect(digestsOf(base, prompt, '')).toEqual(digestsOf(base, prompt, null));
+  });
+
+  it('with a secret, differ from the public chain and by secret, so no one without it can name a prompt\'s blocks', () => {
+    const keyed = digestsOf(base, prompt, null, Buffer.from('sixteen-or-more-bytes'));
+    expect(keyed).toEqual(digestsOf(base, prompt, null, Buffer.from('sixteen-or-more-bytes')));
+    expect(keyed[0]).not.toBe(digestsOf(base, prompt)[0]);
+    expect(keyed[0]).not.toBe(digestsOf(base, prompt, null, Buffer.from('another-secret-bytes'))[0]);
   });
 
   it('chain: a block key depends on every token before it', () => {
