@@ -55,6 +55,8 @@ export class RemoteStore {
   private readonly ownSetBatches: boolean;
   private reconnects = 0;
   private lastConnectionError: string | null = null;
+  /** Set when the server refused SELECT of the URL's database: the client would go on in database 0. */
+  private databaseRefused: string | null = null;
   private closed = false;
 
   constructor(readonly options: RemoteStoreOptions) {
@@ -96,6 +98,8 @@ export class RemoteStore {
     // is kept: when the first connection fails, it says why (refused, a certificate that does not verify).
     this.client.on('error', (error: unknown) => {
       this.lastConnectionError = error instanceof Error ? error.message : String(error);
+      // The client reports a refused SELECT here and carries on in database 0: tenants kept apart by database would share one.
+      if ((error as { command?: { name?: string } }).command?.name === 'select') this.databaseRefused = this.lastConnectionError;
     });
     this.client.on('reconnecting', () => {
       this.reconnects++;
@@ -110,6 +114,15 @@ export class RemoteStore {
       this.client.connect().catch(reject);
     });
     await withTimeout(ready, Math.max(this.options.timeoutMs, 1000), `connecting to ${this.options.address.masked}`);
+    const refusal = this.databaseError();
+    if (refusal !== null) throw refusal;
+  }
+
+  /** Why the server refused the URL's database, or null; the SELECT reply arrives before the connection is ready. */
+  databaseError(): RemoteOperationError | null {
+    if (this.databaseRefused === null) return null;
+    const db = this.options.address.db;
+    return new RemoteOperationError('server', `the server refuses database ${db} (${this.databaseRefused}); name a database it has, or start it with more (redis-server --databases N)`);
   }
 
   /** The last connection error the client reported, or null. */
@@ -182,6 +195,8 @@ export class RemoteStore {
 
   private async run<T>(operation: () => Promise<T>): Promise<T> {
     if (this.closed) throw new RemoteOperationError('connection', 'remote connection is closed');
+    const refusal = this.databaseError();
+    if (refusal !== null) throw refusal;
     try {
       return await withTimeout(operation(), this.options.timeoutMs, 'remote command');
     } catch (error) {
@@ -201,6 +216,8 @@ export async function probeRemote(address: RemoteAddress, timeoutMs: number): Pr
     const info = await (store as unknown as { client: Redis }).client.info('cluster');
     return { cluster: /cluster_enabled:1/.test(info) };
   } catch (error) {
+    const refusal = store.databaseError();
+    if (refusal !== null) throw new RemoteUnavailableError(`remote tier ${address.masked}: ${maskSecrets(refusal.message, address)}`, { cause: error });
     const failed = error instanceof Error ? error.message : String(error);
     // "Connection is closed" alone hides the cause the client saw while connecting.
     const cause = store.lastError;
