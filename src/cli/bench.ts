@@ -18,7 +18,7 @@ import { ENGINE_DEFAULTS, engineField, engineIntRange } from '../config/engine-s
 import { tpIssue } from '../config/engine-rules.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
 import { formatBytes } from '../core/byte-size.js';
-import { checkOutputFile, OutputWriteError } from './output-file.js';
+import { checkOutputFile, checkOutputsApart, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -413,6 +413,9 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
   const json = options.optionalString('json');
   const markdown = options.optionalString('markdown');
   // Output files are checked before the bench runs, as kvtier run does.
+  const outputs = [...(json === null ? [] : [{ flag: '--json', file: json }]), ...(markdown === null ? [] : [{ flag: '--markdown', file: markdown }])];
+  const trace = options.peekString('trace');
+  checkOutputsApart(outputs, trace === null ? [] : [{ flag: '--trace', file: trace }]);
   if (json !== null) await checkOutputFile('--json', json);
   if (markdown !== null) await checkOutputFile('--markdown', markdown);
   let rows: readonly Row[];

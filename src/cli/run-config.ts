@@ -43,6 +43,7 @@ import { UsageError } from './usage-error.js';
 import { RemoteConfigError } from '../remote/errors.js';
 import { checkNamespaceName } from '../remote/remote-keys.js';
 import { parseRemoteUrl } from '../remote/remote-url.js';
+import { checkOutputsApart } from './output-file.js';
 import { checkRemoteSecret, readSecretFile, REMOTE_SECRET_ENV } from '../remote/remote-secret.js';
 
 export { UsageError } from './usage-error.js';
@@ -229,6 +230,8 @@ export function runConfigFromCommand(command: Command): RunConfig {
   const inputs = [...(configFile === undefined ? [] : [configFile]), ...(config.workload.kind === 'trace' ? [config.workload.file] : [])];
   if (config.json !== null) checkNotAnInput(input, 'json', config.json, inputs);
   if (config.html !== null) checkNotAnInput(input, 'html', config.html, inputs);
+  const outputs = (['json', 'html'] as const).flatMap((key) => (config[key] === null ? [] : [{ flag: originOf(input, key), file: config[key] }]));
+  checkOutputsApart(outputs, []);
   return config;
 }
 

@@ -12,7 +12,7 @@ import { sweepHitsSvg, sweepReportHtml } from '../bench/sweep-report.js';
 import { parseByteSize } from '../core/byte-size.js';
 import { parseCommandArgs } from './command-parse.js';
 import { engineSetting, positiveInt } from './field-schemas.js';
-import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
+import { checkOutputFile, checkOutputsApart, writeJsonFile, writeTextFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
 
@@ -190,6 +190,8 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
   if (engine && flags.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
   const traceMsPerStep = positiveNumberFlag('--step-ms', flags.stepMs, DEFAULT_TRACE_MS_PER_STEP);
   const speedup = positiveNumberFlag('--speedup', flags.speedup, SWEEP_DEFAULTS.speedup);
+  const outputs = (['json', 'html', 'svg'] as const).flatMap((key) => (flags[key] === undefined ? [] : [{ flag: `--${key}`, file: flags[key] }]));
+  checkOutputsApart(outputs, [{ flag: '--trace', file: flags.trace }]);
   return {
     trace: flags.trace,
     cpuBlocks: capacities(flags, blockSize, offloadFactor),
