@@ -1,6 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { freeLoopbackPort, waitForLoopbackPort } from '../core/loopback-port.js';
+import { startPrivateServer } from './private-server.js';
 import { openDevice } from '../device/device.js';
 import type { BackendName, Device } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
@@ -197,35 +196,4 @@ async function timePlain(run: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await run();
   return performance.now() - t0;
-}
-
-export interface PrivateServer {
-  readonly port: number;
-  stop(): Promise<void>;
-}
-
-/** A redis-server of the bench's own on a free loopback port, without persistence. */
-export async function startPrivateServer(): Promise<PrivateServer> {
-  const port = await freeLoopbackPort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  const failed = new Promise<never>((_, reject) => {
-    child.once('error', () => reject(new Error('redis-server was not found (install it: apt-get install redis-server), or pass --url')));
-  });
-  try {
-    await waitForLoopbackPort(port, 5000, 'redis-server', failed);
-  } catch (error) {
-    child.kill('SIGKILL');
-    throw new Error(`bench remote: ${error instanceof Error ? error.message : String(error)}`);
-  }
-  return {
-    port,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
 }

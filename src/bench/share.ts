@@ -7,7 +7,7 @@ import type { EngineConfigInput, FinishedRequest } from '../runtime/engine-types
 import { driveWorkload } from '../workload/drive.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { TraceWorkload } from '../workload/trace-workload.js';
-import { startPrivateServer } from './remote.js';
+import { startPrivateServer } from './private-server.js';
 
 /**
  * `kvtier bench share`: two engines share one remote tier. The first replays
@@ -73,7 +73,7 @@ export async function runShareBench(options: ShareBenchOptions): Promise<ShareBe
   const first = slice(trace, 0, half);
   const second = slice(trace, half, trace.records.length);
   const secondIds = new Set(second.records.map((r) => `trace-L${r.line}`));
-  const server = options.url === null ? await startPrivateServer() : null;
+  const server = options.url === null ? await startPrivateServer('bench share') : null;
   const url = options.url ?? `redis://127.0.0.1:${server!.port}`;
   let a: HalfRun;
   let b: HalfRun;
