@@ -2,7 +2,16 @@ import { performance } from 'node:perf_hooks';
 import type { Device } from '../device/types.js';
 import { RemoteValueError } from './errors.js';
 import type { RemoteFaults } from './remote-faults.js';
-import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from '../protocol/remote-jobs.js';
+import type {
+  RemoteBlockRef,
+  RemoteFetchSpec,
+  RemoteJobFailure,
+  RemoteJobResult,
+  RemoteRankHealth,
+  RemoteRankInit,
+  RemoteStepMetadata,
+  RemoteWriteSpec,
+} from '../protocol/remote-jobs.js';
 import { shardKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteOperationError, RemoteStore } from './remote-store.js';
 import { parseRemoteUrl } from './remote-url.js';
@@ -54,6 +63,12 @@ export class RankRemoteTier {
   private slabUsed = 0;
   /** Bumped by reset: results of jobs started before it are dropped. */
   private epoch = 0;
+  /** What this rank's writes came to (dropped writes aside), for its health. */
+  private wroteAny = false;
+  private writeFailed = false;
+  private lastWriteError: string | null = null;
+  /** The health last reported (see healthChange). */
+  private reportedHealth = '';
 
   constructor(
     private readonly device: Device,
@@ -103,6 +118,16 @@ export class RankRemoteTier {
       if (injected !== null) this.finished.push(result(spec.jobId, 'fetch', ok ? null : injected, 0, 0));
       else this.startFetch(spec);
     }
+  }
+
+  /** This rank's standing with the remote tier when it changed since the last call, else null. */
+  healthChange(): RemoteRankHealth | null {
+    const connected = this.store.connected;
+    const key = `${connected} ${this.wroteAny} ${this.writeFailed}`;
+    if (key === this.reportedHealth) return null;
+    this.reportedHealth = key;
+    const lastError = connected ? (this.lastWriteError ?? this.store.lastError) : (this.store.lastError ?? this.lastWriteError);
+    return { rank: this.rank, connected, wroteAny: this.wroteAny, writeFailed: this.writeFailed, lastError };
   }
 
   /** Jobs finished since the last call. */
@@ -163,8 +188,15 @@ export class RankRemoteTier {
     const epoch = this.epoch;
     this.track(
       Promise.all(sets).then(
-        () => this.report(epoch, result(spec.jobId, 'write', null, bytes, performance.now() - t0)),
-        (error: unknown) => this.report(epoch, result(spec.jobId, 'write', failureOf(error), 0, performance.now() - t0)),
+        () => {
+          this.wroteAny = true;
+          this.report(epoch, result(spec.jobId, 'write', null, bytes, performance.now() - t0));
+        },
+        (error: unknown) => {
+          this.writeFailed = true;
+          this.lastWriteError = error instanceof Error ? error.message : String(error);
+          this.report(epoch, result(spec.jobId, 'write', failureOf(error), 0, performance.now() - t0));
+        },
       ).finally(() => {
         this.writeBlocksInFlight -= n;
       }),

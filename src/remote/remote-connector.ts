@@ -244,6 +244,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   }
 
   updateConnectorOutput(output: ModelRunnerOutput): void {
+    for (const health of output.remoteHealth ?? []) this.stats.noteRankHealth(health);
     for (const result of output.remoteJobs ?? []) {
       if (result.kind === 'fetch') this.fetchFinished(result);
       else this.writeFinished(result);

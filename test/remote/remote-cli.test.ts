@@ -92,7 +92,7 @@ describe('remote tier metrics in Prometheus', () => {
     expect(text).toContain('kvtier_remote_bytes_total{op="read"} 3000');
     expect(text).toContain('kvtier_remote_lookups_total{outcome="timed_out"} 1');
     expect(text).toContain('kvtier_remote_reconnects_total 3');
-    expect(text).toContain('kvtier_remote_connected 1');
+    expect(text).toContain('kvtier_remote_connected{rank="scheduler"} 1');
     const without = await createMetricsRegistry(() => base).metrics();
     expect(without).not.toMatch(/kvtier_remote_blocks_total\{/);
   });
