@@ -207,6 +207,9 @@ const NUMBER_KEYS = [
   'maxModelLen',
   'computeNsPerToken',
   'remoteTimeoutMs',
+  'metricsPort',
+  'metricsLingerMs',
+  'slowStepMs',
 ] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
