@@ -68,7 +68,7 @@ export class RemoteStore {
       password: address.password,
       db: address.db,
       tls: address.tls ? {} : undefined,
-      connectTimeout: Math.max(timeoutMs, 1000),
+      connectTimeout: Math.max(timeoutMs, MIN_CONNECT_TIMEOUT_MS),
       commandTimeout: timeoutMs,
       maxRetriesPerRequest: 0,
       enableAutoPipelining: true,
@@ -113,7 +113,7 @@ export class RemoteStore {
       this.client.once('ready', resolve);
       this.client.connect().catch(reject);
     });
-    await withTimeout(ready, Math.max(this.options.timeoutMs, 1000), `connecting to ${this.options.address.masked}`);
+    await withTimeout(ready, Math.max(this.options.timeoutMs, MIN_CONNECT_TIMEOUT_MS), `connecting to ${this.options.address.masked}`);
     const refusal = this.databaseError();
     if (refusal !== null) throw refusal;
   }
@@ -218,14 +218,32 @@ export async function probeRemote(address: RemoteAddress, timeoutMs: number): Pr
   } catch (error) {
     const refusal = store.databaseError();
     if (refusal !== null) throw new RemoteUnavailableError(`remote tier ${address.masked}: ${maskSecrets(refusal.message, address)}`, { cause: error });
-    const failed = error instanceof Error ? error.message : String(error);
+    const failed = plainWords(error instanceof Error ? error.message : String(error));
     // "Connection is closed" alone hides the cause the client saw while connecting.
-    const cause = store.lastError;
-    const reason = cause === null || failed.includes(cause) ? failed : `${cause} (${failed})`;
-    throw new RemoteUnavailableError(`remote tier ${address.masked} is unreachable: ${maskSecrets(reason, address)}`, { cause: error });
+    const cause = store.lastError === null ? null : plainWords(store.lastError);
+    const reason = maskSecrets(cause === null || failed.includes(cause) ? failed : `${cause} (${failed})`, address);
+    if (TIMEOUT_PATTERN.test(reason)) {
+      // Up but slow or far away is not the same as down: say which setting bounds the wait.
+      const waited = Math.max(timeoutMs, MIN_CONNECT_TIMEOUT_MS);
+      throw new RemoteUnavailableError(
+        `remote tier ${address.masked} did not answer within ${waited} ms (${reason}); if it is up but slow or far away, raise --remote-timeout-ms (remoteTimeoutMs)`,
+        { cause: error },
+      );
+    }
+    throw new RemoteUnavailableError(`remote tier ${address.masked} is unreachable: ${reason}`, { cause: error });
   } finally {
     await store.close();
   }
+}
+
+const TIMEOUT_PATTERN = /timed? ?out|ETIMEDOUT/i;
+
+/** Connecting waits at least this long, however short the command timeout. */
+const MIN_CONNECT_TIMEOUT_MS = 1000;
+
+/** The client's own words for a connection that closed with commands pending, in plain ones. */
+function plainWords(message: string): string {
+  return /max retries per request/i.test(message) ? 'the connection closed before the server answered' : message;
 }
 
 function maskSecrets(text: string, address: RemoteAddress): string {
@@ -234,8 +252,8 @@ function maskSecrets(text: string, address: RemoteAddress): string {
 
 function classify(error: unknown): RemoteOperationError {
   if (error instanceof RemoteOperationError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  if (/timed? ?out/i.test(message)) return new RemoteOperationError('timeout', message);
+  const message = plainWords(error instanceof Error ? error.message : String(error));
+  if (TIMEOUT_PATTERN.test(message)) return new RemoteOperationError('timeout', message);
   if (/writeable|connection|closed|ECONN|EPIPE|socket|offline|ready/i.test(message)) {
     return new RemoteOperationError('connection', message);
   }

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { RemoteConfigError, RemoteUnavailableError } from '../../src/remote/errors.js';
@@ -238,6 +239,20 @@ describe.skipIf(!haveRedis)('the remote store against a real redis-server', () =
     expect(error).toBeInstanceOf(RemoteUnavailableError);
     expect((error as Error).message).toContain(`redis://default:***@127.0.0.1:${port}`);
     expect((error as Error).message).not.toContain('hunter2');
+  });
+
+  it('reports a server that accepts but never answers as not answering in time, naming the timeout setting', async () => {
+    const silent = createServer(() => {}).listen(0, '127.0.0.1');
+    await new Promise((r) => silent.once('listening', r));
+    const port = (silent.address() as AddressInfo).port;
+    try {
+      const error = await probeRemote(parseRemoteUrl(`redis://127.0.0.1:${port}`), 300).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RemoteUnavailableError);
+      expect((error as Error).message).toMatch(new RegExp(`^remote tier redis://127\\.0\\.0\\.1:${port} did not answer within 1000 ms \\(.*\\); if it is up but slow or far away, raise --remote-timeout-ms`));
+      expect((error as Error).message).not.toMatch(/max retries/i);
+    } finally {
+      silent.close();
+    }
   });
 });
 
