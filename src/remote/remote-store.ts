@@ -187,6 +187,22 @@ export class RemoteStore {
     await this.run(() => Promise.all(keys.map((key) => this.client.del(key))));
   }
 
+  /** Deletes every key matching `pattern` (SCAN, on every primary of a cluster); returns how many. */
+  async deleteMatching(pattern: string): Promise<number> {
+    const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
+    let deleted = 0;
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        // One key per command: in a cluster the keys of one node may still lie in different slots.
+        if (keys.length > 0) deleted += (await Promise.all(keys.map((key) => node.unlink(key)))).reduce((a, b) => a + b, 0);
+      } while (cursor !== '0');
+    }
+    return deleted;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
