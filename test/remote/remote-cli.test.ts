@@ -51,6 +51,15 @@ describe('the remote tier on the command line', () => {
     expect(result.stderr + result.stdout).not.toContain('s3cret');
   });
 
+  it('bench remote refuses an empty or malformed --url as bad input: exit 2, one line naming the flag', async () => {
+    for (const [url, words] of [['', '--url: expected a redis:// or rediss:// URL, got an empty string'], ['redis://u:50%off@h:1', "--url: 'redis://u:***@h:1': the password has a %"]]) {
+      const result = await kvtier(['bench', 'remote', '--url', url]);
+      expect(result.code).toBe(2);
+      expect(result.stderr.trim().split('\n')).toEqual([expect.stringContaining(`kvtier: ${words}`)]);
+      expect(result.stderr).not.toContain('50%off');
+    }
+  });
+
   it('refuses remote settings without --remote, and a malformed URL, naming the flag', async () => {
     const policy = await kvtier(['run', '--remote-policy', 'write-back']);
     expect(policy.code).toBe(2);
