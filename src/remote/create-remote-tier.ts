@@ -9,6 +9,8 @@ import type { RemoteTierSettings } from './remote-settings.js';
 import { probeRemote, RemoteStore } from './remote-store.js';
 import { CpuTierTrackingManager } from './tracking-manager.js';
 import { authKeysOf } from './value-auth.js';
+import { routeClientWarnings } from './client-warnings.js';
+import type { EngineLogger } from '../log/engine-events.js';
 import type { RemoteFaults } from './remote-faults.js';
 
 /** Blocks of remote writes one rank keeps in flight; more are dropped and counted. */
@@ -45,7 +47,10 @@ export async function planRemoteTier(
   shape: RemoteTierShape,
   switches: RemoteTestSwitches = {},
   faults: RemoteFaults | null = null,
+  logger: EngineLogger | null = null,
 ): Promise<RemoteTierPlan> {
+  // The ranks' connections would print the same warnings again; they drop them (rank-remote.ts).
+  routeClientWarnings((message) => logger?.warn({ event: 'remote_client_warning', url: settings.address.masked }, `remote tier: ${message}`));
   const { cluster } = await probeRemote(settings.address, settings.timeoutMs);
   const useCluster = cluster && !switches.ignoreCluster;
   const namespace = remoteNamespace({ namespace: settings.namespace, ...shape }, settings.secret, settings.encrypt ? 'encrypt' : 'mac');
