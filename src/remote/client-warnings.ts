@@ -15,6 +15,16 @@ let sink: Sink | null = null;
 let installed = false;
 const seen = new Set<string>();
 
+/**
+ * Keeps the client's own warnings in this thread off stderr, where nothing
+ * routed them yet (a rank thread: the scheduler side's connection to the same
+ * server met the same conditions and logged them). In a thread that already
+ * routes them (ranks simulated in the engine's thread), nothing changes.
+ */
+export function quietClientWarnings(): void {
+  if (!installed) routeClientWarnings(() => {});
+}
+
 /** Sends the client's own warnings in this thread to `to` (the latest call wins). */
 export function routeClientWarnings(to: Sink): void {
   sink = to;

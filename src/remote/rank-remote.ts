@@ -16,7 +16,7 @@ import { shardKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteOperationError, RemoteStore } from './remote-store.js';
 import { parseRemoteUrl } from './remote-url.js';
 import { authBytes, ValueSealer, valueFlags } from './value-auth.js';
-import { routeClientWarnings } from './client-warnings.js';
+import { quietClientWarnings } from './client-warnings.js';
 import { checkShardHeader, checksumMismatch, HEADER_BYTES, writeShardHeader } from './value-format.js';
 
 /**
@@ -79,8 +79,7 @@ export class RankRemoteTier {
     private readonly faults: RemoteFaults | null = null,
   ) {
     const switches = init.testSwitches ?? {};
-    // The scheduler side's connection to the same server met the same conditions and logged them.
-    routeClientWarnings(() => {});
+    quietClientWarnings();
     this.store = new RemoteStore({
       address: parseRemoteUrl(init.url),
       timeoutMs: init.timeoutMs,
