@@ -1,6 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { freeLoopbackPort, waitForLoopbackPort } from '../core/loopback-port.js';
+import { startPrivateServer } from './private-server.js';
 import { openDevice } from '../device/device.js';
 import type { BackendName, Device } from '../device/types.js';
 import type { ModelShape } from '../model/shape.js';
@@ -10,7 +9,8 @@ import { remoteNamespace, shardKey } from '../remote/remote-keys.js';
 import { probeRemote, RemoteStore } from '../remote/remote-store.js';
 import { parseRemoteUrl } from '../remote/remote-url.js';
 import { HEADER_BYTES } from '../remote/value-format.js';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { authKeysOf, type RemoteAuthMode } from '../remote/value-auth.js';
 
 /**
  * `kvtier bench remote`: GB/s of remote writes and reads through the tier
@@ -19,7 +19,8 @@ import { createHash } from 'node:crypto';
  * block with its checksum checked), against
  * plain pipelined SET/GET of values of the same size on the same server in
  * the same run. Both sides issue the same number of commands at once, so the
- * ratio is what the tier's own work costs.
+ * ratio is what the tier's own work costs. Each protection of the values
+ * (none, HMAC, AES-GCM) is measured in the same run, so their rows compare.
  */
 
 export interface RemoteBenchOptions {
@@ -33,13 +34,18 @@ export interface RemoteBenchOptions {
   /** Blocks per job (a request's store or fetch). */
   readonly jobBlocks: number;
   readonly repeats: number;
+  /** How values are protected, each measured in the same run: none (CRC only), mac (HMAC-SHA-256), encrypt (AES-256-GCM). */
+  readonly auth: readonly RemoteBenchAuth[];
 }
+
+export type RemoteBenchAuth = 'none' | RemoteAuthMode;
 
 export interface RemoteBenchRow {
   readonly model: string;
   readonly blockTokens: number;
   /** One value's payload (a rank's shard of one block, tp 1). */
   readonly valueKiB: number;
+  readonly auth: RemoteBenchAuth;
   readonly op: 'write' | 'read';
   readonly blocks: number;
   readonly bytes: number;
@@ -87,18 +93,28 @@ async function benchOneSize(
   probe.close();
   const blocks = Math.max(8, Math.ceil(options.totalBytes / blockBytes));
   const device = await openBenchDevice(options.backend, model, blockTokens, blocks);
-  const ns = remoteNamespace({ namespace: 'kvtier-bench', model, layout: 'cross-layer', blockSize: blockTokens, offloadFactor: 1, tp: 1 });
-  const tier = new RankRemoteTier(device, 0, 1, {
-    url,
-    cluster,
-    timeoutMs: 60_000,
-    namespace: ns.name,
-    namespaceDigestHex: ns.digest.toString('hex'),
-    blockTokens,
-    maxInFlightWrites: blocks,
+  // One secret per run: what is measured is the cost of the MAC or cipher, not any key.
+  const secret = randomBytes(32);
+  const tiers = options.auth.map((auth) => {
+    const ns = remoteNamespace(
+      { namespace: `kvtier-bench-${auth}`, model, layout: 'cross-layer', blockSize: blockTokens, offloadFactor: 1, tp: 1 },
+      auth === 'none' ? null : secret,
+      auth === 'none' ? 'mac' : auth,
+    );
+    const tier = new RankRemoteTier(device, 0, 1, {
+      url,
+      cluster,
+      timeoutMs: 60_000,
+      namespace: ns.name,
+      namespaceDigestHex: ns.digest.toString('hex'),
+      blockTokens,
+      maxInFlightWrites: blocks,
+      auth: ns.auth ? authKeysOf(ns.auth) : null,
+    });
+    return { auth, ns, tier, write: 0, read: 0 };
   });
   try {
-    await tier.start();
+    for (const t of tiers) await t.tier.start();
     const refs: RemoteBlockRef[] = [];
     for (let i = 0; i < blocks; i++) {
       const payload = Buffer.alloc(blockBytes, (i * 31) & 0xff);
@@ -112,23 +128,25 @@ async function benchOneSize(
       return kind === 'writes' ? { writes: list, fetches: [] } : { writes: [], fetches: list };
     };
     const value = Buffer.alloc(blockBytes + HEADER_BYTES, 7);
-    const plainKeys = refs.map((r) => shardKey({ ...ns, name: 'kvtier-bench-plain' }, r.digestHex, 0));
-    let write = 0;
-    let read = 0;
+    const plainKeys = refs.map((r) => shardKey({ ...tiers[0].ns, name: 'kvtier-bench-plain' }, r.digestHex, 0));
     let setLimit = 0;
     let getLimit = 0;
     const rate = (ms: number) => (blocks * blockBytes) / 1e9 / (ms / 1000);
+    // Each repeat measures every protection in turn, so all see the same server and machine state.
     for (let r = 0; r < options.repeats; r++) {
-      write = Math.max(write, rate(await timeTier(tier, jobs('writes'))));
-      read = Math.max(read, rate(await timeTier(tier, jobs('fetches'))));
+      for (const t of tiers) {
+        t.write = Math.max(t.write, rate(await timeTier(t.tier, jobs('writes'))));
+        t.read = Math.max(t.read, rate(await timeTier(t.tier, jobs('fetches'))));
+      }
       setLimit = Math.max(setLimit, rate(await timePlain(() => Promise.all(plainKeys.map((k) => plain.set(k, value))))));
       getLimit = Math.max(getLimit, rate(await timePlain(() => Promise.all(plainKeys.map((k) => plain.get(k))))));
     }
-    await plain.del([...plainKeys, ...refs.map((r) => shardKey(ns, r.digestHex, 0))]);
-    const row = (op: 'write' | 'read', gbps: number, limitGbps: number): RemoteBenchRow => ({
+    await plain.del([...plainKeys, ...tiers.flatMap((t) => refs.map((r) => shardKey(t.ns, r.digestHex, 0)))]);
+    const row = (auth: RemoteBenchAuth, op: 'write' | 'read', gbps: number, limitGbps: number): RemoteBenchRow => ({
       model: model.name,
       blockTokens,
       valueKiB: blockBytes / 1024,
+      auth,
       op,
       blocks,
       bytes: blocks * blockBytes,
@@ -136,9 +154,9 @@ async function benchOneSize(
       limitGbps,
       ratio: gbps / limitGbps,
     });
-    return [row('write', write, setLimit), row('read', read, getLimit)];
+    return tiers.flatMap((t) => [row(t.auth, 'write', t.write, setLimit), row(t.auth, 'read', t.read, getLimit)]);
   } finally {
-    await tier.close();
+    for (const t of tiers) await t.tier.close();
     device.close();
   }
 }
@@ -178,35 +196,4 @@ async function timePlain(run: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await run();
   return performance.now() - t0;
-}
-
-export interface PrivateServer {
-  readonly port: number;
-  stop(): Promise<void>;
-}
-
-/** A redis-server of the bench's own on a free loopback port, without persistence. */
-export async function startPrivateServer(): Promise<PrivateServer> {
-  const port = await freeLoopbackPort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  const failed = new Promise<never>((_, reject) => {
-    child.once('error', () => reject(new Error('redis-server was not found (install it: apt-get install redis-server), or pass --url')));
-  });
-  try {
-    await waitForLoopbackPort(port, 5000, 'redis-server', failed);
-  } catch (error) {
-    child.kill('SIGKILL');
-    throw new Error(`bench remote: ${error instanceof Error ? error.message : String(error)}`);
-  }
-  return {
-    port,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
 }

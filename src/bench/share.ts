@@ -7,7 +7,9 @@ import type { EngineConfigInput, FinishedRequest } from '../runtime/engine-types
 import { driveWorkload } from '../workload/drive.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { TraceWorkload } from '../workload/trace-workload.js';
-import { startPrivateServer } from './remote.js';
+import { probeRemote, RemoteStore } from '../remote/remote-store.js';
+import { parseRemoteUrl } from '../remote/remote-url.js';
+import { startPrivateServer } from './private-server.js';
 
 /**
  * `kvtier bench share`: two engines share one remote tier. The first replays
@@ -73,15 +75,18 @@ export async function runShareBench(options: ShareBenchOptions): Promise<ShareBe
   const first = slice(trace, 0, half);
   const second = slice(trace, half, trace.records.length);
   const secondIds = new Set(second.records.map((r) => `trace-L${r.line}`));
-  const server = options.url === null ? await startPrivateServer() : null;
+  const server = options.url === null ? await startPrivateServer('bench share') : null;
   const url = options.url ?? `redis://127.0.0.1:${server!.port}`;
   let a: HalfRun;
   let b: HalfRun;
+  const namespace = `share-${process.pid}-${Date.now()}`;
   try {
-    const remote = { remote: url, remoteNamespace: `share-${process.pid}-${Date.now()}`, remoteTimeoutMs: options.timeoutMs };
+    const remote = { remote: url, remoteNamespace: namespace, remoteTimeoutMs: options.timeoutMs };
     a = await replay(options, first, { cpuBlocks: options.cpuBlocks, ...remote });
     b = await replay(options, second, { cpuBlocks: options.cpuBlocks, ...remote });
   } finally {
+    // A server of the user's keeps nothing of the bench (the engines set no expiry on what they write).
+    if (server === null) await deleteNamespace(url, namespace, options.timeoutMs);
     await server?.stop();
   }
   const unbounded = Math.min(MAX_CPU_BLOCKS, totalTokens(trace) / options.blockSize + 64);
@@ -116,6 +121,19 @@ function slice(trace: Trace, from: number, to: number): Trace {
 
 function totalTokens(trace: Trace): number {
   return trace.records.reduce((n, r) => n + r.inputLength + r.outputLength, 0);
+}
+
+/** Deletes the bench's keys from a server it did not start. */
+async function deleteNamespace(url: string, namespace: string, timeoutMs: number): Promise<void> {
+  const address = parseRemoteUrl(url, '--url');
+  const { cluster } = await probeRemote(address, timeoutMs);
+  const store = new RemoteStore({ address, timeoutMs: Math.max(timeoutMs, 5_000), cluster });
+  try {
+    await store.connect();
+    await store.deleteMatching(`kvt:${namespace}:*`);
+  } finally {
+    await store.close();
+  }
 }
 
 function sum<T>(items: readonly T[], pick: (item: T) => number): number {

@@ -6,6 +6,7 @@ import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { parseStorePolicyName } from '../config/store-policy-name.js';
 import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-types.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
+import { checkArrivalSpan } from '../workload/trace-workload.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
 import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
 import { defaultReplayClock, describeReplayClock, fixedReplayClock, type ReplayClock } from './replay-clock.js';
@@ -167,6 +168,8 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   if (options.cpuBlocks.length === 0) throw new ConfigError('sweep: no CPU capacities given');
   if (options.policies.length === 0) throw new ConfigError('sweep: no policies given');
   const trace = await loadTrace(options.traceFile, { maxRequests: options.maxRequests, tokenScale: options.tokenScale });
+  // Refused before any point runs, by the rule every replay applies.
+  if (options.engine != null) checkArrivalSpan(trace, options.engine.speedup);
   if (trace.records.length === 0) throw new ConfigError(`sweep: ${options.traceFile} holds no requests`);
   const geometry = { blockSize: options.blockSize, offloadFactor: options.offloadFactor };
   const largest = Math.max(...options.cpuBlocks);

@@ -52,6 +52,12 @@ export class BenchOptions {
     return value;
   }
 
+  /** The value of `name` if it is a string, without taking it: for checks that span options (outputs against inputs). */
+  peekString(name: string): string | null {
+    const value = this.raw[name];
+    return typeof value === 'string' ? value : null;
+  }
+
   flag(name: string, fallback: boolean): boolean {
     if (this.describe(name, 'true | false', fallback)) return fallback;
     const value = this.take(name);

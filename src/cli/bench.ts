@@ -10,7 +10,7 @@ import { GPU_PROFILE_NAMES, type GpuProfileName } from '../timing/gpu-profiles.j
 import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
-import type { RemoteBenchRow } from '../bench/remote.js';
+import type { RemoteBenchAuth, RemoteBenchRow } from '../bench/remote.js';
 import type { ShareBenchRow } from '../bench/share.js';
 import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
@@ -20,7 +20,7 @@ import { ENGINE_DEFAULTS, engineField, engineIntRange } from '../config/engine-s
 import { tpIssue } from '../config/engine-rules.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
 import { formatBytes } from '../core/byte-size.js';
-import { checkOutputFile, OutputWriteError } from './output-file.js';
+import { checkOutputFile, checkOutputsApart, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -226,16 +226,21 @@ const ms = (x: number | null) => (x === null ? '-' : x.toFixed(1));
 /** What --url of the remote benches takes (without it, they start a private redis-server). */
 const REMOTE_URL_HELP = 'redis://[user:pass@]host:port or rediss://...; default: a private redis-server';
 
+/** The value protections `bench remote --auth` measures (default: all of them, in one run). */
+const REMOTE_BENCH_AUTH: readonly RemoteBenchAuth[] = ['none', 'mac', 'encrypt'];
+
 const remoteBench: BenchSpec<RemoteBenchRow> = {
   notes: () => [
     'gbps: payload bytes of one rank\'s shards moved through the remote tier (write: CPU-tier block copied into its value with its CRC-32C in one pass, header, SET, sent as soon as about 1 MiB is encoded: a large value as a command of its own, small ones in one pipeline; read: about 1 MiB of values per MGET (a GET for a large value), auto-pipelined, the headers of each reply checked and payloads copied into the CPU-tier blocks with their checksums checked in the same pass), jobs of jobBlocks blocks issued at once, over wall time.',
     'limitGbps: plain SET (write) or GET (read) of values of the same size (payload + 68-byte header) through the same client (iovalkey, auto-pipelined), all issued at once, on the same server in the same run; ratio = gbps / limitGbps. Best of the repeats on both sides.',
+    'auth: how values are protected, with a secret drawn for the run: none (CRC-32C only), mac (HMAC-SHA-256 over key, header and payload), encrypt (AES-256-GCM); every protection is measured in each repeat, in turn.',
     'Server: a private redis-server on a loopback port unless --url names one.',
   ],
   columns: [
     { header: 'model', cell: (r) => r.model },
     { header: 'blockTokens', cell: (r) => String(r.blockTokens) },
     { header: 'valueKiB', cell: (r) => fixed(1)(r.valueKiB) },
+    { header: 'auth', cell: (r) => r.auth },
     { header: 'op', cell: (r) => r.op },
     { header: 'blocks', cell: (r) => String(r.blocks) },
     { header: 'MiB', cell: (r) => fixed(1)(r.bytes / 2 ** 20) },
@@ -250,9 +255,10 @@ const remoteBench: BenchSpec<RemoteBenchRow> = {
     const totalBytes = options.bytes('totalBytes', 64 * 2 ** 20);
     const jobBlocks = options.int('jobBlocks', 8);
     const repeats = options.int('repeats', 3);
+    const auth = options.list<RemoteBenchAuth>('auth', REMOTE_BENCH_AUTH, REMOTE_BENCH_AUTH);
     options.finish();
     const { runRemoteBench } = await import('../bench/remote.js');
-    return runRemoteBench({ backend, url, models: models.map((m) => MODEL_PRESETS[m]), blockTokens, totalBytes, jobBlocks, repeats });
+    return runRemoteBench({ backend, url, models: models.map((m) => MODEL_PRESETS[m]), blockTokens, totalBytes, jobBlocks, repeats, auth });
   },
 };
 
@@ -440,6 +446,9 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
   const json = options.optionalString('json');
   const markdown = options.optionalString('markdown');
   // Output files are checked before the bench runs, as kvtier run does.
+  const outputs = [...(json === null ? [] : [{ flag: '--json', file: json }]), ...(markdown === null ? [] : [{ flag: '--markdown', file: markdown }])];
+  const trace = options.peekString('trace');
+  checkOutputsApart(outputs, trace === null ? [] : [{ flag: '--trace', file: trace }]);
   if (json !== null) await checkOutputFile('--json', json);
   if (markdown !== null) await checkOutputFile('--markdown', markdown);
   let rows: readonly Row[];

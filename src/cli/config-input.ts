@@ -1,9 +1,10 @@
-import { readFileSync, realpathSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { z } from 'zod';
 import { describeConfigIssue, invalidSetting, issueFromZod, showValue, type ConfigIssue, type SettingNaming } from '../config/issues.js';
 import { jsonErrorSummary, printable, withoutBom } from '../core/safe-text.js';
+import { canonicalPath } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -91,13 +92,6 @@ export function checkNotAnInput(input: LayeredInput, key: string, output: string
   if (clash !== undefined) throw invalidValue(input, key, `${clash} is an input of this run; writing the report there would overwrite it`);
 }
 
-function canonicalPath(file: string): string {
-  try {
-    return realpathSync(file);
-  } catch {
-    return resolve(file);
-  }
-}
 
 /**
  * Reads a JSON config file holding one object. Keys in `pathKeys` hold file

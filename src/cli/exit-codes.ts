@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander';
 import { ConfigError, KvtierError, TraceError } from '../core/errors.js';
-import { RemoteUnavailableError } from '../remote/errors.js';
+import { RemoteConfigError, RemoteUnavailableError } from '../remote/errors.js';
 import { UsageError } from './usage-error.js';
 
 /** The run finished and every check passed. */
@@ -36,7 +36,13 @@ export function cliExitFor(err: unknown): CliExit {
     if (err.exitCode === 0 || err.code === 'commander.help') return { code: err.exitCode === 0 ? 0 : 2, message: null };
     return { code: 2, message: `kvtier: ${commanderMessage(err)}` };
   }
-  if (err instanceof UsageError || err instanceof ConfigError || err instanceof TraceError || err instanceof RemoteUnavailableError) {
+  if (
+    err instanceof UsageError ||
+    err instanceof ConfigError ||
+    err instanceof TraceError ||
+    err instanceof RemoteConfigError ||
+    err instanceof RemoteUnavailableError
+  ) {
     return { code: 2, message: `kvtier: ${err.message}` };
   }
   if (err instanceof KvtierError) return { code: 1, message: `kvtier: ${err.message} (${err.code})` };

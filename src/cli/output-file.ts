@@ -1,6 +1,6 @@
-import { constants } from 'node:fs';
+import { constants, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { access, stat, writeFile } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { KvtierError } from '../core/errors.js';
 import { UsageError } from './usage-error.js';
 
@@ -27,6 +27,53 @@ export async function checkOutputFile(flag: string, file: string): Promise<void>
   } catch (err) {
     const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'its folder does not exist' : ((err as NodeJS.ErrnoException).code ?? String(err));
     throw new UsageError(`${flag} ${file}: cannot write there: ${why}`);
+  }
+}
+
+/** A file a command reads or writes, with the flag (or config key) that names it. */
+export interface NamedFile {
+  readonly flag: string;
+  readonly file: string;
+}
+
+/**
+ * Refuses outputs that name one of the command's inputs (writing there would
+ * destroy it) or one another (one report would be lost), however the path is
+ * spelled (`X`, `./X`, an absolute path, a symbolic link). A usage error names
+ * both flags.
+ */
+export function checkOutputsApart(outputs: readonly NamedFile[], inputs: readonly NamedFile[]): void {
+  const seen: (NamedFile & { readonly path: string })[] = inputs.map((f) => ({ ...f, path: canonicalPath(f.file) }));
+  const inputCount = seen.length;
+  for (const output of outputs) {
+    const path = canonicalPath(output.file);
+    const clash = seen.findIndex((other) => other.path === path);
+    if (clash >= 0 && clash < inputCount) {
+      const input = seen[clash];
+      throw new UsageError(`${output.flag} ${output.file}: ${input.flag} ${input.file} is the same file, an input of this command; writing there would overwrite it`);
+    }
+    if (clash >= 0) {
+      const other = seen[clash];
+      throw new UsageError(`${output.flag} ${output.file}: ${other.flag} ${other.file} is the same file; give each output a file of its own`);
+    }
+    seen.push({ ...output, path });
+  }
+}
+
+/** A path as the file system resolves it: symbolic links followed, also for a file (or a link's target) that does not exist yet. */
+export function canonicalPath(file: string, depth = 0): string {
+  const path = resolve(file);
+  try {
+    return realpathSync(path);
+  } catch {
+    // A link whose target does not exist yet is its target: writing through it creates that file.
+    const link = lstatSync(path, { throwIfNoEntry: false });
+    if (link?.isSymbolicLink() && depth < 16) return canonicalPath(resolve(dirname(path), readlinkSync(path)), depth + 1);
+    try {
+      return join(realpathSync(dirname(path)), basename(path));
+    } catch {
+      return path;
+    }
   }
 }
 

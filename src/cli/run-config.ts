@@ -44,6 +44,8 @@ import { UsageError } from './usage-error.js';
 import { RemoteConfigError } from '../remote/errors.js';
 import { checkNamespaceName } from '../remote/remote-keys.js';
 import { parseRemoteUrl } from '../remote/remote-url.js';
+import { checkOutputsApart } from './output-file.js';
+import { checkRemoteSecret, readSecretFile, REMOTE_SECRET_ENV } from '../remote/remote-secret.js';
 
 export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
@@ -100,6 +102,8 @@ export const runInputSchema = z
     remotePolicy: engineSetting('remotePolicy'),
     remoteTimeoutMs: engineSetting('remoteTimeoutMs'),
     remoteNamespace: engineSetting('remoteNamespace'),
+    remoteSecretFile: engineSetting('remoteSecretFile'),
+    remoteEncrypt: engineSetting('remoteEncrypt'),
     ...monitoringInputFields,
   })
   .partial()
@@ -176,6 +180,8 @@ export interface RemoteRunConfig {
   readonly remotePolicy?: 'write-through' | 'write-back';
   readonly remoteTimeoutMs?: number;
   readonly remoteNamespace?: string;
+  readonly remoteSecretFile?: string;
+  readonly remoteEncrypt?: boolean;
 }
 
 /** A RunConfig whose backend and rank count are decided. */
@@ -205,10 +211,13 @@ const NUMBER_KEYS = [
   'maxModelLen',
   'computeNsPerToken',
   'remoteTimeoutMs',
+  'metricsPort',
+  'metricsLingerMs',
+  'slowStepMs',
 ] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
-const PATH_KEYS = ['trace', 'json', 'html'] as const;
+const PATH_KEYS = ['trace', 'json', 'html', 'remoteSecretFile'] as const;
 
 /**
  * Parses `kvtier run`'s arguments (without the program and command names).
@@ -228,6 +237,8 @@ export function runConfigFromCommand(command: Command): RunConfig {
   const inputs = [...(configFile === undefined ? [] : [configFile]), ...(config.workload.kind === 'trace' ? [config.workload.file] : [])];
   if (config.json !== null) checkNotAnInput(input, 'json', config.json, inputs);
   if (config.html !== null) checkNotAnInput(input, 'html', config.html, inputs);
+  const outputs = (['json', 'html'] as const).flatMap((key) => (config[key] === null ? [] : [{ flag: originOf(input, key), file: config[key] }]));
+  checkOutputsApart(outputs, []);
   return config;
 }
 
@@ -279,7 +290,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
 function remoteRunConfig(given: RunInput, input: LayeredInput): RemoteRunConfig | null {
   const name = (key: string) => originOf(input, key);
   if (given.remote === undefined) {
-    for (const key of ['remotePolicy', 'remoteTimeoutMs', 'remoteNamespace'] as const) {
+    for (const key of ['remotePolicy', 'remoteTimeoutMs', 'remoteNamespace', 'remoteSecretFile', 'remoteEncrypt'] as const) {
       if (given[key] !== undefined) throw new UsageError(`${name(key)} configures the remote tier: add --remote URL`);
     }
     return null;
@@ -288,6 +299,12 @@ function remoteRunConfig(given: RunInput, input: LayeredInput): RemoteRunConfig 
   try {
     parseRemoteUrl(given.remote, name('remote'));
     if (given.remoteNamespace !== undefined) checkNamespaceName(given.remoteNamespace, name('remoteNamespace'));
+    // Read here so a missing or short secret is refused naming the flag; the engine reads it again.
+    if (given.remoteSecretFile !== undefined) {
+      checkRemoteSecret(readSecretFile(given.remoteSecretFile, name('remoteSecretFile')), name('remoteSecretFile'));
+    } else if (given.remoteEncrypt === true && !process.env[REMOTE_SECRET_ENV]) {
+      throw new UsageError(`${name('remoteEncrypt')} needs a secret: give --remote-secret-file or set ${REMOTE_SECRET_ENV}`);
+    }
   } catch (error) {
     if (error instanceof RemoteConfigError) throw new UsageError(error.message);
     throw error;
@@ -297,6 +314,8 @@ function remoteRunConfig(given: RunInput, input: LayeredInput): RemoteRunConfig 
     ...(given.remotePolicy !== undefined ? { remotePolicy: given.remotePolicy as 'write-through' | 'write-back' } : {}),
     ...(given.remoteTimeoutMs !== undefined ? { remoteTimeoutMs: given.remoteTimeoutMs } : {}),
     ...(given.remoteNamespace !== undefined ? { remoteNamespace: given.remoteNamespace } : {}),
+    ...(given.remoteSecretFile !== undefined ? { remoteSecretFile: given.remoteSecretFile } : {}),
+    ...(given.remoteEncrypt !== undefined ? { remoteEncrypt: given.remoteEncrypt } : {}),
   };
 }
 

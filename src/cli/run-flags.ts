@@ -33,6 +33,8 @@ export function createRunCommand(): Command {
     .option('--remote-policy <policy>', `remote writes: write-through (after each CPU-tier store) | write-back (when the CPU tier evicts) (default ${ENGINE_DEFAULTS.remotePolicy})`)
     .option('--remote-timeout-ms <ms>', `bound on every remote command; a slower lookup is a miss (default ${ENGINE_DEFAULTS.remoteTimeoutMs})`)
     .option('--remote-namespace <name>', 'name engines sharing the remote tier agree on (default: the model name)')
+    .option('--remote-secret-file <file>', 'file holding the secret remote values are authenticated with (at least 16 bytes; default: $KVTIER_REMOTE_SECRET, else none: the server must then be trusted by everyone who can write to it)')
+    .option('--remote-encrypt', 'encrypt remote values too (AES-256-GCM), so a reader of the server learns nothing of the KV; needs a secret')
     .option('--workload <kind>', 'multiturn | trace (default multiturn; trace when --trace is given)')
     .option('--requests <n>', `multiturn: requests in all (default ${MULTITURN_DEFAULTS.requests})`)
     .option('--rounds <n>', `multiturn: rounds per conversation (default ${MULTITURN_DEFAULTS.rounds})`)

@@ -1,9 +1,9 @@
 import { MultiturnWorkload } from '../workload/multiturn.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
-import { TraceWorkload } from '../workload/trace-workload.js';
+import { checkArrivalSpan, TraceWorkload } from '../workload/trace-workload.js';
+import { ConfigError } from '../core/errors.js';
 import type { Workload } from '../workload/workload.js';
 import type { RunWorkloadConfig, TraceRunWorkload } from './run-config.js';
-import { MAX_TIMER_MS } from '../runtime/engine-limits.js';
 import { UsageError } from './usage-error.js';
 
 export interface RunWorkloadContext {
@@ -57,7 +57,7 @@ function checkTraceSlice(trace: Trace, config: TraceRunWorkload, maxModelLen: nu
     const window = config.timeWindow === null ? '' : ` in --time-window ${config.timeWindow[0]}:${config.timeWindow[1] === Infinity ? '' : config.timeWindow[1]}`;
     throw new UsageError(`${trace.file}: no requests to replay${window}`);
   }
-  checkArrivalSpan(trace, config);
+  checkArrivalSpanOfRun(trace, config);
   if (maxModelLen === null) return;
   const tooLong = trace.records.find((r) => r.inputLength + r.outputLength > maxModelLen);
   if (tooLong === undefined) return;
@@ -68,15 +68,11 @@ function checkTraceSlice(trace: Trace, config: TraceRunWorkload, maxModelLen: nu
   );
 }
 
-/** The last arrival, after --speedup, must be a wait a timer can express (about 24.8 days); a longer one would never come. */
-function checkArrivalSpan(trace: Trace, config: TraceRunWorkload): void {
+function checkArrivalSpanOfRun(trace: Trace, config: TraceRunWorkload): void {
   if (!config.arrivals) return;
-  const last = trace.records[trace.records.length - 1];
-  const waitMs = (last.timestampMs - trace.originMs) / config.speedup;
-  if (waitMs <= MAX_TIMER_MS) return;
-  const days = (waitMs / 86_400_000).toPrecision(3);
-  throw new UsageError(
-    `${trace.file}:${last.line}: this request would arrive ${days} days into the replay (--speedup ${config.speedup}), ` +
-      `past the longest wait of ${(MAX_TIMER_MS / 86_400_000).toFixed(1)} days: raise --speedup or replay with --no-arrivals`,
-  );
+  try {
+    checkArrivalSpan(trace, config.speedup, 'raise --speedup or replay with --no-arrivals');
+  } catch (error) {
+    throw error instanceof ConfigError ? new UsageError(error.message) : error;
+  }
 }

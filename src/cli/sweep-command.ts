@@ -14,7 +14,7 @@ import { sweepHitsSvg, sweepPaceLines, sweepReportHtml } from '../bench/sweep-re
 import { parseByteSize } from '../core/byte-size.js';
 import { parseCommandArgs } from './command-parse.js';
 import { engineSetting, positiveInt } from './field-schemas.js';
-import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
+import { checkOutputFile, checkOutputsApart, writeJsonFile, writeTextFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
 
@@ -203,6 +203,8 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
   if (engine && flags.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
   const traceMsPerStep = flags.stepMs === undefined ? null : positiveNumberFlag('--step-ms', flags.stepMs, 0);
   const speedup = positiveNumberFlag('--speedup', flags.speedup, SWEEP_DEFAULTS.speedup);
+  const outputs = (['json', 'html', 'svg'] as const).flatMap((key) => (flags[key] === undefined ? [] : [{ flag: `--${key}`, file: flags[key] }]));
+  checkOutputsApart(outputs, [{ flag: '--trace', file: flags.trace }]);
   return {
     trace: flags.trace,
     cpuBlocks: capacities(flags, blockSize, offloadFactor),

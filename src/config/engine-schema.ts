@@ -90,6 +90,15 @@ export const engineConfigSchema = z
     remoteTimeoutMs: positiveInt(MAX_TIMER_MS).default(DEFAULT_REMOTE_TIMEOUT_MS),
     /** The remote keys' namespace; default: derived from the model's name. */
     remoteNamespace: z.string({ error: 'expected a namespace name' }).min(1, { error: 'expected a namespace name' }).optional(),
+    /**
+     * The secret remote values are authenticated with (at least 16 bytes); absent, the file
+     * remoteSecretFile names, else the environment's KVTIER_REMOTE_SECRET, else none.
+     */
+    remoteSecret: z.string({ error: 'expected a secret string' }).optional(),
+    /** A file holding the remote secret (one trailing newline is dropped). */
+    remoteSecretFile: z.string({ error: 'expected a file path' }).min(1, { error: 'expected a file path' }).optional(),
+    /** Encrypt remote values too (AES-256-GCM), not only authenticate them; needs a secret. */
+    remoteEncrypt: flag().default(false),
   })
   .strict();
 

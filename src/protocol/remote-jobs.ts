@@ -47,6 +47,22 @@ export interface RemoteJobResult {
   readonly elapsedMs: number;
 }
 
+/**
+ * One rank's standing with the remote tier, sent with a step's output when it
+ * changed: a rank that cannot reach the server, or whose writes all fail,
+ * is shown in the report and in kvtier_remote_connected{rank}.
+ */
+export interface RemoteRankHealth {
+  readonly rank: number;
+  /** The rank's connection is up. */
+  readonly connected: boolean;
+  /** Some write of this rank succeeded, and some failed (dropped writes aside), so far. */
+  readonly wroteAny: boolean;
+  readonly writeFailed: boolean;
+  /** The rank's last connection or write error, or null. */
+  readonly lastError: string | null;
+}
+
 /** What a rank needs to reach the remote tier. */
 export interface RemoteRankInit {
   /** The remote URL (the worker parses it; it never prints it unmasked). */
@@ -59,7 +75,16 @@ export interface RemoteRankInit {
   readonly blockTokens: number;
   /** Blocks whose writes may be in flight on this rank; writes beyond it are dropped and counted. */
   readonly maxInFlightWrites: number;
+  /** With a secret: the namespace's value keys (derived from it; the secret itself stays on the main thread). */
+  readonly auth?: RemoteAuthKeys | null;
   readonly testSwitches?: RemoteTestSwitches;
+}
+
+/** Keys that seal and open values (see src/remote/value-auth.ts), in hex. */
+export interface RemoteAuthKeys {
+  readonly mode: 'mac' | 'encrypt';
+  readonly macKeyHex: string;
+  readonly encKeyHex: string | null;
 }
 
 /** Test-only switches that turn one remote tier behaviour off each. */

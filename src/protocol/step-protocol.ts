@@ -4,7 +4,7 @@
  * structured clone.
  */
 
-import type { RemoteJobResult, RemoteStepMetadata } from './remote-jobs.js';
+import type { RemoteJobResult, RemoteRankHealth, RemoteStepMetadata } from './remote-jobs.js';
 
 export type TransferDirection = 'gpuToCpu' | 'cpuToGpu';
 
@@ -105,6 +105,8 @@ export interface KVConnectorOutput {
   readonly invalidBlockIds: readonly number[];
   /** Remote tier jobs this rank finished; absent without a remote tier. */
   readonly remoteJobs?: readonly RemoteJobResult[];
+  /** This rank's standing with the remote tier, when it changed since the last report. */
+  readonly remoteHealth?: RemoteRankHealth;
 }
 
 /** One rank's result of one step. */
@@ -142,4 +144,6 @@ export interface ModelRunnerOutput {
   readonly invalidBlockIds: ReadonlySet<number>;
   /** Remote tier jobs every rank finished (failed if any rank's part failed). */
   readonly remoteJobs?: readonly RemoteJobResult[];
+  /** Ranks whose standing with the remote tier changed this step. */
+  readonly remoteHealth?: readonly RemoteRankHealth[];
 }

@@ -131,7 +131,8 @@ export class RankWorker implements RankWorkerApi {
 
     // e. Report.
     const collected = connector.collect();
-    const output = this.remote ? { ...collected, remoteJobs: this.remote.collect() } : collected;
+    const health = this.remote?.healthChange() ?? null;
+    const output = this.remote ? { ...collected, remoteJobs: this.remote.collect(), ...(health ? { remoteHealth: health } : {}) } : collected;
     let failedBlocks = 0;
     for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
     let injectedLoadFailures = 0;

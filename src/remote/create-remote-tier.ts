@@ -8,6 +8,9 @@ import { remoteNamespace, type RemoteNamespace } from './remote-keys.js';
 import type { RemoteTierSettings } from './remote-settings.js';
 import { probeRemote, RemoteStore } from './remote-store.js';
 import { CpuTierTrackingManager } from './tracking-manager.js';
+import { authKeysOf } from './value-auth.js';
+import { routeClientWarnings } from './client-warnings.js';
+import type { EngineLogger } from '../log/engine-events.js';
 import type { RemoteFaults } from './remote-faults.js';
 
 /** Blocks of remote writes one rank keeps in flight; more are dropped and counted. */
@@ -44,10 +47,13 @@ export async function planRemoteTier(
   shape: RemoteTierShape,
   switches: RemoteTestSwitches = {},
   faults: RemoteFaults | null = null,
+  logger: EngineLogger | null = null,
 ): Promise<RemoteTierPlan> {
+  // The ranks' connections would print the same warnings again; they drop them (rank-remote.ts).
+  routeClientWarnings((message) => logger?.warn({ event: 'remote_client_warning', url: settings.address.masked }, `remote tier: ${message}`));
   const { cluster } = await probeRemote(settings.address, settings.timeoutMs);
   const useCluster = cluster && !switches.ignoreCluster;
-  const namespace = remoteNamespace({ namespace: settings.namespace, ...shape });
+  const namespace = remoteNamespace({ namespace: settings.namespace, ...shape }, settings.secret, settings.encrypt ? 'encrypt' : 'mac');
   const store = new RemoteStore({ address: settings.address, timeoutMs: settings.timeoutMs, cluster: useCluster });
   await store.connect();
   let tracking: CpuTierTrackingManager | null = null;
@@ -61,6 +67,7 @@ export async function planRemoteTier(
       namespaceDigestHex: namespace.digest.toString('hex'),
       blockTokens: namespace.blockTokens,
       maxInFlightWrites: MAX_WRITE_BLOCKS_IN_FLIGHT_PER_RANK,
+      auth: namespace.auth ? authKeysOf(namespace.auth) : null,
       testSwitches: switches,
     },
     wrapManager(manager) {

@@ -15,7 +15,7 @@ export class RemoteUnavailableError extends KvtierError {
 }
 
 /** Why a remote value was refused: the server answered, but not with the block asked for. */
-export type RemoteValueFault = 'format' | 'version' | 'namespace' | 'hash' | 'shard' | 'length' | 'checksum';
+export type RemoteValueFault = 'format' | 'version' | 'namespace' | 'hash' | 'shard' | 'length' | 'checksum' | 'auth';
 
 /** A remote value failed validation (its header does not match what was asked for, or its checksum). */
 export class RemoteValueError extends KvtierError {

@@ -2,10 +2,21 @@ import { performance } from 'node:perf_hooks';
 import type { Device } from '../device/types.js';
 import { RemoteValueError } from './errors.js';
 import type { RemoteFaults } from './remote-faults.js';
-import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteRankInit, RemoteStepMetadata, RemoteWriteSpec } from '../protocol/remote-jobs.js';
+import type {
+  RemoteBlockRef,
+  RemoteFetchSpec,
+  RemoteJobFailure,
+  RemoteJobResult,
+  RemoteRankHealth,
+  RemoteRankInit,
+  RemoteStepMetadata,
+  RemoteWriteSpec,
+} from '../protocol/remote-jobs.js';
 import { shardKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteOperationError, RemoteStore } from './remote-store.js';
 import { parseRemoteUrl } from './remote-url.js';
+import { authBytes, ValueSealer, valueFlags } from './value-auth.js';
+import { quietClientWarnings } from './client-warnings.js';
 import { checkShardHeader, checksumMismatch, HEADER_BYTES, writeShardHeader } from './value-format.js';
 
 /**
@@ -37,6 +48,11 @@ interface UnsentWrite {
 export class RankRemoteTier {
   private readonly store: RemoteStore;
   private readonly ns: RemoteNamespace;
+  /** With a secret: seals values written and opens values read (value-auth.ts). */
+  private readonly sealer: ValueSealer | null;
+  /** Header flags every value of this tier carries, and the bytes of its MAC section. */
+  private readonly flags: number;
+  private readonly authBytes: number;
   private readonly finished: RemoteJobResult[] = [];
   private readonly inFlight = new Set<Promise<void>>();
   private writeBlocksInFlight = 0;
@@ -48,6 +64,12 @@ export class RankRemoteTier {
   private slabUsed = 0;
   /** Bumped by reset: results of jobs started before it are dropped. */
   private epoch = 0;
+  /** What this rank's writes came to (dropped writes aside), for its health. */
+  private wroteAny = false;
+  private writeFailed = false;
+  private lastWriteError: string | null = null;
+  /** The health last reported (see healthChange). */
+  private reportedHealth = '';
 
   constructor(
     private readonly device: Device,
@@ -57,6 +79,7 @@ export class RankRemoteTier {
     private readonly faults: RemoteFaults | null = null,
   ) {
     const switches = init.testSwitches ?? {};
+    quietClientWarnings();
     this.store = new RemoteStore({
       address: parseRemoteUrl(init.url),
       timeoutMs: init.timeoutMs,
@@ -69,6 +92,9 @@ export class RankRemoteTier {
       blockTokens: init.blockTokens,
       tp,
     };
+    this.sealer = init.auth ? new ValueSealer(init.auth) : null;
+    this.flags = valueFlags(init.auth ?? null);
+    this.authBytes = authBytes(init.auth ?? null);
   }
 
   /** Connects (bounded by the timeout); a rank that cannot connect yet keeps retrying and fails its jobs meanwhile. */
@@ -94,6 +120,16 @@ export class RankRemoteTier {
       if (injected !== null) this.finished.push(result(spec.jobId, 'fetch', ok ? null : injected, 0, 0));
       else this.startFetch(spec);
     }
+  }
+
+  /** This rank's standing with the remote tier when it changed since the last call, else null. */
+  healthChange(): RemoteRankHealth | null {
+    const connected = this.store.connected;
+    const key = `${connected} ${this.wroteAny} ${this.writeFailed}`;
+    if (key === this.reportedHealth) return null;
+    this.reportedHealth = key;
+    const lastError = connected ? (this.lastWriteError ?? this.store.lastError) : (this.store.lastError ?? this.lastWriteError);
+    return { rank: this.rank, connected, wroteAny: this.wroteAny, writeFailed: this.writeFailed, lastError };
   }
 
   /** Jobs finished since the last call. */
@@ -140,9 +176,10 @@ export class RankRemoteTier {
     let bytes = 0;
     try {
       for (const b of spec.blocks) {
-        const value = this.encodeBlock(b);
+        const key = shardKey(this.ns, b.digestHex, this.rank);
+        const value = this.encodeBlock(key, b);
         bytes += value.length;
-        sets.push(this.queueWrite(shardKey(this.ns, b.digestHex, this.rank), value));
+        sets.push(this.queueWrite(key, value));
       }
     } catch (error) {
       // The job was not started; what of it was queued is sent and forgotten.
@@ -153,8 +190,15 @@ export class RankRemoteTier {
     const epoch = this.epoch;
     this.track(
       Promise.all(sets).then(
-        () => this.report(epoch, result(spec.jobId, 'write', null, bytes, performance.now() - t0)),
-        (error: unknown) => this.report(epoch, result(spec.jobId, 'write', failureOf(error), 0, performance.now() - t0)),
+        () => {
+          this.wroteAny = true;
+          this.report(epoch, result(spec.jobId, 'write', null, bytes, performance.now() - t0));
+        },
+        (error: unknown) => {
+          this.writeFailed = true;
+          this.lastWriteError = error instanceof Error ? error.message : String(error);
+          this.report(epoch, result(spec.jobId, 'write', failureOf(error), 0, performance.now() - t0));
+        },
       ).finally(() => {
         this.writeBlocksInFlight -= n;
       }),
@@ -168,11 +212,11 @@ export class RankRemoteTier {
     const fetch = async (): Promise<number> => {
       let failure: unknown = null;
       let bytes = 0;
-      const load = (blocks: readonly RemoteBlockRef[], values: readonly (Buffer | null)[]): void => {
+      const load = (blocks: readonly RemoteBlockRef[], keys: readonly string[], values: readonly (Buffer | null)[]): void => {
         for (let i = 0; i < blocks.length; i++) {
           if (failure !== null || epoch !== this.epoch) return;
           try {
-            bytes += this.loadBlock(blocks[i], values[i], switches.skipValueCheck === true);
+            bytes += this.loadBlock(blocks[i], keys[i], values[i], switches.skipValueCheck === true);
           } catch (error) {
             failure = error;
           }
@@ -186,7 +230,7 @@ export class RankRemoteTier {
         const keys = blocks.map((b) => shardKey(this.ns, b.digestHex, this.rank));
         groups.push(
           this.store.getMany(keys).then(
-            (values) => load(blocks, values),
+            (values) => load(blocks, keys, values),
             (error: unknown) => {
               failure ??= error;
             },
@@ -211,7 +255,7 @@ export class RankRemoteTier {
 
   /** Blocks read with one command: about SEND_BATCH_BYTES of values, at least one. */
   private blocksPerRead(): number {
-    return Math.max(1, Math.floor(SEND_BATCH_BYTES / (HEADER_BYTES + this.device.info.bytesPerCpuBlock)));
+    return Math.max(1, Math.floor(SEND_BATCH_BYTES / (HEADER_BYTES + this.authBytes + this.device.info.bytesPerCpuBlock)));
   }
 
   /** Queues one SET; the queue is sent once it holds SEND_BATCH_BYTES, and at the end of startStep. */
@@ -232,12 +276,13 @@ export class RankRemoteTier {
     sent.forEach((promise, i) => promise.then(batch[i].resolve, batch[i].reject));
   }
 
-  /** One shard value: header, then the block's bytes copied and checksummed in one pass. */
-  private encodeBlock(block: RemoteBlockRef): Buffer {
+  /** One shard value: header, then the block's bytes copied and checksummed in one pass; sealed with a secret. */
+  private encodeBlock(key: string, block: RemoteBlockRef): Buffer {
     const length = this.device.info.bytesPerCpuBlock;
-    const value = this.allocValue(HEADER_BYTES + length);
-    const checksum = this.device.readCpuBlockInto(block.cpuBlockId, value, HEADER_BYTES);
-    writeShardHeader(value, this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, checksum);
+    const value = this.allocValue(HEADER_BYTES + this.authBytes + length);
+    const checksum = this.device.readCpuBlockInto(block.cpuBlockId, value, HEADER_BYTES + this.authBytes);
+    writeShardHeader(value, this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, checksum, this.flags);
+    this.sealer?.seal(key, value, HEADER_BYTES);
     return value;
   }
 
@@ -259,20 +304,21 @@ export class RankRemoteTier {
   }
 
   /**
-   * Checks a fetched value's header, copies its payload into the block and
-   * compares the checksum computed on the way; payload bytes on success. On
-   * a mismatch the block holds bad bytes, and the job fails: its blocks are
-   * freed, never loaded.
+   * Checks a fetched value's header (and with a secret its MAC, or decrypts
+   * it), copies its payload into the block and compares the checksum computed
+   * on the way; payload bytes on success. On a mismatch the block holds bad
+   * bytes, and the job fails: its blocks are freed, never loaded.
    */
-  private loadBlock(block: RemoteBlockRef, value: Buffer | null, skipCheck: boolean): number {
+  private loadBlock(block: RemoteBlockRef, key: string, value: Buffer | null, skipCheck: boolean): number {
     if (value === null) throw new RemoteOperationError('miss', `shard ${this.rank} of block ${block.digestHex} is gone`);
     const length = this.device.info.bytesPerCpuBlock;
     if (skipCheck) {
       this.device.writeCpuBlockFrom(block.cpuBlockId, value, Math.max(0, value.length - length));
       return length;
     }
-    const expected = checkShardHeader(this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, value);
-    if (this.device.writeCpuBlockFrom(block.cpuBlockId, value, HEADER_BYTES) !== expected) throw checksumMismatch();
+    const expected = checkShardHeader(this.ns, { digest: Buffer.from(block.digestHex, 'hex'), rank: this.rank }, length, value, this.flags);
+    const payload = this.sealer?.open(key, value, HEADER_BYTES) ?? { bytes: value, offset: HEADER_BYTES };
+    if (this.device.writeCpuBlockFrom(block.cpuBlockId, payload.bytes, payload.offset) !== expected) throw checksumMismatch();
     return length;
   }
 

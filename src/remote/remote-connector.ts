@@ -248,6 +248,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   }
 
   updateConnectorOutput(output: ModelRunnerOutput): void {
+    for (const health of output.remoteHealth ?? []) this.stats.noteRankHealth(health);
     for (const result of output.remoteJobs ?? []) {
       if (result.kind === 'fetch') this.fetchFinished(result);
       else this.writeFinished(result);
@@ -439,7 +440,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     else {
       this.stats.fetchFailed(job.keys.length, result.failure);
       for (const key of job.keys) this.remoteHeld.delete(key);
-      this.failedReads.push({ reqId: job.reqId, blocks: job.keys.length, reason: describeFailure(result.failure) });
+      this.failedReads.push({ reqId: job.reqId, blocks: job.keys.length });
     }
     const state = this.requests.get(job.reqId);
     if (state !== undefined && state.phase === 'fetching') {
@@ -471,22 +472,5 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     ).finally(() => {
       this.manifestsInFlight--;
     });
-  }
-}
-
-function describeFailure(failure: RemoteJobResult['failure']): string {
-  switch (failure) {
-    case 'miss':
-      return 'the server no longer holds it';
-    case 'timeout':
-      return 'timed out';
-    case 'connection':
-      return 'connection lost';
-    case 'value':
-      return 'header or checksum mismatch';
-    case null:
-      return 'failed';
-    default:
-      return failure;
   }
 }

@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import type { ModelShape } from '../model/shape.js';
 import { RemoteConfigError } from './errors.js';
+import { deriveRemoteAuth, type RemoteAuth, type RemoteAuthMode } from './value-auth.js';
 
 /**
  * Remote keys (docs/architecture.md, "Remote tier"). The local 64-bit block
@@ -8,16 +9,16 @@ import { RemoteConfigError } from './errors.js';
  * could collide with someone else's prefix. Remote keys come from a SHA-256
  * chain instead, seeded with everything that makes KV bytes differ:
  *
- *   ns      = SHA-256("kvtier-remote/1", namespace, model shape, layout, blockSize, offloadFactor, tp)
- *   d(-1)   = SHA-256(ns, cacheSalt)
+ *   ns      = SHA-256("kvtier-remote/3", namespace, model shape, layout, blockSize, offloadFactor, tp)
+ *   d(-1)   = SHA-256(ns, cacheSalt), or with a secret HMAC-SHA-256(chain key, ns, cacheSalt)
  *   d(i)    = SHA-256(d(i-1), tokens of offloaded block i)
  *
  * A block's shards and its manifest carry the digest in a hash tag
  * (`{...}`), so in a cluster they share one slot.
  */
 
-/** 2: payload checksums are CRC-32C (were CRC-32). */
-export const REMOTE_FORMAT_VERSION = 2;
+/** 2: payload checksums are CRC-32C (were CRC-32). 3: header flags and the MAC section (value-auth.ts). */
+export const REMOTE_FORMAT_VERSION = 3;
 
 /** What two engines must agree on to share remote blocks. */
 export interface RemoteNamespaceInput {
@@ -37,6 +38,8 @@ export interface RemoteNamespace {
   /** Tokens per offloaded block: the unit the chain and the remote values cover. */
   readonly blockTokens: number;
   readonly tp: number;
+  /** Keys derived from the secret (value-auth.ts); null or absent: values carry only a CRC. */
+  readonly auth?: RemoteAuth | null;
 }
 
 const NAMESPACE_PATTERN = /^[A-Za-z0-9._/-]{1,100}$/;
@@ -49,7 +52,8 @@ export function checkNamespaceName(name: string, field = 'remoteNamespace'): str
   return name;
 }
 
-export function remoteNamespace(input: RemoteNamespaceInput): RemoteNamespace {
+/** The namespace; with a secret, values are authenticated (and encrypted under 'encrypt') with keys derived for it. */
+export function remoteNamespace(input: RemoteNamespaceInput, secret: Buffer | null = null, mode: RemoteAuthMode = 'mac'): RemoteNamespace {
   const name = checkNamespaceName(input.namespace);
   const digest = createHash('sha256')
     .update(`kvtier-remote/${REMOTE_FORMAT_VERSION}\0`)
@@ -62,14 +66,20 @@ export function remoteNamespace(input: RemoteNamespaceInput): RemoteNamespace {
       tp: input.tp,
     }))
     .digest();
-  return { name, digest, blockTokens: input.blockSize * input.offloadFactor, tp: input.tp };
+  const auth = secret === null ? null : deriveRemoteAuth(secret, digest, mode);
+  return { name, digest, blockTokens: input.blockSize * input.offloadFactor, tp: input.tp, auth };
 }
 
-/** The chain's seed for one request: the namespace and the request's cache salt. */
+/**
+ * The chain's seed for one request: the namespace and the request's cache
+ * salt (an empty salt is no salt, as in the local block hashes). With a
+ * secret it is keyed, so no one without the secret can name a prompt's blocks.
+ */
 export function chainSeed(ns: RemoteNamespace, cacheSalt: string | null): Buffer {
-  const h = createHash('sha256').update(ns.digest);
+  const h = ns.auth ? createHmac('sha256', ns.auth.chainKey) : createHash('sha256');
+  h.update(ns.digest);
   // A distinct marker for "no salt", so no salt string can equal it.
-  if (cacheSalt === null) h.update(Buffer.from([0]));
+  if (cacheSalt === null || cacheSalt === '') h.update(Buffer.from([0]));
   else h.update(Buffer.from([1])).update(cacheSalt, 'utf8');
   return h.digest();
 }

@@ -1,4 +1,5 @@
 import { label, unlabelled, type Sample } from '../metrics/snapshot-values.js';
+import { rankConnected } from './remote-report.js';
 import type { RemoteTierMetrics } from './remote-stats.js';
 
 type Register = (name: string, help: string, labelNames: readonly string[], values: () => readonly Sample[]) => void;
@@ -40,5 +41,13 @@ export function registerRemoteMetrics(read: () => RemoteTierMetrics | undefined,
     return samples;
   }));
   counter('remote_reconnects_total', 'Times the scheduler side lost its remote connection and scheduled a reconnect.', [], whenRemote((r) => [[unlabelled, r.reconnects]]));
-  gauge('remote_connected', '1 while the scheduler side is connected to the remote tier.', [], whenRemote((r) => [[unlabelled, r.connected ? 1 : 0]]));
+  gauge(
+    'remote_connected',
+    '1 while the side is connected to the remote tier: rank="scheduler" (lookups, manifests) or a rank number (its shards; 0 too when every write of the rank failed).',
+    ['rank'],
+    whenRemote((r) => [
+      [label('rank', 'scheduler'), r.connected ? 1 : 0],
+      ...r.ranks.map((h): Sample => [label('rank', String(h.rank)), rankConnected(h) ? 1 : 0]),
+    ]),
+  );
 }

@@ -3,6 +3,7 @@ import type { ModelShape } from '../model/shape.js';
 import type { RemotePolicy } from './remote-connector.js';
 import { checkNamespaceName } from './remote-keys.js';
 import { parseRemoteUrl, type RemoteAddress } from './remote-url.js';
+import { REMOTE_SECRET_ENV, resolveRemoteSecret } from './remote-secret.js';
 
 export { DEFAULT_REMOTE_TIMEOUT_MS } from '../config/limits.js';
 
@@ -14,6 +15,10 @@ export interface RemoteTierSettings {
   readonly policy: RemotePolicy;
   readonly timeoutMs: number;
   readonly namespace: string;
+  /** The secret values are authenticated with (never printed); null: values carry only a CRC. */
+  readonly secret: Buffer | null;
+  /** Values are encrypted too (needs a secret). */
+  readonly encrypt: boolean;
 }
 
 /** Engine config keys of the remote tier, after the schema checked their types. */
@@ -22,16 +27,29 @@ interface RemoteInput {
   readonly remotePolicy: RemotePolicy;
   readonly remoteTimeoutMs: number;
   readonly remoteNamespace?: string;
+  readonly remoteSecret?: string;
+  readonly remoteSecretFile?: string;
+  readonly remoteEncrypt: boolean;
 }
 
 /** Checks the remote keys; errors name the key (and the URL, password masked). */
-export function remoteTierSettings(c: RemoteInput, model: ModelShape, offload: boolean): RemoteTierSettings | null {
-  if (c.remote === undefined) return null;
+export function remoteTierSettings(c: RemoteInput, model: ModelShape, offload: boolean, env: NodeJS.ProcessEnv = process.env): RemoteTierSettings | null {
+  if (c.remote === undefined) {
+    for (const key of ['remoteSecret', 'remoteSecretFile'] as const) {
+      if (c[key] !== undefined) throw new ConfigError(`invalid engine config: ${key}: the remote secret needs a remote tier: give remote too`);
+    }
+    if (c.remoteEncrypt) throw new ConfigError('invalid engine config: remoteEncrypt: needs a remote tier: give remote too');
+    return null;
+  }
   try {
     const address = parseRemoteUrl(c.remote, 'remote');
     if (!offload) throw new ConfigError('remote: the remote tier sits behind the CPU tier: give cpuBlocks or cpuBytes, and keep offload on');
     const namespace = checkNamespaceName(c.remoteNamespace ?? defaultNamespace(model), 'remoteNamespace');
-    return { address, url: c.remote, policy: c.remotePolicy, timeoutMs: c.remoteTimeoutMs, namespace };
+    const secret = resolveRemoteSecret(c, env);
+    if (c.remoteEncrypt && secret === null) {
+      throw new ConfigError(`remoteEncrypt: encryption needs a secret: give remoteSecretFile (--remote-secret-file), remoteSecret or ${REMOTE_SECRET_ENV}`);
+    }
+    return { address, url: c.remote, policy: c.remotePolicy, timeoutMs: c.remoteTimeoutMs, namespace, secret, encrypt: c.remoteEncrypt };
   } catch (error) {
     if (error instanceof Error && !error.message.startsWith('invalid engine config')) {
       throw new ConfigError(`invalid engine config: ${error.message}`);

@@ -1,4 +1,4 @@
-import type { RemoteJobFailure } from '../protocol/remote-jobs.js';
+import type { RemoteJobFailure, RemoteRankHealth } from '../protocol/remote-jobs.js';
 import type { RemoteConnectionStats } from './remote-store.js';
 
 /** The remote tier's counters, as reports, JSON and Prometheus show them. */
@@ -26,7 +26,10 @@ export interface RemoteTierMetrics {
   readonly writes: RemoteTransferCounts & { readonly dropped: number };
   readonly manifests: { readonly written: number; readonly failed: number };
   readonly reconnects: number;
+  /** The scheduler side's connection (lookups and manifests). */
   readonly connected: boolean;
+  /** Each rank's standing (its own connection moves its shards), by rank; a rank that never reported is absent. */
+  readonly ranks: readonly RemoteRankHealth[];
 }
 
 export interface RemoteTransferCounts {
@@ -56,6 +59,7 @@ export class RemoteTierStats {
   private manifestWrites = 0;
   private manifestFailures = 0;
   private connection: RemoteConnectionStats = { reconnects: 0, connected: false };
+  private readonly ranks = new Map<number, RemoteRankHealth>();
 
   lookupAnswered(ms: number, asked: number, found: number): void {
     this.lookups++;
@@ -123,6 +127,10 @@ export class RemoteTierStats {
     this.manifestFailures += n;
   }
 
+  noteRankHealth(health: RemoteRankHealth): void {
+    this.ranks.set(health.rank, health);
+  }
+
   noteConnection(stats: RemoteConnectionStats): void {
     this.connection = stats;
   }
@@ -145,6 +153,7 @@ export class RemoteTierStats {
       manifests: { written: this.manifestWrites, failed: this.manifestFailures },
       reconnects: this.connection.reconnects,
       connected: this.connection.connected,
+      ranks: [...this.ranks.values()].sort((a, b) => a.rank - b.rank),
     };
   }
 

@@ -55,6 +55,8 @@ export class RemoteStore {
   private readonly ownSetBatches: boolean;
   private reconnects = 0;
   private lastConnectionError: string | null = null;
+  /** Set when the server refused SELECT of the URL's database: the client would go on in database 0. */
+  private databaseRefused: string | null = null;
   private closed = false;
 
   constructor(readonly options: RemoteStoreOptions) {
@@ -66,7 +68,7 @@ export class RemoteStore {
       password: address.password,
       db: address.db,
       tls: address.tls ? {} : undefined,
-      connectTimeout: Math.max(timeoutMs, 1000),
+      connectTimeout: Math.max(timeoutMs, MIN_CONNECT_TIMEOUT_MS),
       commandTimeout: timeoutMs,
       maxRetriesPerRequest: 0,
       enableAutoPipelining: true,
@@ -96,6 +98,8 @@ export class RemoteStore {
     // is kept: when the first connection fails, it says why (refused, a certificate that does not verify).
     this.client.on('error', (error: unknown) => {
       this.lastConnectionError = error instanceof Error ? error.message : String(error);
+      // The client reports a refused SELECT here and carries on in database 0: tenants kept apart by database would share one.
+      if ((error as { command?: { name?: string } }).command?.name === 'select') this.databaseRefused = this.lastConnectionError;
     });
     this.client.on('reconnecting', () => {
       this.reconnects++;
@@ -109,7 +113,16 @@ export class RemoteStore {
       this.client.once('ready', resolve);
       this.client.connect().catch(reject);
     });
-    await withTimeout(ready, Math.max(this.options.timeoutMs, 1000), `connecting to ${this.options.address.masked}`);
+    await withTimeout(ready, Math.max(this.options.timeoutMs, MIN_CONNECT_TIMEOUT_MS), `connecting to ${this.options.address.masked}`);
+    const refusal = this.databaseError();
+    if (refusal !== null) throw refusal;
+  }
+
+  /** Why the server refused the URL's database, or null; the SELECT reply arrives before the connection is ready. */
+  databaseError(): RemoteOperationError | null {
+    if (this.databaseRefused === null) return null;
+    const db = this.options.address.db;
+    return new RemoteOperationError('server', `the server refuses database ${db} (${this.databaseRefused}); name a database it has, or start it with more (redis-server --databases N)`);
   }
 
   /** The last connection error the client reported, or null. */
@@ -174,6 +187,22 @@ export class RemoteStore {
     await this.run(() => Promise.all(keys.map((key) => this.client.del(key))));
   }
 
+  /** Deletes every key matching `pattern` (SCAN, on every primary of a cluster); returns how many. */
+  async deleteMatching(pattern: string): Promise<number> {
+    const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
+    let deleted = 0;
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        // One key per command: in a cluster the keys of one node may still lie in different slots.
+        if (keys.length > 0) deleted += (await Promise.all(keys.map((key) => node.unlink(key)))).reduce((a, b) => a + b, 0);
+      } while (cursor !== '0');
+    }
+    return deleted;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -182,6 +211,8 @@ export class RemoteStore {
 
   private async run<T>(operation: () => Promise<T>): Promise<T> {
     if (this.closed) throw new RemoteOperationError('connection', 'remote connection is closed');
+    const refusal = this.databaseError();
+    if (refusal !== null) throw refusal;
     try {
       return await withTimeout(operation(), this.options.timeoutMs, 'remote command');
     } catch (error) {
@@ -201,14 +232,34 @@ export async function probeRemote(address: RemoteAddress, timeoutMs: number): Pr
     const info = await (store as unknown as { client: Redis }).client.info('cluster');
     return { cluster: /cluster_enabled:1/.test(info) };
   } catch (error) {
-    const failed = error instanceof Error ? error.message : String(error);
+    const refusal = store.databaseError();
+    if (refusal !== null) throw new RemoteUnavailableError(`remote tier ${address.masked}: ${maskSecrets(refusal.message, address)}`, { cause: error });
+    const failed = plainWords(error instanceof Error ? error.message : String(error));
     // "Connection is closed" alone hides the cause the client saw while connecting.
-    const cause = store.lastError;
-    const reason = cause === null || failed.includes(cause) ? failed : `${cause} (${failed})`;
-    throw new RemoteUnavailableError(`remote tier ${address.masked} is unreachable: ${maskSecrets(reason, address)}`, { cause: error });
+    const cause = store.lastError === null ? null : plainWords(store.lastError);
+    const reason = maskSecrets(cause === null || failed.includes(cause) ? failed : `${cause} (${failed})`, address);
+    if (TIMEOUT_PATTERN.test(reason)) {
+      // Up but slow or far away is not the same as down: say which setting bounds the wait.
+      const waited = Math.max(timeoutMs, MIN_CONNECT_TIMEOUT_MS);
+      throw new RemoteUnavailableError(
+        `remote tier ${address.masked} did not answer within ${waited} ms (${reason}); if it is up but slow or far away, raise --remote-timeout-ms (remoteTimeoutMs)`,
+        { cause: error },
+      );
+    }
+    throw new RemoteUnavailableError(`remote tier ${address.masked} is unreachable: ${reason}`, { cause: error });
   } finally {
     await store.close();
   }
+}
+
+const TIMEOUT_PATTERN = /timed? ?out|ETIMEDOUT/i;
+
+/** Connecting waits at least this long, however short the command timeout. */
+const MIN_CONNECT_TIMEOUT_MS = 1000;
+
+/** The client's own words for a connection that closed with commands pending, in plain ones. */
+function plainWords(message: string): string {
+  return /max retries per request/i.test(message) ? 'the connection closed before the server answered' : message;
 }
 
 function maskSecrets(text: string, address: RemoteAddress): string {
@@ -217,8 +268,8 @@ function maskSecrets(text: string, address: RemoteAddress): string {
 
 function classify(error: unknown): RemoteOperationError {
   if (error instanceof RemoteOperationError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  if (/timed? ?out/i.test(message)) return new RemoteOperationError('timeout', message);
+  const message = plainWords(error instanceof Error ? error.message : String(error));
+  if (TIMEOUT_PATTERN.test(message)) return new RemoteOperationError('timeout', message);
   if (/writeable|connection|closed|ECONN|EPIPE|socket|offline|ready/i.test(message)) {
     return new RemoteOperationError('connection', message);
   }

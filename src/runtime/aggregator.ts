@@ -1,5 +1,5 @@
 import { EngineError } from '../core/errors.js';
-import type { RemoteJobResult } from '../protocol/remote-jobs.js';
+import type { RemoteJobResult, RemoteRankHealth } from '../protocol/remote-jobs.js';
 import type {
   JobResult,
   ModelRunnerOutput,
@@ -50,12 +50,14 @@ export class KVOutputAggregator {
     const finishedRecving = new Set<string>();
     const invalidBlockIds = new Set<number>();
     let remoteJobs: RemoteJobResult[] | undefined;
+    let remoteHealth: RemoteRankHealth[] | undefined;
 
     for (const out of outputs) {
       for (const part of out.connector.remoteJobs ?? []) {
         const merged = this.mergeRemoteJob(part);
         if (merged) (remoteJobs ??= []).push(merged);
       }
+      if (out.connector.remoteHealth) (remoteHealth ??= []).push(out.connector.remoteHealth);
       for (const job of out.connector.finishedJobs) {
         const merged = this.mergeJob(job);
         if (merged) finishedJobs.push(merged);
@@ -77,6 +79,7 @@ export class KVOutputAggregator {
       finishedRecving,
       invalidBlockIds,
       ...(remoteJobs ? { remoteJobs } : {}),
+      ...(remoteHealth ? { remoteHealth } : {}),
     };
   }
 

@@ -23,7 +23,7 @@ export type EngineConfig = Readonly<
 >;
 
 /** The remote tier's keys, which resolve into one `remote` setting. */
-type RemoteKey = 'remote' | 'remotePolicy' | 'remoteTimeoutMs' | 'remoteNamespace';
+type RemoteKey = 'remote' | 'remotePolicy' | 'remoteTimeoutMs' | 'remoteNamespace' | 'remoteSecret' | 'remoteSecretFile' | 'remoteEncrypt';
 
 /** Validates a config and applies defaults; errors name the setting and its value. */
 export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
@@ -32,8 +32,19 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   };
   const parsed = engineConfigSchema.safeParse(input);
   if (!parsed.success) return fail(issueFromZod(parsed.error.issues[0]));
-  const { model: modelSetting, computeNsPerToken, maxModelLen: givenModelLen, remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteNamespace, ...settings } =
-    parsed.data;
+  const {
+    model: modelSetting,
+    computeNsPerToken,
+    maxModelLen: givenModelLen,
+    remote: remoteUrl,
+    remotePolicy,
+    remoteTimeoutMs,
+    remoteNamespace,
+    remoteSecret,
+    remoteSecretFile,
+    remoteEncrypt,
+    ...settings
+  } = parsed.data;
 
   let model: ModelShape;
   if (typeof modelSetting === 'string') {
@@ -50,6 +61,10 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   const offload = settings.offload && ((settings.cpuBlocks ?? 0) > 0 || (settings.cpuBytes ?? 0) > 0);
   const issue = engineRuleIssue({ ...settings, model, maxModelLen, cpuBytes: offload ? settings.cpuBytes : undefined });
   if (issue !== null) return fail(issue);
-  const remote = remoteTierSettings({ remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteNamespace }, model, offload);
+  const remote = remoteTierSettings(
+    { remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteNamespace, remoteSecret, remoteSecretFile, remoteEncrypt },
+    model,
+    offload,
+  );
   return { ...settings, model, maxModelLen, offload, remote };
 }

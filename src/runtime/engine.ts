@@ -119,6 +119,7 @@ export class Engine {
             { model: config.model, layout: config.layout, blockSize: config.blockSize, offloadFactor: config.offloadFactor, tp: config.tp },
             switches.remote,
             new RemoteFaults(plan.rules, plan.seed, null),
+            options.logger ?? null,
           )
         : null;
     const offloading = config.offload

@@ -81,7 +81,9 @@ export interface SchedulerConnector {
   /**
    * Optional: reads for waiting requests that failed in the tiers behind the
    * GPU since the last call (after updateConnectorOutput). Nothing reached a
-   * GPU block; the scheduler applies the failure policy to each request.
+   * GPU block and the engine never held those blocks: the scheduler counts
+   * them as failed loads and the requests compute them, whatever the failure
+   * policy.
    */
   takeFailedReads?(): FailedExternalRead[];
 
@@ -111,6 +113,4 @@ export interface FailedExternalRead {
   readonly reqId: string;
   /** Blocks the read would have filled. */
   readonly blocks: number;
-  /** How it failed, for the request's error message. */
-  readonly reason: string;
 }

@@ -499,7 +499,7 @@ export class Scheduler {
     }
     this.connector?.updateConnectorOutput(output);
     const failedReads = this.connector?.takeFailedReads?.() ?? null;
-    const readFailedUpdates = failedReads !== null && failedReads.length > 0 ? this.applyFailedReads(failedReads) : null;
+    if (failedReads !== null && failedReads.length > 0) this.applyFailedReads(failedReads);
     for (const reqId of output.finishedSending) {
       const released = this.holds.sendingFinished(reqId);
       if (released !== null) this.kvCacheManager.free(released);
@@ -540,34 +540,27 @@ export class Scheduler {
     if (runningFinished) this.running.removeFinished();
     updates.length = numUpdates;
     // Requests failed by invalid blocks come first, as they were found before any token was applied.
-    const failed = readFailedUpdates === null ? failedUpdates : (failedUpdates ?? []).concat(readFailedUpdates);
-    return failed === null || failed.length === 0 ? updates : failed.concat(updates);
+    return failedUpdates === null || failedUpdates.length === 0 ? updates : failedUpdates.concat(updates);
   }
 
   /**
    * Failed remote reads (docs/architecture.md, "Failure recovery"): the
-   * blocks count as failed loads; the waiting request recomputes them or,
-   * under failurePolicy 'fail', finishes with an error. Returns its updates.
+   * blocks count as failed loads (cause remote), and the waiting request
+   * computes them under every failure policy. The engine never held those
+   * blocks, so a failed read is a miss; failurePolicy 'fail' is about blocks
+   * the GPU and CPU tiers held and lost.
    */
-  private applyFailedReads(reads: readonly FailedExternalRead[]): RequestUpdate[] {
-    const updates: RequestUpdate[] = [];
+  private applyFailedReads(reads: readonly FailedExternalRead[]): void {
     for (const read of reads) {
       this.counters.failedLoadBlocks += read.blocks;
       this.observer?.remoteReadsFailed?.(read.blocks);
       const request = this.requests.get(read.reqId);
       if (request === undefined || request.isFinished) continue;
-      if (this.config.failurePolicy === 'fail') {
-        const message = `KV load failed for ${read.blocks} block(s) of request '${request.id}' read from the remote tier (${read.reason}); failurePolicy is 'fail'`;
-        this.detach(request);
-        this.finish(request, 'finishedError', message);
-        this.counters.requestsFailedByLoad++;
-        updates.push({ reqId: request.id, newTokenIds: [], finishReason: 'error', errorMessage: message });
-      } else if (!this.recoveredRequests.has(request.id)) {
+      if (!this.recoveredRequests.has(request.id)) {
         this.recoveredRequests.add(request.id);
         this.counters.requestsRecovered++;
       }
     }
-    return updates;
   }
 
   /**

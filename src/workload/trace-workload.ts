@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from '../config/limits.js';
 import { ConfigError } from '../core/errors.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import type { Trace } from './trace.js';
@@ -11,6 +12,25 @@ export interface TraceReplayOptions {
   readonly speedup?: number;
   /** false: every request arrives at time 0 (submit all at once). Default true. */
   readonly arrivals?: boolean;
+}
+
+/**
+ * The one bound on --speedup that every command replaying a trace by its
+ * arrivals applies: a finite number > 0 that brings the slice's last arrival
+ * within the longest wait a timer can express (about 24.8 days); a slower
+ * replay would never end. Throws a ConfigError naming the flag and the line.
+ */
+export function checkArrivalSpan(trace: Trace, speedup: number, advice = 'raise --speedup'): void {
+  if (!(speedup > 0) || !Number.isFinite(speedup)) throw new ConfigError(`--speedup ${speedup}: expected a number > 0`);
+  const last = trace.records[trace.records.length - 1];
+  if (last === undefined) return;
+  const waitMs = (last.timestampMs - trace.originMs) / speedup;
+  if (waitMs <= MAX_TIMER_MS) return;
+  const days = (waitMs / 86_400_000).toPrecision(3);
+  throw new ConfigError(
+    `${trace.file}:${last.line}: this request would arrive ${days} days into the replay (--speedup ${speedup}), ` +
+      `past the longest wait of ${(MAX_TIMER_MS / 86_400_000).toFixed(1)} days: ${advice}`,
+  );
 }
 
 /**
@@ -30,8 +50,8 @@ export class TraceWorkload implements Workload {
     private readonly options: TraceReplayOptions,
   ) {
     const speedup = options.speedup ?? 1;
-    if (!(speedup > 0) || !Number.isFinite(speedup)) throw new ConfigError(`trace speedup ${speedup}: expected a number > 0`);
     const arrivals = options.arrivals ?? true;
+    if (arrivals) checkArrivalSpan(trace, speedup);
     this.plannedRequests = trace.records.length;
     this.arrivalsMs = Float64Array.from(trace.records, (r) => (arrivals ? (r.timestampMs - trace.originMs) / speedup : 0));
     const timing = arrivals ? (speedup === 1 ? 'trace arrival times' : `arrivals ${speedup}x faster`) : 'all at once';

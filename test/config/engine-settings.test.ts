@@ -86,19 +86,21 @@ describe('rules across settings', () => {
 
 describe('a config giving every key', () => {
   it('resolves with each value as given, the model resolved to its shape with the compute time applied', () => {
-    // cpuBytes is the other way to size the CPU tier than cpuBlocks, and cannot be given with it.
-    const every: Required<Omit<EngineConfigInput, 'cpuBytes'>> = {
+    // cpuBytes is the other way to size the CPU tier than cpuBlocks, and remoteSecretFile the other way to give
+    // the remote secret than remoteSecret: neither can be given with the other.
+    const every: Required<Omit<EngineConfigInput, 'cpuBytes' | 'remoteSecretFile'>> = {
       model: 'small', tp: 2, backend: 'host', layout: 'per-layer', blockSize: 32, gpuBlocks: 64, offload: true, cpuBlocks: 128,
       offloadFactor: 2, eviction: 'arc', storePolicy: 'reuse:3', maxNumBatchedTokens: 512, maxNumSeqs: 8, maxModelLen: 1024,
       enableChunkedPrefill: true, enablePrefixCaching: false, failurePolicy: 'fail', faults: 'delay:ms=1', faultSeed: 7, rankRestart: true,
       stepDeadlineMs: 5000, startDeadlineMs: 6000, computeNsPerToken: 10, copyMethod: 'dma', gpu: 'a100-80gb',
       remote: 'redis://user:secret@127.0.0.1:7000', remotePolicy: 'write-back', remoteTimeoutMs: 900, remoteNamespace: 'fleet-a',
+      remoteSecret: 'sixteen-or-more-bytes', remoteEncrypt: true,
     };
-    const { model, computeNsPerToken, remote, remotePolicy, remoteTimeoutMs, remoteNamespace, ...rest } = every;
+    const { model, computeNsPerToken, remote, remotePolicy, remoteTimeoutMs, remoteNamespace, remoteSecret, remoteEncrypt, ...rest } = every;
     expect(resolveEngineConfig(every)).toMatchObject({
       ...rest,
       model: { ...MODEL_PRESETS[model as 'small'], computeNsPerToken },
-      remote: { url: remote, policy: remotePolicy, timeoutMs: remoteTimeoutMs, namespace: remoteNamespace },
+      remote: { url: remote, policy: remotePolicy, timeoutMs: remoteTimeoutMs, namespace: remoteNamespace, secret: Buffer.from(remoteSecret), encrypt: remoteEncrypt },
     });
   });
 });

@@ -1,6 +1,8 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
-import { RemoteUnavailableError } from '../../src/remote/errors.js';
+import { RemoteConfigError, RemoteUnavailableError } from '../../src/remote/errors.js';
+import { Engine } from '../../src/runtime/engine.js';
 import { chainSeed, extendChain, manifestKey, remoteNamespace, shardKey, type RemoteNamespaceInput } from '../../src/remote/remote-keys.js';
 import { probeRemote, reconnectDelayMs, RemoteOperationError, RemoteStore } from '../../src/remote/remote-store.js';
 import { maskRemoteUrl, parseRemoteUrl } from '../../src/remote/remote-url.js';
@@ -18,8 +20,8 @@ const base: RemoteNamespaceInput = {
   tp: 2,
 };
 
-function digestsOf(input: RemoteNamespaceInput, tokens: number[], salt: string | null = null): string[] {
-  const ns = remoteNamespace(input);
+function digestsOf(input: RemoteNamespaceInput, tokens: number[], salt: string | null = null, secret: Buffer | null = null): string[] {
+  const ns = remoteNamespace(input, secret);
   const chain: Buffer[] = [];
   extendChain(ns, chainSeed(ns, salt), chain, (i) => tokens[i], tokens.length);
   return chain.map((d) => d.toString('hex'));
@@ -42,6 +44,17 @@ describe('remote keys', () => {
     expect(digestsOf({ ...base, blockSize: 8 }, prompt)[0]).not.toBe(digestsOf({ ...base, offloadFactor: 2 }, prompt)[0]);
     expect(digestsOf(base, prompt, 'tenant-a')[0]).not.toBe(plain);
     expect(digestsOf(base, prompt, 'tenant-a')[0]).not.toBe(digestsOf(base, prompt, 'tenant-b')[0]);
+  });
+
+  it('take an empty cache salt as no salt, as the local block hashes do', () => {
+    expect(digestsOf(base, prompt, '')).toEqual(digestsOf(base, prompt, null));
+  });
+
+  it('with a secret, differ from the public chain and by secret, so no one without it can name a prompt\'s blocks', () => {
+    const keyed = digestsOf(base, prompt, null, Buffer.from('sixteen-or-more-bytes'));
+    expect(keyed).toEqual(digestsOf(base, prompt, null, Buffer.from('sixteen-or-more-bytes')));
+    expect(keyed[0]).not.toBe(digestsOf(base, prompt)[0]);
+    expect(keyed[0]).not.toBe(digestsOf(base, prompt, null, Buffer.from('another-secret-bytes'))[0]);
   });
 
   it('chain: a block key depends on every token before it', () => {
@@ -78,6 +91,46 @@ describe('remote URLs', () => {
     expect(() => parseRemoteUrl('http://u:pw@h:1')).toThrow(/^remote: 'http:\/\/u:\*\*\*@h:1' has scheme 'http'/);
     expect(() => parseRemoteUrl('redis://h:1/x', 'remote')).toThrow(/database 'x'/);
     expect(() => parseRemoteUrl('not a url')).toThrow(/remote: 'not a url' is not a URL/);
+  });
+
+  /** The message of what parsing `url` throws: always a RemoteConfigError naming the field, never the secret. */
+  const refusal = (url: string, secret: string): string => {
+    try {
+      parseRemoteUrl(url, '--remote');
+    } catch (error) {
+      expect(error).toBeInstanceOf(RemoteConfigError);
+      const message = (error as Error).message;
+      expect(message.startsWith('--remote: ')).toBe(true);
+      expect(message).not.toContain(secret);
+      return message;
+    }
+    return 'accepted';
+  };
+
+  it('mask passwords holding / @ ? # and passwords given as a query', () => {
+    expect(maskRemoteUrl('redis://alice:pa/ss@h:1')).toBe('redis://alice:***@h:1');
+    expect(maskRemoteUrl('redis://alice:p@ss@h:1/2')).toBe('redis://alice:***@h:1/2');
+    expect(maskRemoteUrl('redis://alice:a?b#c@h:1')).toBe('redis://alice:***@h:1');
+    expect(maskRemoteUrl('redis://h:1?password=s3cret&x=1')).toBe('redis://h:1?password=***&x=1');
+    expect(maskRemoteUrl('redis://h:1/0?db=1&pass=s3cret')).toBe('redis://h:1/0?db=1&pass=***');
+    expect(maskRemoteUrl('redis://alice@h:1')).toBe('redis://alice@h:1');
+  });
+
+  it('refuse, never throw past the field, a stray % in a password, a password with a raw /, and a query', () => {
+    expect(refusal('redis://alice:50%off@h:1', '50%off')).toBe(
+      "--remote: 'redis://alice:***@h:1': the password has a % not followed by two hex digits; write a literal % as %25",
+    );
+    expect(refusal('redis://al%zice:pw@h:1', 'pw')).toMatch(/the user name has a % not followed/);
+    expect(refusal('redis://alice:pa/ss@h:1', 'pa/ss')).toMatch(/is not a URL .*percent-encode/);
+    expect(refusal('redis://h:1?password=s3cret', 's3cret')).toMatch(/has a query .* give the password as redis:\/\/user:password@host:port/);
+    expect(parseRemoteUrl('redis://alice:50%25off%2F%40@h:1').password).toBe('50%off/@');
+    expect(parseRemoteUrl('redis://alice:p@ss@h:1').password).toBe('p@ss');
+  });
+
+  it("refused in Engine.create naming the key", async () => {
+    await expect(Engine.create({ remote: 'redis://alice:50%off@127.0.0.1:1', cpuBlocks: 16 })).rejects.toThrow(
+      "invalid engine config: remote: 'redis://alice:***@127.0.0.1:1': the password has a % not followed by two hex digits",
+    );
   });
 });
 
@@ -186,6 +239,20 @@ describe.skipIf(!haveRedis)('the remote store against a real redis-server', () =
     expect(error).toBeInstanceOf(RemoteUnavailableError);
     expect((error as Error).message).toContain(`redis://default:***@127.0.0.1:${port}`);
     expect((error as Error).message).not.toContain('hunter2');
+  });
+
+  it('reports a server that accepts but never answers as not answering in time, naming the timeout setting', async () => {
+    const silent = createServer(() => {}).listen(0, '127.0.0.1');
+    await new Promise((r) => silent.once('listening', r));
+    const port = (silent.address() as AddressInfo).port;
+    try {
+      const error = await probeRemote(parseRemoteUrl(`redis://127.0.0.1:${port}`), 300).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RemoteUnavailableError);
+      expect((error as Error).message).toMatch(new RegExp(`^remote tier redis://127\\.0\\.0\\.1:${port} did not answer within 1000 ms \\(.*\\); if it is up but slow or far away, raise --remote-timeout-ms`));
+      expect((error as Error).message).not.toMatch(/max retries/i);
+    } finally {
+      silent.close();
+    }
   });
 });
 
