@@ -33,14 +33,16 @@ const BASE = {
   steps: 1,
   preemptions: 0,
   requests: { added: 0, finished: 0, aborted: 0, failed: 0 },
-  tokens: { prompt: 0, output: 0, prefillComputed: 0 },
+  tokens: { prompt: 0, output: 0, prefillComputed: 0, recomputed: 0, promptReached: 0 },
   hits: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
+  rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
   transfers: { gpuToCpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 }, cpuToGpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 } },
   loadFailures: { blocks: 0, requestsRecovered: 0 },
   storeFailures: 0,
   rankRestarts: 0,
   leaks: { gpuBlocks: 0, cpuBlocks: 0 },
-} as EngineMetrics;
+  stepClock: { description: 'tiny on h100-sxm x2 (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
+} satisfies EngineMetrics;
 
 async function connectedGauge(remote: RemoteTierMetrics): Promise<string[]> {
   const text = await createMetricsRegistry(() => ({ ...BASE, remote })).metrics();
