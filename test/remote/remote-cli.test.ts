@@ -93,7 +93,8 @@ describe('remote tier metrics in Prometheus', () => {
       storeFailures: 0,
       rankRestarts: 0,
       leaks: { gpuBlocks: 0, cpuBlocks: 0 },
-    } as EngineMetrics;
+      stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
+    } satisfies EngineMetrics;
     const text = await createMetricsRegistry(() => ({ ...base, remote: stats.snapshot() })).metrics();
     expect(text).toContain('kvtier_hit_tokens_total{tier="remote"} 48');
     expect(text).toContain('kvtier_remote_blocks_total{op="read"} 4');
