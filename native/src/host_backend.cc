@@ -222,8 +222,17 @@ class HostBackend final : public Backend {
     if (!waitAll(waits)) return;
     const auto start = std::chrono::steady_clock::now();
     // The emulated compute comes before the writes, so a store that does not
-    // wait for this forward reliably copies what was there before it.
-    if (work.computeNs > 0 && !board_.sleepFor(work.computeNs)) return;
+    // wait for this forward reliably copies what was there before it. On a
+    // GPU the model's kernels are the step's compute; here this backend's own
+    // forward work runs after the emulated time, so the wait leaves out what
+    // that work is expected to take (from the forwards before, per KV
+    // position read): a step lasts the longer of the two, not their sum.
+    const uint64_t positions = positionsRead(work.batch);
+    const double expectedHostNs = kHostWorkShare * hostNsPerPosition_ * static_cast<double>(positions);
+    const uint64_t waitNs =
+        static_cast<double>(work.computeNs) > expectedHostNs ? work.computeNs - static_cast<uint64_t>(expectedHostNs) : 0;
+    if (waitNs > 0 && !board_.sleepFor(waitNs)) return;
+    const auto hostStart = std::chrono::steady_clock::now();
     Completion done;
     done.kind = CompletionKind::Forward;
     try {
@@ -231,12 +240,31 @@ class HostBackend final : public Backend {
     } catch (const std::exception& e) {
       done.error = e.what();
     }
+    if (positions > 0) {
+      const double perPosition = millisecondsSince(hostStart) * 1e6 / static_cast<double>(positions);
+      hostNsPerPosition_ = hostNsPerPosition_ == 0 ? perPosition : 0.8 * hostNsPerPosition_ + 0.2 * perPosition;
+    }
     done.elapsedMs = millisecondsSince(start);
     sink_.post(std::move(done));
   }
 
+  // KV positions a forward reads: each request's context, its new tokens included.
+  static uint64_t positionsRead(const ForwardBatchData& batch) {
+    uint64_t positions = 0;
+    for (uint32_t r = 0; r < batch.numRequests; r++) positions += static_cast<uint64_t>(batch.contextEnd(r));
+    return positions;
+  }
+
+  // Of the expected host work, the share the emulated wait leaves out: a
+  // little under all of it, so a forward whose work runs faster than
+  // expected still lasts about the modelled time.
+  static constexpr double kHostWorkShare = 0.9;
+
   DeviceGeometry geometry_;
   HostLink link_;
+  // This backend's forward work per KV position read, averaged over recent
+  // forwards (compute stream thread only).
+  double hostNsPerPosition_ = 0;
   CompletionSink& sink_;
   // Transfer jobs copying now, per direction: the link model's "other direction busy".
   std::atomic<int> storesRunning_{0};
