@@ -170,6 +170,8 @@ export interface OffloadHarnessOptions {
   readonly switches?: WorkerConnectorSwitches;
   /** Wraps the connector the scheduler sees (e.g. to tamper with its metadata in a control run). */
   readonly wrapConnector?: (connector: OffloadingConnector) => SchedulerConnector;
+  /** Wraps the CPU tier's manager the connector uses (e.g. to drop one kind of call in a control run). */
+  readonly wrapManager?: (manager: OffloadingManager) => OffloadingManager;
 }
 
 /**
@@ -202,6 +204,7 @@ export class OffloadHarness {
       cpuBlocks: options.cpuBlocks ?? 64,
       eviction: options.eviction ?? 'lru',
       storePolicy: options.storePolicy ?? 'on-compute',
+      wrapManager: options.wrapManager,
     });
     this.connector = parts.connector;
     this.manager = parts.manager;

@@ -165,3 +165,41 @@ describe('store on compute', () => {
     expect(connector.requestFinished(idle, [0])).toBe(false);
   });
 });
+
+/** The chain refresh that follows a store, driven step by step without a scheduler (blocks of 4 tokens). */
+describe("a request's chain refreshed by its stores", () => {
+  it('is refreshed from its first block to the last one offered, after every store that stored anything', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 20);
+    const request = bareRequest('r', prompt, 4, 8);
+    const table = blockRange(0, 4);
+    connector.buildConnectorMeta(computeStep(0, request, table, 8));
+    expect(manager.refreshes).toEqual([{ chain: offloadedKeysOf(prompt, 4, 1), firstOffered: 0 }]);
+    // Four decode steps complete the third block, which only then is stored: the chain so far is refreshed.
+    for (let step = 1; step <= 4; step++) {
+      request.appendOutputToken(step);
+      connector.buildConnectorMeta(computeStep(step, request, table, 1));
+    }
+    const tokens = [...prompt, 1, 2, 3, 4];
+    expect(manager.refreshes).toHaveLength(2);
+    expect(manager.refreshes[1]).toEqual({ chain: offloadedKeysOf(tokens, 4, 1).slice(0, 3), firstOffered: 2 });
+  });
+
+  it('is refreshed in offloaded blocks of f GPU blocks, keyed as the tier keys them', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4, offloadFactor: 2 });
+    const prompt = promptOf(17, 21);
+    connector.buildConnectorMeta(computeStep(0, bareRequest('r', prompt, 4), blockRange(0, 5), 17));
+    expect(manager.refreshes).toEqual([{ chain: offloadedKeysOf(prompt, 4, 2), firstOffered: 0 }]);
+  });
+
+  it('is not refreshed by a store that stored nothing: refused for room, or every block already held', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 22);
+    manager.refusals = 1;
+    connector.buildConnectorMeta(computeStep(0, bareRequest('refused', prompt, 4), blockRange(0, 2), 8));
+    manager.hold(offloadedKeysOf(prompt, 4, 1));
+    connector.buildConnectorMeta(computeStep(1, bareRequest('held', prompt, 4), blockRange(2, 2), 8));
+    expect(manager.storeOffers).toHaveLength(2);
+    expect(manager.refreshes).toEqual([]);
+  });
+});
