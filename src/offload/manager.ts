@@ -283,9 +283,15 @@ export class CpuOffloadingManager implements OffloadingManager {
   private storeStamp = 0;
   /** CPU block ids of the keys of the touch or refresh in progress (ABSENT when not held). */
   private touchIds = new Int32Array(64);
+  /**
+   * The keys the latest prepareStore admitted and their ids: a refresh follows its store, so the
+   * offered keys it names are found here (confirmed by the key held at the id) rather than looked up.
+   */
+  private lastStoredKeys: readonly BlockHash[] = NO_KEYS;
+  private lastStoredIds: readonly number[] = NO_IDS;
   /** Ids of the chains refreshed lately, so a request's next refresh looks up only its new keys. */
   private readonly chainIds = new RefreshedChainIds(
-    (key) => this.index.get(key),
+    (keys, from, to, ids) => this.fillIds(keys, from, to, ids),
     (id) => this.keyById[id],
   );
   private readonly isEvictableId = (id: number): boolean => this.refCnt[id] === 0 && this.storeInputStamp[id] !== this.storeStamp;
@@ -359,7 +365,9 @@ export class CpuOffloadingManager implements OffloadingManager {
       return;
     }
     const first = Math.max(0, from - 1);
-    this.policy.refreshedChain(keys, this.idsOf(keys, first, to), first, to);
+    if (to > this.touchIds.length) this.touchIds = new Int32Array(2 * to);
+    this.fillIds(keys, first, to, this.touchIds);
+    this.policy.refreshedChain(keys, this.touchIds, first, to);
   }
 
   completeLoad(keys: readonly BlockHash[]): void {
@@ -437,6 +445,8 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.beingStoredBlocks += keysToStore.length;
     this.storesAccepted += keysToStore.length;
     this.storesDeclined += declined.length;
+    this.lastStoredKeys = keysToStore;
+    this.lastStoredIds = cpuBlockIds;
     return { keysToStore, cpuBlockIds, evictedKeys, declinedKeys: declined };
   }
 
@@ -477,6 +487,8 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.refCnt.fill(0);
     this.index.clear();
     this.chainIds.clear();
+    this.lastStoredKeys = NO_KEYS;
+    this.lastStoredIds = NO_IDS;
     this.freeUnprotected = 0;
     this.allocator.reset();
     this.policy.reset();
@@ -558,12 +570,27 @@ export class CpuOffloadingManager implements OffloadingManager {
     return choose((key) => protectedKeys.rankOf(key) > nearest);
   }
 
-  /** The CPU block id of each of `keys[from, to)` (ABSENT when not held), in a buffer reused by every call. */
-  private idsOf(keys: readonly BlockHash[], from = 0, to = keys.length): Int32Array {
-    if (to > this.touchIds.length) this.touchIds = new Int32Array(2 * to);
+  /** The CPU block id of each of `keys` (ABSENT when not held), in a buffer reused by every call. */
+  private idsOf(keys: readonly BlockHash[]): Int32Array {
+    if (keys.length > this.touchIds.length) this.touchIds = new Int32Array(2 * keys.length);
     const ids = this.touchIds;
-    for (let i = from; i < to; i++) ids[i] = this.index.get(keys[i]);
+    for (let i = 0; i < keys.length; i++) ids[i] = this.index.get(keys[i]);
     return ids;
+  }
+
+  /**
+   * Fills `ids[from, to)` with the CPU block id of each of `keys[from, to)` (ABSENT when not held), taking
+   * the ids of keys the latest prepareStore admitted, in the order it admitted them, without a lookup.
+   */
+  private fillIds(keys: readonly BlockHash[], from: number, to: number, ids: Int32Array): void {
+    const stored = this.lastStoredKeys;
+    const storedIds = this.lastStoredIds;
+    let next = 0;
+    for (let i = from; i < to; i++) {
+      const key = keys[i];
+      if (next < stored.length && stored[next] === key && this.keyById[storedIds[next]] === key) ids[i] = storedIds[next++];
+      else ids[i] = this.index.get(key);
+    }
   }
 
   private nextStoreStamp(): number {

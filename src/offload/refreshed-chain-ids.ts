@@ -22,8 +22,8 @@ export class RefreshedChainIds {
   private readonly byLastKey = new Map<BlockHash, Int32Array>();
 
   constructor(
-    /** The CPU block id of a held key, or ABSENT. */
-    private readonly idOf: (key: BlockHash) => number,
+    /** Fills `ids[from, to)` with the CPU block id of each of `keys[from, to)`, or ABSENT. */
+    private readonly fillIds: (keys: readonly BlockHash[], from: number, to: number, ids: Int32Array) => void,
     /** The key held at CPU block `id`, or undefined. */
     private readonly keyAt: (id: number) => BlockHash | undefined,
   ) {}
@@ -51,9 +51,9 @@ export class RefreshedChainIds {
     }
     for (let i = 0; i < known; i++) {
       const id = ids[i];
-      if (id === ABSENT || this.keyAt(id) !== chain[i]) ids[i] = this.idOf(chain[i]);
+      if (id === ABSENT || this.keyAt(id) !== chain[i]) this.fillIds(chain, i, i + 1, ids);
     }
-    for (let i = known; i < n; i++) ids[i] = this.idOf(chain[i]);
+    this.fillIds(chain, known, n, ids);
     if (n > 0) this.remember(chain[n - 1], ids);
     return ids;
   }
