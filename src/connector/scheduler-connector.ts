@@ -364,7 +364,6 @@ export class OffloadingConnector implements SchedulerConnector {
     this.counters.storeBlocksDeclined += out.declinedKeys.length;
     const declinedKeys = out.declinedKeys.length === 0 ? NO_KEYS : new Set(out.declinedKeys);
     if (out.keysToStore.length === 0) return { job: null, declinedKeys };
-    if (reqId !== null && firstBlock !== undefined) this.refreshChain(reqId, firstBlock, firstBlock + candidates.length);
 
     const gpuBlockIds = new Array<number>(out.keysToStore.length * f);
     if (out.keysToStore.length === candidates.length) {
@@ -394,6 +393,7 @@ export class OffloadingConnector implements SchedulerConnector {
     this.storesToSend.push(spec);
     this.counters.storesIssued++;
     this.counters.bytesGpuToCpu += gpuBlockIds.length * this.bytesPerGpuBlock;
+    if (reqId !== null && firstBlock !== undefined) this.refreshChain(reqId, firstBlock, firstBlock + candidates.length);
     return { job: spec, declinedKeys };
   }
 

@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { OffloadingConnector, OffloadingConnectorError } from '../../src/connector/scheduler-connector.js';
+import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { offloadGeometry, type StoreContext, type StorePolicy } from '../../src/offload/policies/store-policy.js';
 import { bareRequest, blockRange, computeStep, jobsFinished, offloadedKeysOf, promptOf, scriptedConnector } from './helpers.js';
 
 /** Store on compute, driven step by step without a scheduler (blocks of 4 tokens). */
@@ -190,6 +193,38 @@ describe("a request's chain refreshed by its stores", () => {
     const prompt = promptOf(17, 21);
     connector.buildConnectorMeta(computeStep(0, bareRequest('r', prompt, 4), blockRange(0, 5), 17));
     expect(manager.refreshes).toEqual([{ chain: offloadedKeysOf(prompt, 4, 2), firstOffered: 0 }]);
+  });
+
+  it('is refused for a request the connector does not know, or blocks past its chain, naming them', () => {
+    let offer: (context: StoreContext) => void = () => {};
+    const policy: StorePolicy = {
+      name: 'scripted',
+      storesFor: (_step, context) => offer(context),
+      onLoadIssued: () => {},
+      onPreempted: () => {},
+      onRequestFinished: () => {},
+      onGpuBlockEvicted: () => {},
+      attachGpuPrefixCache: () => {},
+      reset: () => {},
+    };
+    const connector = new OffloadingConnector({
+      manager: new LruOffloadingManager({ capacityBlocks: 8 }),
+      policy,
+      geometry: offloadGeometry(4, 1),
+      bytesPerGpuBlock: 1,
+    });
+    const request = bareRequest('r', promptOf(8, 23), 4);
+    const [first, second] = offloadedKeysOf(promptOf(8, 23), 4, 1);
+    offer = (context) => context.store('nobody', [{ key: first, gpuBlockIds: [0] }], false, 0);
+    expect(() => connector.buildConnectorMeta(computeStep(0, request, blockRange(0, 2), 8))).toThrowError(OffloadingConnectorError);
+    offer = (context) => context.store('nobody', [{ key: 'k-other', gpuBlockIds: [2] }], false, 0);
+    expect(() => connector.buildConnectorMeta(computeStep(1, request, blockRange(0, 2), 0))).toThrowError(
+      /store for request 'nobody': the connector does not know the request/,
+    );
+    offer = (context) => context.store('r', [{ key: second, gpuBlockIds: [1] }], false, 2);
+    expect(() => connector.buildConnectorMeta(computeStep(2, request, blockRange(0, 2), 0))).toThrowError(
+      /store for request 'r': offloaded blocks \[2, 3\) are not within its 2 offloaded blocks/,
+    );
   });
 
   it('is not refreshed by a store that stored nothing: refused for room, or every block already held', () => {
