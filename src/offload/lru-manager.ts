@@ -41,8 +41,16 @@ export class LruEvictionPolicy implements EvictionPolicy {
   readonly refreshReadsWholeChain = true;
 
   refreshedChain(_keys: readonly BlockHash[], ids: ArrayLike<number>, from: number, to: number): void {
-    // Newest last: walking backwards leaves the chain's first block the most recent.
-    for (let i = to - 1; i >= from; i--) this.makeNewest(ids[i]);
+    // Newest last: walking backwards leaves the chain's first block the most recent. A chain refreshed
+    // before mostly still lies in the order as one run, last block first: each run moves in one splice.
+    const order = this.order;
+    for (let i = to - 1; i >= from; ) {
+      const first = ids[i--];
+      if (first === ABSENT || this.queued[first] === 0) continue;
+      let last = first;
+      while (i >= from && order.after(last) === ids[i] && ids[i] !== ABSENT) last = ids[i--];
+      order.moveRunToNewest(first, last);
+    }
   }
 
   chooseVictimIds(count: number, evictable: (id: number) => boolean): number[] | null {

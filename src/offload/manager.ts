@@ -293,7 +293,10 @@ export class CpuOffloadingManager implements OffloadingManager {
   private readonly chainIds = new RefreshedChainIds(
     (keys, from, to, ids) => this.fillIds(keys, from, to, ids),
     (id) => this.keyById[id],
+    () => this.blocksLeft,
   );
+  /** Blocks that left the tier so far (evicted, or their store failed): held keys keep their ids while it stands. */
+  private blocksLeft = 0;
   private readonly isEvictableId = (id: number): boolean => this.refCnt[id] === 0 && this.storeInputStamp[id] !== this.storeStamp;
   private readonly isEvictable = (key: BlockHash): boolean => {
     const id = this.index.get(key);
@@ -619,6 +622,7 @@ export class CpuOffloadingManager implements OffloadingManager {
 
   /** Drops a held block (`id`, keyed `key`) from the table and frees its CPU block. */
   private forget(key: BlockHash, id: number): void {
+    this.blocksLeft++;
     this.index.delete(key);
     this.keyById[id] = undefined;
     this.refCnt[id] = 0;

@@ -10,22 +10,32 @@ const MAX_CHAINS = 8192;
  * steps and each store refreshes its whole chain, so looking every key up
  * again would make a store's cost grow with the chain; instead the ids of
  * the chain up to the previous store are found by that chain's last key
- * (which, being a chained hash, pins down every key before it) and each is
+ * (which, being a chained hash, pins down every key before it). A held
+ * key keeps its id until its block leaves the tier, so while no block left
+ * since the previous refresh those ids stand as they are; otherwise each is
  * confirmed by reading the key the tier holds at it. Only keys new since the
- * previous store, and keys whose block moved or left, are looked up.
+ * previous store, keys not held then, and keys whose block left are looked up.
  *
  * At most MAX_CHAINS chains are remembered, the least recently refreshed
  * forgotten first; a forgotten chain is just looked up whole.
  */
+/** A remembered chain: its ids, and how many blocks had left the tier when they were read. */
+interface ChainIds {
+  ids: Int32Array;
+  leftBefore: number;
+}
+
 export class RefreshedChainIds {
-  /** Ids of each remembered chain, by its last key; insertion order = least recently refreshed first. */
-  private readonly byLastKey = new Map<BlockHash, Int32Array>();
+  /** Each remembered chain, by its last key; insertion order = least recently refreshed first. */
+  private readonly byLastKey = new Map<BlockHash, ChainIds>();
 
   constructor(
     /** Fills `ids[from, to)` with the CPU block id of each of `keys[from, to)`, or ABSENT. */
     private readonly fillIds: (keys: readonly BlockHash[], from: number, to: number, ids: Int32Array) => void,
     /** The key held at CPU block `id`, or undefined. */
     private readonly keyAt: (id: number) => BlockHash | undefined,
+    /** How many blocks have left the tier so far (evicted, failed or lost). */
+    private readonly blocksLeft: () => number,
   ) {}
 
   /**
@@ -34,27 +44,32 @@ export class RefreshedChainIds {
    * array may be longer than the chain; it is the caller's until the next call.
    */
   idsOf(chain: readonly BlockHash[], firstOffered: number, n: number): Int32Array {
-    let ids: Int32Array | undefined;
+    let entry: ChainIds | undefined;
     let known = 0;
     if (firstOffered > 0 && firstOffered <= n) {
       const previousLast = chain[firstOffered - 1];
-      ids = this.byLastKey.get(previousLast);
-      if (ids !== undefined) {
+      entry = this.byLastKey.get(previousLast);
+      if (entry !== undefined) {
         this.byLastKey.delete(previousLast);
-        known = Math.min(firstOffered, ids.length);
+        known = Math.min(firstOffered, entry.ids.length);
       }
     }
-    if (ids === undefined || ids.length < n) {
-      const grown = new Int32Array(Math.max(16, n, 2 * (ids?.length ?? 0)));
-      if (ids !== undefined) grown.set(ids.subarray(0, known));
-      ids = grown;
+    const left = this.blocksLeft();
+    entry ??= { ids: new Int32Array(Math.max(16, n)), leftBefore: left };
+    if (entry.ids.length < n) {
+      const grown = new Int32Array(Math.max(n, 2 * entry.ids.length));
+      grown.set(entry.ids.subarray(0, known));
+      entry.ids = grown;
     }
+    const ids = entry.ids;
+    const unchanged = entry.leftBefore === left;
     for (let i = 0; i < known; i++) {
       const id = ids[i];
-      if (id === ABSENT || this.keyAt(id) !== chain[i]) this.fillIds(chain, i, i + 1, ids);
+      if (id === ABSENT || (!unchanged && this.keyAt(id) !== chain[i])) this.fillIds(chain, i, i + 1, ids);
     }
     this.fillIds(chain, known, n, ids);
-    if (n > 0) this.remember(chain[n - 1], ids);
+    entry.leftBefore = left;
+    if (n > 0) this.remember(chain[n - 1], entry);
     return ids;
   }
 
@@ -62,10 +77,10 @@ export class RefreshedChainIds {
     this.byLastKey.clear();
   }
 
-  private remember(lastKey: BlockHash, ids: Int32Array): void {
+  private remember(lastKey: BlockHash, entry: ChainIds): void {
     const map = this.byLastKey;
     map.delete(lastKey);
-    map.set(lastKey, ids);
+    map.set(lastKey, entry);
     if (map.size > MAX_CHAINS) map.delete(map.keys().next().value as BlockHash);
   }
 }

@@ -4,10 +4,12 @@ import { ABSENT } from '../../../src/core/lane-hash-table.js';
 import { RefreshedChainIds } from '../../../src/offload/refreshed-chain-ids.js';
 import { keys } from './helpers.js';
 
-/** A tier as the memo sees it: key -> CPU block id, with every lookup counted. */
+/** A tier as the memo sees it: key -> CPU block id, with every lookup and every check of a remembered id counted. */
 class FakeTier {
   readonly idByKey = new Map<BlockHash, number>();
   lookups: BlockHash[] = [];
+  checks = 0;
+  private left = 0;
   readonly memo = new RefreshedChainIds(
     (chain, from, to, ids) => {
       for (let i = from; i < to; i++) {
@@ -15,11 +17,21 @@ class FakeTier {
         ids[i] = this.idByKey.get(chain[i]) ?? ABSENT;
       }
     },
-    (id) => [...this.idByKey].find(([, held]) => held === id)?.[0],
+    (id) => {
+      this.checks++;
+      return [...this.idByKey].find(([, held]) => held === id)?.[0];
+    },
+    () => this.left,
   );
 
   hold(key: BlockHash, id: number): void {
     this.idByKey.set(key, id);
+  }
+
+  /** `key`'s block leaves the tier. */
+  drop(key: BlockHash): void {
+    this.idByKey.delete(key);
+    this.left++;
   }
 
   /** The ids the memo gives for `chain`, offered from `firstOffered`, and the keys it looked up for them. */
@@ -36,6 +48,8 @@ describe('RefreshedChainIds', () => {
     [1, 2, 3, 4].forEach((n, id) => tier.hold(`k${n}`, id));
     expect(tier.refresh(keys(1, 2, 3), 0)).toEqual({ ids: [0, 1, 2], lookedUp: keys(1, 2, 3) });
     expect(tier.refresh(keys(1, 2, 3, 4), 3)).toEqual({ ids: [0, 1, 2, 3], lookedUp: keys(4) });
+    // No block left the tier meanwhile: the remembered ids stand without a check.
+    expect(tier.checks).toBe(0);
   });
 
   it('looks a key up again when its block left or moved, and keeps looking up a key the tier does not hold', () => {
@@ -44,7 +58,7 @@ describe('RefreshedChainIds', () => {
     tier.hold('k3', 2);
     expect(tier.refresh(keys(1, 2, 3), 0).ids).toEqual([0, ABSENT, 2]);
     // Block 3 was evicted and stored again at CPU block 5; block 2 is still absent.
-    tier.idByKey.delete('k3');
+    tier.drop('k3');
     tier.hold('k3', 5);
     tier.hold('k4', 6);
     expect(tier.refresh(keys(1, 2, 3, 4), 3)).toEqual({ ids: [0, ABSENT, 5, 6], lookedUp: keys(2, 3, 4) });
