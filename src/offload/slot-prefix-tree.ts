@@ -13,8 +13,10 @@ import { NO_SLOT, SlotFifo } from './slot-fifo.js';
  * prompts, first block first (`OffloadingManager.touch`), and every store
  * shows its request's chain up to the blocks stored (`refresh`), so the
  * parent of each key is learned there, the blocks a request computed after
- * its lookup included, and remembered for a bounded number of keys
- * (RememberedParents). Children are linked only between held blocks.
+ * its lookup included. The parents lookups show are remembered for a
+ * bounded number of keys (RememberedParents), long enough for a block
+ * computed after its lookup to be stored. Children are linked only between
+ * held blocks.
  *
  * A block is worth nothing without its parent (a prefix hit stops at the
  * first missing block), so policies evict leaves first and treat a block
@@ -87,9 +89,8 @@ export class SlotPrefixTree {
    * sawChain for a chain whose keys `chain[from + 1, to)` a store just
    * offered: a held key after a held one is linked under it directly,
    * without remembering its parent (the link is what eviction reads, and the
-   * key's next lookup remembers the parent again), which keeps the store
-   * path to two array reads per block; any other key is learned as sawChain
-   * learns it.
+   * key's next lookup remembers the parent), which keeps a store's cost to a
+   * link per block; any other key is learned as sawChain learns it.
    */
   sawStoredChain(chain: readonly BlockHash[], ids: ArrayLike<number>, from: number, to: number): void {
     for (let i = from + 1; i < to; i++) {
