@@ -4,7 +4,7 @@ import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '..
 import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import { TransferJobLedger } from './job-ids.js';
-import { offloadKeys } from '../offload/geometry.js';
+import { offloadKeyOf, offloadKeys } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import type {
   GpuPrefixCache,
@@ -98,6 +98,8 @@ export class OffloadingConnector implements SchedulerConnector {
   private storesToSend: TransferJobSpec[] = [];
   /** The keys of the offer being stored, refilled by every store() (see there). */
   private readonly offerKeys: BlockHash[] = [];
+  /** The chain a store refreshes when offloaded blocks group several GPU blocks, refilled like offerKeys. */
+  private readonly chainKeys: BlockHash[] = [];
   /** Requests that got a load since the last metadata was built. */
   private readonly loadedSinceMeta = new Set<string>();
   private readonly storeContext: StoreContext;
@@ -126,7 +128,7 @@ export class OffloadingConnector implements SchedulerConnector {
       throw new OffloadingConnectorError(`bytesPerGpuBlock must be a number >= 0, got ${String(options.bytesPerGpuBlock)}`);
     }
     this.bytesPerGpuBlock = options.bytesPerGpuBlock;
-    this.storeContext = { store: (reqId, candidates, fence) => this.store(reqId, candidates, fence) };
+    this.storeContext = { store: (reqId, candidates, fence, firstBlock) => this.store(reqId, candidates, fence, firstBlock) };
   }
 
   /** Hands the scheduler's GPU prefix cache to the store policy (write-back needs it to find whole groups). */
@@ -344,8 +346,11 @@ export class OffloadingConnector implements SchedulerConnector {
     this.manager.protect(request.id, offloadKeys(request.blockHashes, this.geometry.offloadFactor, 0, numBlocks), front);
   }
 
-  /** The StoreContext's store: one prepareStore, and one job (into this step's metadata) for what it accepted. */
-  private store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean): StoreResult | null {
+  /**
+   * The StoreContext's store: one prepareStore, and one job (into this step's metadata) for what it accepted;
+   * with `firstBlock`, the request's chain up to the last candidate is refreshed when anything was stored.
+   */
+  private store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean, firstBlock?: number): StoreResult | null {
     const f = this.geometry.offloadFactor;
     // Index loops and one reused key array: a step in which thousands of requests complete a block
     // offers thousands of one-block stores, and per-offer garbage there is what the garbage collector pays for.
@@ -399,6 +404,36 @@ export class OffloadingConnector implements SchedulerConnector {
     this.storesToSend.push(spec);
     this.counters.storesIssued++;
     this.counters.bytesGpuToCpu += gpuBlockIds.length * this.bytesPerGpuBlock;
+    if (reqId !== null && firstBlock !== undefined) this.refreshChain(reqId, firstBlock, firstBlock + candidates.length);
     return { job: spec, declinedKeys };
+  }
+
+  /**
+   * Refreshes request `reqId`'s offloaded blocks [0, end) in the tier, first block first, the store having
+   * offered [firstOffered, end), as vLLM's connector touches a request's blocks on every store: the chain's
+   * head stays newer than its tail, so eviction takes tails first, and prefix-aware orders learn the parents
+   * of blocks computed after admission.
+   */
+  private refreshChain(reqId: string, firstOffered: number, end: number): void {
+    const request = this.live.get(reqId);
+    if (request === undefined) {
+      throw new OffloadingConnectorError(`store for request '${reqId}': the connector does not know the request`);
+    }
+    const f = this.geometry.offloadFactor;
+    if (!Number.isInteger(firstOffered) || firstOffered < 0 || end * f > request.blockHashes.length) {
+      throw new OffloadingConnectorError(
+        `store for request '${reqId}': offloaded blocks [${firstOffered}, ${end}) are not within its ` +
+          `${Math.floor(request.blockHashes.length / f)} offloaded blocks`,
+      );
+    }
+    // With one GPU block per offloaded block the request's own hashes are its chain: nothing to build.
+    if (f === 1) {
+      this.manager.refresh(request.blockHashes, firstOffered, end);
+      return;
+    }
+    const chain = this.chainKeys;
+    for (let i = 0; i < end; i++) chain[i] = offloadKeyOf(request.blockHashes, f, i);
+    chain.length = end;
+    this.manager.refresh(chain, firstOffered, end);
   }
 }

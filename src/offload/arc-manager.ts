@@ -25,6 +25,10 @@ export interface ArcState {
  * block while |T1| >= floor(p), otherwise T2's; when the preferred list has
  * no evictable block it falls back to the other one, so a store is refused
  * only when no block at all is evictable.
+ *
+ * A refreshed chain (a request stored more of it) becomes the newest of the
+ * list each block is in, its first block the most recent, without moving any
+ * block to T2: its own request extending it is not a reuse.
  */
 export class ArcEvictionPolicy implements EvictionPolicy {
   private readonly t1 = new Map<BlockHash, true>();
@@ -53,6 +57,16 @@ export class ArcEvictionPolicy implements EvictionPolicy {
     } else if (this.b2.has(key)) {
       const step = Math.max(1, this.b1.size / this.b2.size);
       this.targetT1Size = Math.max(this.targetT1Size - step, 0);
+    }
+  }
+
+  readonly refreshReadsWholeChain = true;
+
+  refreshedChain(keys: readonly BlockHash[], _ids: ArrayLike<number>, from: number, to: number): void {
+    for (let i = to - 1; i >= from; i--) {
+      const key = keys[i];
+      if (this.t1.delete(key)) this.t1.set(key, true);
+      else if (this.t2.delete(key)) this.t2.set(key, true);
     }
   }
 

@@ -23,6 +23,10 @@ export class ForwardingManager implements OffloadingManager {
     this.inner.touch(keys);
   }
 
+  refresh(keys: readonly BlockHash[], from: number, to: number): void {
+    this.inner.refresh(keys, from, to);
+  }
+
   completeLoad(keys: readonly BlockHash[]): void {
     this.inner.completeLoad(keys);
   }

@@ -129,6 +129,13 @@ export class HitDensityEvictionPolicy implements EvictionPolicy {
     }
   }
 
+  readonly refreshReadsWholeChain = false;
+
+  /** No age or hit changes (a request extending its chain reuses nothing); the links learn the offered blocks' parents. */
+  refreshedChain(keys: readonly BlockHash[], _ids: ArrayLike<number>, from: number, to: number): void {
+    this.links.sawChain(keys, from, to);
+  }
+
   touched(key: BlockHash, ready: boolean | null): void {
     const entry = this.entries.get(key);
     if (entry === undefined) return;

@@ -4,8 +4,9 @@ import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPo
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
 /**
- * Least recently used: one list, oldest first. New blocks and touched blocks
- * become the newest; eviction takes the oldest evictable blocks.
+ * Least recently used: one list, oldest first. New blocks, touched blocks and
+ * refreshed chains become the newest; eviction takes the oldest evictable
+ * blocks.
  *
  * The list is intrusive and in typed arrays over the tier's CPU block ids,
  * which the manager hands to every call: no index of its own, no map entry
@@ -34,9 +35,22 @@ export class LruEvictionPolicy implements EvictionPolicy {
   }
 
   touched(_key: BlockHash, _ready: boolean | null, id: number): void {
-    if (id === ABSENT || this.queued[id] === 0 || this.order.after(id) === NO_SLOT) return;
-    this.order.remove(id);
-    this.order.push(id);
+    this.makeNewest(id);
+  }
+
+  readonly refreshReadsWholeChain = true;
+
+  refreshedChain(_keys: readonly BlockHash[], ids: ArrayLike<number>, from: number, to: number): void {
+    // Newest last: walking backwards leaves the chain's first block the most recent. A chain refreshed
+    // before mostly still lies in the order as one run, last block first: each run moves in one splice.
+    const order = this.order;
+    for (let i = to - 1; i >= from; ) {
+      const first = ids[i--];
+      if (first === ABSENT || this.queued[first] === 0) continue;
+      let last = first;
+      while (i >= from && order.after(last) === ids[i] && ids[i] !== ABSENT) last = ids[i--];
+      order.moveRunToNewest(first, last);
+    }
   }
 
   chooseVictimIds(count: number, evictable: (id: number) => boolean): number[] | null {
@@ -74,6 +88,12 @@ export class LruEvictionPolicy implements EvictionPolicy {
     const out: BlockHash[] = [];
     for (let id = this.order.oldest; id !== NO_SLOT; id = this.order.after(id)) out.push(this.keyOf(id));
     return out;
+  }
+
+  private makeNewest(id: number): void {
+    if (id === ABSENT || this.queued[id] === 0 || this.order.after(id) === NO_SLOT) return;
+    this.order.remove(id);
+    this.order.push(id);
   }
 
   private remove(id: number): void {

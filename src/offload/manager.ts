@@ -4,6 +4,7 @@ import { KvtierError } from '../core/errors.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
 import { ProtectedKeys } from './protected-keys.js';
+import { RefreshedChainIds } from './refreshed-chain-ids.js';
 
 /**
  * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
@@ -27,6 +28,8 @@ import { ProtectedKeys } from './protected-keys.js';
  * - Stores: `prepareStore(keys)`; write `keysToStore` to `cpuBlockIds`; when
  *   the job finished on every rank, `completeStore(keysToStore, ok)` with
  *   exactly the keys that job wrote (never keys another job is writing).
+ *   When a request's store stored anything, `refresh` its chain up to the
+ *   last block offered.
  * - A null from `prepareStore` means "no room now": nothing changed; try
  *   again later.
  */
@@ -46,6 +49,20 @@ export interface OffloadingManager {
 
   /** Marks `keys` as used now; the first key ends up the most recent. Unknown keys are ignored. */
   touch(keys: readonly BlockHash[]): void;
+
+  /**
+   * A request stored blocks at the end of its chain `keys[0, to)`: its
+   * offloaded keys from its first block to the last one offered, first block
+   * first, the store having offered `keys[from, to)` (keys after `to` are
+   * ignored, so a caller may pass a longer array it already has). The chain
+   * is in use, but none of its blocks was reused: recency orders make it the
+   * newest, its first key the most recent, so the chain is evicted from its
+   * tail and what stays is still a prefix; prefix-aware orders learn the
+   * parent (the key before it) of each offered key, which a block computed
+   * after its request's admission was never shown with. Unknown keys are
+   * ignored. The keys are read during the call only.
+   */
+  refresh(keys: readonly BlockHash[], from: number, to: number): void;
 
   /** Unpins keys pinned by `prepareLoad`. Throws, changing nothing, for a key not pinned. */
   completeLoad(keys: readonly BlockHash[]): void;
@@ -178,6 +195,22 @@ export interface EvictionPolicy {
    */
   touchedChain?(keys: readonly BlockHash[], ids: ArrayLike<number>): void;
   /**
+   * Whether `refreshedChain` reads a whole refreshed chain (a recency order
+   * moves every block of it) or only its offered keys and the one before
+   * them (a prefix-aware order learns their parents; it learned the others'
+   * when they were stored), which keeps a long chain's refresh cheap.
+   */
+  readonly refreshReadsWholeChain: boolean;
+  /**
+   * A request's chain `keys[0, to)` was refreshed (`OffloadingManager.refresh`),
+   * first block first; the policy reads `keys[from, to)` (from 0, or from the
+   * key before the first offered one), with `ids[i]` the CPU block id of
+   * `keys[i]` or ABSENT (valid during the call only). Not a reuse: a policy
+   * counting reuses (ARC's T2, S3-FIFO's main FIFO, LHD's hits) must not
+   * count this.
+   */
+  refreshedChain(keys: readonly BlockHash[], ids: ArrayLike<number>, from: number, to: number): void;
+  /**
    * The `count` blocks to evict next, in eviction order, among the keys
    * `evictable` accepts, or null when there are fewer. Must change nothing:
    * `evicted` applies the choice.
@@ -248,8 +281,22 @@ export class CpuOffloadingManager implements OffloadingManager {
   /** Held blocks among the keys of the prepareStore in progress carry its stamp: never its victims. */
   private readonly storeInputStamp: Uint32Array;
   private storeStamp = 0;
-  /** CPU block ids of the keys of the touch in progress (ABSENT when not held). */
+  /** CPU block ids of the keys of the touch or refresh in progress (ABSENT when not held). */
   private touchIds = new Int32Array(64);
+  /**
+   * The keys the latest prepareStore admitted and their ids: a refresh follows its store, so the
+   * offered keys it names are found here (confirmed by the key held at the id) rather than looked up.
+   */
+  private lastStoredKeys: readonly BlockHash[] = NO_KEYS;
+  private lastStoredIds: readonly number[] = NO_IDS;
+  /** Ids of the chains refreshed lately, so a request's next refresh looks up only its new keys. */
+  private readonly chainIds = new RefreshedChainIds(
+    (keys, from, to, ids) => this.fillIds(keys, from, to, ids),
+    (id) => this.keyById[id],
+    () => this.blocksLeft,
+  );
+  /** Blocks that left the tier so far (evicted, or their store failed): held keys keep their ids while it stands. */
+  private blocksLeft = 0;
   private readonly isEvictableId = (id: number): boolean => this.refCnt[id] === 0 && this.storeInputStamp[id] !== this.storeStamp;
   private readonly isEvictable = (key: BlockHash): boolean => {
     const id = this.index.get(key);
@@ -303,15 +350,27 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   touch(keys: readonly BlockHash[]): void {
-    if (keys.length > this.touchIds.length) this.touchIds = new Int32Array(2 * keys.length);
-    const ids = this.touchIds;
-    for (let i = 0; i < keys.length; i++) ids[i] = this.index.get(keys[i]);
+    const ids = this.idsOf(keys);
     this.policy.touchedChain?.(keys, ids);
     // Newest last: walking backwards leaves the first key the most recent.
     for (let i = keys.length - 1; i >= 0; i--) {
       const id = ids[i];
       this.policy.touched(keys[i], id === ABSENT ? null : this.refCnt[id] !== BEING_STORED, id);
     }
+  }
+
+  refresh(keys: readonly BlockHash[], from: number, to: number): void {
+    if (!Number.isInteger(from) || !Number.isInteger(to) || from < 0 || from > to || to > keys.length) {
+      throw new OffloadingManagerError(`refresh: offered keys [${from}, ${to}) are not within the ${keys.length} keys given`);
+    }
+    if (this.policy.refreshReadsWholeChain) {
+      this.policy.refreshedChain(keys, this.chainIds.idsOf(keys, from, to), 0, to);
+      return;
+    }
+    const first = Math.max(0, from - 1);
+    if (to > this.touchIds.length) this.touchIds = new Int32Array(2 * to);
+    this.fillIds(keys, first, to, this.touchIds);
+    this.policy.refreshedChain(keys, this.touchIds, first, to);
   }
 
   completeLoad(keys: readonly BlockHash[]): void {
@@ -389,6 +448,8 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.beingStoredBlocks += keysToStore.length;
     this.storesAccepted += keysToStore.length;
     this.storesDeclined += declined.length;
+    this.lastStoredKeys = keysToStore;
+    this.lastStoredIds = cpuBlockIds;
     return { keysToStore, cpuBlockIds, evictedKeys, declinedKeys: declined };
   }
 
@@ -428,6 +489,9 @@ export class CpuOffloadingManager implements OffloadingManager {
     this.keyById.length = 0;
     this.refCnt.fill(0);
     this.index.clear();
+    this.chainIds.clear();
+    this.lastStoredKeys = NO_KEYS;
+    this.lastStoredIds = NO_IDS;
     this.freeUnprotected = 0;
     this.allocator.reset();
     this.policy.reset();
@@ -509,6 +573,29 @@ export class CpuOffloadingManager implements OffloadingManager {
     return choose((key) => protectedKeys.rankOf(key) > nearest);
   }
 
+  /** The CPU block id of each of `keys` (ABSENT when not held), in a buffer reused by every call. */
+  private idsOf(keys: readonly BlockHash[]): Int32Array {
+    if (keys.length > this.touchIds.length) this.touchIds = new Int32Array(2 * keys.length);
+    const ids = this.touchIds;
+    for (let i = 0; i < keys.length; i++) ids[i] = this.index.get(keys[i]);
+    return ids;
+  }
+
+  /**
+   * Fills `ids[from, to)` with the CPU block id of each of `keys[from, to)` (ABSENT when not held), taking
+   * the ids of keys the latest prepareStore admitted, in the order it admitted them, without a lookup.
+   */
+  private fillIds(keys: readonly BlockHash[], from: number, to: number, ids: Int32Array): void {
+    const stored = this.lastStoredKeys;
+    const storedIds = this.lastStoredIds;
+    let next = 0;
+    for (let i = from; i < to; i++) {
+      const key = keys[i];
+      if (next < stored.length && stored[next] === key && this.keyById[storedIds[next]] === key) ids[i] = storedIds[next++];
+      else ids[i] = this.index.get(key);
+    }
+  }
+
   private nextStoreStamp(): number {
     if (this.storeStamp === 0xffffffff) {
       this.storeInputStamp.fill(0);
@@ -535,6 +622,7 @@ export class CpuOffloadingManager implements OffloadingManager {
 
   /** Drops a held block (`id`, keyed `key`) from the table and frees its CPU block. */
   private forget(key: BlockHash, id: number): void {
+    this.blocksLeft++;
     this.index.delete(key);
     this.keyById[id] = undefined;
     this.refCnt[id] = 0;

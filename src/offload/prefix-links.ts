@@ -5,10 +5,11 @@ import type { BlockHash } from '../core/block-hash.js';
  *
  * A key is a chained hash, so its parent (the key of the offloaded block
  * before it in every prompt holding it) never changes. Lookups see whole
- * prompts, first block first (`OffloadingManager.touch`), so the parent of
- * each key is learned there and remembered for a bounded number of keys,
- * long enough for a block computed after its lookup to be stored. Children
- * are tracked only between held blocks.
+ * prompts, first block first (`OffloadingManager.touch`), and every store
+ * shows its request's chain up to the blocks stored (`refresh`), so the
+ * parent of each key is learned there, the blocks a request computed after
+ * its lookup included, and remembered for a bounded number of keys.
+ * Children are tracked only between held blocks.
  *
  * A block is worth nothing without its parent (a prefix hit stops at the
  * first missing block), so policies evict leaves first and treat a block
@@ -47,9 +48,13 @@ export class PrefixLinks {
     private readonly isHeld: (key: BlockHash) => boolean,
   ) {}
 
-  /** `chain` is one prompt's keys, first block first: each key's parent is the key before it. */
-  sawChain(chain: readonly BlockHash[]): void {
-    for (let i = 1; i < chain.length; i++) {
+  /**
+   * `chain` is one prompt's keys, first block first: each key's parent is the
+   * key before it. Only `chain[from, to)` is read: the parents of the keys
+   * after `from` are learned (the ones before were seen already).
+   */
+  sawChain(chain: readonly BlockHash[], from = 0, to = chain.length): void {
+    for (let i = from + 1; i < to; i++) {
       const child = chain[i];
       let parent = this.parentOf.get(child);
       if (parent === undefined) {

@@ -118,6 +118,13 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
     this.tree.sawChain(keys, ids);
   }
 
+  readonly refreshReadsWholeChain = false;
+
+  /** The queues keep their order (a request extending its chain reuses nothing); the tree learns the offered blocks' parents. */
+  refreshedChain(keys: readonly BlockHash[], ids: ArrayLike<number>, from: number, to: number): void {
+    this.tree.sawStoredChain(keys, ids, from, to);
+  }
+
   touched(_key: BlockHash, ready: boolean | null, id: number): void {
     if (ready !== true) return;
     const queue = this.queueOf[id];

@@ -71,6 +71,23 @@ export class SlotFifo {
     this.count--;
   }
 
+  /**
+   * Moves the run of queued slots from `first` to `last` (`last` reached from
+   * `first` by `after`, or `first` itself) to the newest end, in its order.
+   */
+  moveRunToNewest(first: number, last: number): void {
+    if (last === this.tail) return;
+    const before = this.prev[first];
+    const after = this.next[last];
+    if (before === NO_SLOT) this.head = after;
+    else this.next[before] = after;
+    this.prev[after] = before;
+    this.prev[first] = this.tail;
+    this.next[this.tail] = first;
+    this.next[last] = NO_SLOT;
+    this.tail = last;
+  }
+
   clear(): void {
     this.head = NO_SLOT;
     this.tail = NO_SLOT;

@@ -10,10 +10,13 @@ import { NO_SLOT, SlotFifo } from './slot-fifo.js';
  *
  * A key is a chained hash, so its parent (the key of the offloaded block
  * before it in every prompt holding it) never changes. Lookups see whole
- * prompts, first block first (`OffloadingManager.touch`), so the parent of
- * each key is learned there and remembered for a bounded number of keys
- * (RememberedParents), long enough for a block computed after its lookup to
- * be stored. Children are linked only between held blocks.
+ * prompts, first block first (`OffloadingManager.touch`), and every store
+ * shows its request's chain up to the blocks stored (`refresh`), so the
+ * parent of each key is learned there, the blocks a request computed after
+ * its lookup included. The parents lookups show are remembered for a
+ * bounded number of keys (RememberedParents), long enough for a block
+ * computed after its lookup to be stored. Children are linked only between
+ * held blocks.
  *
  * A block is worth nothing without its parent (a prefix hit stops at the
  * first missing block), so policies evict leaves first and treat a block
@@ -59,10 +62,12 @@ export class SlotPrefixTree {
   /**
    * `chain` is one prompt's keys, first block first (each key's parent is the
    * key before it); `ids[i]` is the slot of `chain[i]` when held, else ABSENT.
+   * Only `chain[from, to)` is read: the parents of the keys after `from` are
+   * learned (the ones before were seen already).
    */
-  sawChain(chain: readonly BlockHash[], ids: ArrayLike<number>): void {
+  sawChain(chain: readonly BlockHash[], ids: ArrayLike<number>, from = 0, to = chain.length): void {
     const parents = this.parents;
-    for (let i = 1; i < chain.length; i++) {
+    for (let i = from + 1; i < to; i++) {
       const child = chain[i];
       let position = parents.positionOf(child);
       let parent: BlockHash;
@@ -77,6 +82,22 @@ export class SlotPrefixTree {
       this.parentPosition[childId] = position;
       const parentId = parent === chain[i - 1] ? ids[i - 1] : this.slots.idOf(parent);
       if (parentId !== ABSENT) this.link(parentId, childId);
+    }
+  }
+
+  /**
+   * sawChain for a chain whose keys `chain[from + 1, to)` a store just
+   * offered: a held key after a held one is linked under it directly,
+   * without remembering its parent (the link is what eviction reads, and the
+   * key's next lookup remembers the parent), which keeps a store's cost to a
+   * link per block; any other key is learned as sawChain learns it.
+   */
+  sawStoredChain(chain: readonly BlockHash[], ids: ArrayLike<number>, from: number, to: number): void {
+    for (let i = from + 1; i < to; i++) {
+      const childId = ids[i];
+      const parentId = ids[i - 1];
+      if (childId !== ABSENT && parentId !== ABSENT) this.link(parentId, childId);
+      else this.sawChain(chain, ids, i - 1, i + 1);
     }
   }
 

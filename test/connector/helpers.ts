@@ -50,6 +50,8 @@ export class ScriptedManager implements OffloadingManager {
   readonly storeOffers: BlockHash[][] = [];
   readonly lookups: BlockHash[][] = [];
   readonly touches: BlockHash[][] = [];
+  /** Each refresh's chain, and the index of its first offered key. */
+  readonly refreshes: { chain: BlockHash[]; firstOffered: number }[] = [];
   refusals = 0;
   declined = new Set<BlockHash>();
 
@@ -67,6 +69,10 @@ export class ScriptedManager implements OffloadingManager {
   touch(keys: readonly BlockHash[]): void {
     this.touches.push([...keys]);
     this.backing.touch(keys);
+  }
+  refresh(keys: readonly BlockHash[], from: number, to: number): void {
+    this.refreshes.push({ chain: keys.slice(0, to), firstOffered: from });
+    this.backing.refresh(keys, from, to);
   }
   completeLoad(keys: readonly BlockHash[]): void {
     this.backing.completeLoad(keys);
@@ -164,6 +170,8 @@ export interface OffloadHarnessOptions {
   readonly switches?: WorkerConnectorSwitches;
   /** Wraps the connector the scheduler sees (e.g. to tamper with its metadata in a control run). */
   readonly wrapConnector?: (connector: OffloadingConnector) => SchedulerConnector;
+  /** Wraps the CPU tier's manager the connector uses (e.g. to drop one kind of call in a control run). */
+  readonly wrapManager?: (manager: OffloadingManager) => OffloadingManager;
 }
 
 /**
@@ -196,6 +204,7 @@ export class OffloadHarness {
       cpuBlocks: options.cpuBlocks ?? 64,
       eviction: options.eviction ?? 'lru',
       storePolicy: options.storePolicy ?? 'on-compute',
+      wrapManager: options.wrapManager,
     });
     this.connector = parts.connector;
     this.manager = parts.manager;

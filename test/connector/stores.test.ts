@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { OffloadingConnector, OffloadingConnectorError } from '../../src/connector/scheduler-connector.js';
+import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { offloadGeometry, type StoreContext, type StorePolicy } from '../../src/offload/policies/store-policy.js';
 import { bareRequest, blockRange, computeStep, jobsFinished, offloadedKeysOf, promptOf, scriptedConnector } from './helpers.js';
 
 /** Store on compute, driven step by step without a scheduler (blocks of 4 tokens). */
@@ -163,5 +166,75 @@ describe('store on compute', () => {
     expect(connector.hasPendingWork()).toBe(false);
     const idle = bareRequest('idle', promptOf(3, 12), 4);
     expect(connector.requestFinished(idle, [0])).toBe(false);
+  });
+});
+
+/** The chain refresh that follows a store, driven step by step without a scheduler (blocks of 4 tokens). */
+describe("a request's chain refreshed by its stores", () => {
+  it('is refreshed from its first block to the last one offered, after every store that stored anything', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 20);
+    const request = bareRequest('r', prompt, 4, 8);
+    const table = blockRange(0, 4);
+    connector.buildConnectorMeta(computeStep(0, request, table, 8));
+    expect(manager.refreshes).toEqual([{ chain: offloadedKeysOf(prompt, 4, 1), firstOffered: 0 }]);
+    // Four decode steps complete the third block, which only then is stored: the chain so far is refreshed.
+    for (let step = 1; step <= 4; step++) {
+      request.appendOutputToken(step);
+      connector.buildConnectorMeta(computeStep(step, request, table, 1));
+    }
+    const tokens = [...prompt, 1, 2, 3, 4];
+    expect(manager.refreshes).toHaveLength(2);
+    expect(manager.refreshes[1]).toEqual({ chain: offloadedKeysOf(tokens, 4, 1).slice(0, 3), firstOffered: 2 });
+  });
+
+  it('is refreshed in offloaded blocks of f GPU blocks, keyed as the tier keys them', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4, offloadFactor: 2 });
+    const prompt = promptOf(17, 21);
+    connector.buildConnectorMeta(computeStep(0, bareRequest('r', prompt, 4), blockRange(0, 5), 17));
+    expect(manager.refreshes).toEqual([{ chain: offloadedKeysOf(prompt, 4, 2), firstOffered: 0 }]);
+  });
+
+  it('is refused for a request the connector does not know, or blocks past its chain, naming them', () => {
+    let offer: (context: StoreContext) => void = () => {};
+    const policy: StorePolicy = {
+      name: 'scripted',
+      storesFor: (_step, context) => offer(context),
+      onLoadIssued: () => {},
+      onPreempted: () => {},
+      onRequestFinished: () => {},
+      onGpuBlockEvicted: () => {},
+      attachGpuPrefixCache: () => {},
+      reset: () => {},
+    };
+    const connector = new OffloadingConnector({
+      manager: new LruOffloadingManager({ capacityBlocks: 8 }),
+      policy,
+      geometry: offloadGeometry(4, 1),
+      bytesPerGpuBlock: 1,
+    });
+    const request = bareRequest('r', promptOf(8, 23), 4);
+    const [first, second] = offloadedKeysOf(promptOf(8, 23), 4, 1);
+    offer = (context) => context.store('nobody', [{ key: first, gpuBlockIds: [0] }], false, 0);
+    expect(() => connector.buildConnectorMeta(computeStep(0, request, blockRange(0, 2), 8))).toThrowError(OffloadingConnectorError);
+    offer = (context) => context.store('nobody', [{ key: 'k-other', gpuBlockIds: [2] }], false, 0);
+    expect(() => connector.buildConnectorMeta(computeStep(1, request, blockRange(0, 2), 0))).toThrowError(
+      /store for request 'nobody': the connector does not know the request/,
+    );
+    offer = (context) => context.store('r', [{ key: second, gpuBlockIds: [1] }], false, 2);
+    expect(() => connector.buildConnectorMeta(computeStep(2, request, blockRange(0, 2), 0))).toThrowError(
+      /store for request 'r': offloaded blocks \[2, 3\) are not within its 2 offloaded blocks/,
+    );
+  });
+
+  it('is not refreshed by a store that stored nothing: refused for room, or every block already held', () => {
+    const { connector, manager } = scriptedConnector({ blockSize: 4 });
+    const prompt = promptOf(8, 22);
+    manager.refusals = 1;
+    connector.buildConnectorMeta(computeStep(0, bareRequest('refused', prompt, 4), blockRange(0, 2), 8));
+    manager.hold(offloadedKeysOf(prompt, 4, 1));
+    connector.buildConnectorMeta(computeStep(1, bareRequest('held', prompt, 4), blockRange(2, 2), 8));
+    expect(manager.storeOffers).toHaveLength(2);
+    expect(manager.refreshes).toEqual([]);
   });
 });

@@ -61,7 +61,7 @@ export class StoreOnComputePolicy implements StorePolicy {
         candidate.key = offloadKeyOf(request.blockHashes, f, i);
         for (let j = 0; j < f; j++) candidate.gpuBlockIds[j] = view.blockIds[i * f + j];
       }
-      const result = context.store(request.id, candidates, false);
+      const result = context.store(request.id, candidates, false, start);
       if (result === null) {
         this.behind.add(request.id);
         continue;

@@ -60,8 +60,14 @@ export interface StoreContext {
    * Offers `candidates` to the manager (prepareStore) and issues one store
    * job, into this step's metadata, for the blocks it accepts. Returns null
    * when the manager has no room now (nothing changed).
+   *
+   * `firstBlock`, for blocks of request `reqId`'s own table: the candidates
+   * are its offloaded blocks `firstBlock`, `firstBlock + 1`, ... in order.
+   * When anything was stored, the request's chain of offloaded blocks up to
+   * the last candidate is refreshed in the tier (OffloadingManager.refresh),
+   * so it is evicted from its tail.
    */
-  store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean): StoreResult | null;
+  store(reqId: string | null, candidates: readonly StoreCandidate[], fence: boolean, firstBlock?: number): StoreResult | null;
 }
 
 export interface StorePolicy {

@@ -61,6 +61,21 @@ describe('ARC manager', () => {
     expect(manager.arcState()).toMatchObject({ t1: [], t2: keys(2, 1) });
   });
 
+  it("moves a refreshed chain's blocks to the newest end of their own list, the first block newest, promoting none", () => {
+    const manager = arc(6);
+    storeReady(manager, 1, 2, 3, 4);
+    manager.touch(keys(4)); // T2 = [k4]
+    storeReady(manager, 5);
+    manager.refresh(keys(1, 2, 4), 0, 3);
+    expect(manager.arcState()).toMatchObject({ t1: keys(3, 5, 2, 1), t2: keys(4) });
+  });
+
+  it('leaves the T1 target alone when a refreshed chain names ghosts', () => {
+    const manager = arcWithGhostsInBothLists();
+    manager.refresh(keys(3, 2, 1), 0, 3);
+    expect(manager.arcState()).toEqual({ targetT1Size: 0, t1: keys(5), t2: keys(4), b1: keys(3), b2: keys(2, 1) });
+  });
+
   it('remembers a block evicted from T1 in B1 and one evicted from T2 in B2', () => {
     const manager = arc(2);
     storeEachReady(manager, 1, 2);

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
-import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { EVICTION_POLICY_NAMES, type EvictionPolicyName } from '../../../src/config/eviction-policy-names.js';
+import { createOffloadingManager } from '../../../src/offload/create-manager.js';
 import type { OffloadingManager, PrepareStoreOutput } from '../../../src/offload/manager.js';
 
 /** Keys named after small numbers, so scenarios read like "store 1 and 2". */
@@ -10,14 +10,24 @@ export function keys(...ns: number[]): BlockHash[] {
 }
 
 export interface ManagerKind {
-  readonly name: 'lru' | 'arc';
+  readonly name: EvictionPolicyName;
+  /**
+   * Whether the order is by recency (LRU, ARC: a touch makes blocks the
+   * newest, and blocks never touched go in the order they were stored);
+   * the prefix-aware orders (S3-FIFO, LHD) order by reuse and the prefix tree.
+   */
+  readonly byRecency: boolean;
   create(capacityBlocks: number): OffloadingManager;
 }
 
-export const MANAGER_KINDS: readonly ManagerKind[] = [
-  { name: 'lru', create: (capacityBlocks) => new LruOffloadingManager({ capacityBlocks }) },
-  { name: 'arc', create: (capacityBlocks) => new ArcOffloadingManager({ capacityBlocks }) },
-];
+const RECENCY_ORDERS: readonly EvictionPolicyName[] = ['lru', 'arc', 'lru+queue'];
+
+/** A manager of every eviction policy a config may name, built as the engine builds it. */
+export const MANAGER_KINDS: readonly ManagerKind[] = EVICTION_POLICY_NAMES.map((name) => ({
+  name,
+  byRecency: RECENCY_ORDERS.includes(name),
+  create: (capacityBlocks: number) => createOffloadingManager({ eviction: name, capacityBlocks }),
+}));
 
 /** prepareStore that must succeed. */
 export function prepareStore(manager: OffloadingManager, ...ns: number[]): PrepareStoreOutput {
@@ -43,3 +53,20 @@ export function loadable(manager: OffloadingManager, ...ns: number[]): number[] 
   return ns.filter((n) => manager.lookup(keys(n)) === 1);
 }
 
+
+/**
+ * A request's chain stored as the connector stores it: each group of blocks
+ * is one store of the chain's next blocks, followed by a refresh of the chain
+ * so far; blocks in `lookedUp` are touched first, as the request's admission
+ * lookup touches its prompt.
+ */
+export function extendChain(manager: OffloadingManager, lookedUp: readonly number[], ...stores: (readonly number[])[]): void {
+  manager.touch(keys(...lookedUp));
+  const chain: number[] = [];
+  for (const group of stores) {
+    const from = chain.length;
+    chain.push(...group);
+    storeReady(manager, ...group);
+    manager.refresh(keys(...chain), from, chain.length);
+  }
+}

@@ -16,6 +16,19 @@ describe('LRU manager', () => {
     expect(manager.keysOldestFirst()).toEqual(keys(3, 4, 1, 2, 5));
   });
 
+  it('moves a refreshed chain to the newest end, its first block newest, whether it lies in pieces or in one run', () => {
+    const manager = lru(6);
+    storeEachReady(manager, 1, 2, 3, 4, 5, 6);
+    manager.refresh(keys(2, 4, 5, 1), 0, 4);
+    expect(manager.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
+    // Refreshed again, extended by block 6 and with an unknown key: block 6 goes just behind the rest.
+    manager.refresh(keys(2, 4, 9, 5, 1, 6), 5, 6);
+    expect(manager.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
+    manager.touch(keys(3));
+    manager.refresh(keys(2, 4, 5, 1, 6), 4, 5);
+    expect(manager.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
+  });
+
   it('refreshes a block still being stored on touch, without making it evictable', () => {
     const manager = lru(2);
     prepareStore(manager, 1);

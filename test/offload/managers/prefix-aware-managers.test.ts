@@ -4,7 +4,7 @@ import { PrefixLinks } from '../../../src/offload/prefix-links.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
 import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
-import { keys, storeReady } from './helpers.js';
+import { extendChain, keys, storeReady } from './helpers.js';
 
 /**
  * The prefix tree both prefix-aware managers keep: a lookup of a prompt (its
@@ -35,6 +35,17 @@ describe.each(PREFIX_AWARE)('$name manager over the prefix tree', ({ create }) =
     }
   });
 
+  it('links the blocks a request stored after its lookup, so no block of the chain goes before its descendants', () => {
+    const manager = create(5);
+    // Blocks 1-3 are the prompt the admission looked up; 4 and 5 were computed later, each stored by a decode step.
+    extendChain(manager, [1, 2, 3], [1, 2, 3], [4], [5]);
+    for (let round = 0; round < 4; round++) {
+      expect(manager.prepareStore(keys(10 + round))?.evictedKeys).toEqual(keys(5 - round));
+      manager.completeStore(keys(10 + round), true);
+      expect(manager.lookup(keys(1, 2, 3, 4, 5))).toBe(4 - round);
+    }
+  });
+
   it('evicts a block whose parent is gone before anything else', () => {
     const manager = create(3);
     storePrompt(manager, 1, 2);
@@ -58,6 +69,12 @@ describe('S3-FIFO manager', () => {
     expect(manager.lookup(keys(1, 2))).toBe(2);
     const state = manager.s3FifoState();
     expect(state.main).toEqual(expect.arrayContaining(keys(1, 2)));
+  });
+
+  it("counts no reuse when a request's store refreshes its chain: its blocks stay in the small FIFO", () => {
+    const manager = new S3FifoOffloadingManager({ capacityBlocks: 20 });
+    extendChain(manager, [], [1, 2], [3], [4]);
+    expect(manager.s3FifoState()).toMatchObject({ small: keys(1, 2, 3, 4), main: [] });
   });
 
   it('stores a block that comes back while its ghost is remembered straight into the main FIFO', () => {
@@ -86,6 +103,17 @@ describe('LHD manager', () => {
     }
     return hits;
   }
+
+  it("counts no hit when a request's store refreshes its chain", () => {
+    const manager = new HitDensityOffloadingManager({ capacityBlocks: 16 });
+    const refreshed = new HitDensityOffloadingManager({ capacityBlocks: 16 });
+    // The same stores; one manager also sees every chain refreshed. Densities come from hits and evictions only.
+    for (let n = 0; n < 200; n += 4) {
+      storePrompt(manager, n, n + 1, n + 2, n + 3);
+      extendChain(refreshed, [n, n + 1, n + 2, n + 3], [n, n + 1], [n + 2], [n + 3]);
+    }
+    expect(refreshed.hitDensityState().densities).toEqual(manager.hitDensityState().densities);
+  });
 
   it('learns that prompts come back late and keeps some of them where LRU keeps none', () => {
     const capacity = 64;

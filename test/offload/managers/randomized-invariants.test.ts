@@ -154,11 +154,20 @@ class Scenario {
     else if (roll < 0.44) this.completeLoad();
     else if (roll < 0.66) this.prepareStore();
     else if (roll < 0.84) this.completeStore();
-    else if (roll < 0.92) this.manager.touch(this.randomKeys(4));
+    else if (roll < 0.89) this.manager.touch(this.randomKeys(4));
+    else if (roll < 0.92) this.refresh();
     else if (roll < 0.96) this.protect();
     else if (roll < 0.995) this.release();
     else this.reset();
     this.checkInvariants();
+  }
+
+  /** A request's chain (distinct keys) refreshed after a store that offered its last few keys. */
+  private refresh(): void {
+    const chain = [...new Set(this.randomKeys(6))];
+    const to = 1 + this.random.below(chain.length);
+    // Keys past the end are not part of the chain: the manager must not read them.
+    this.manager.refresh(chain, this.random.below(to + 1), to);
   }
 
   private lookup(): void {

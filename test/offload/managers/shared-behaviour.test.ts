@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { OffloadingManagerError } from '../../../src/offload/manager.js';
-import { MANAGER_KINDS, keys, loadable, prepareStore, storeEachReady, storeReady } from './helpers.js';
+import { MANAGER_KINDS, extendChain, keys, loadable, prepareStore, storeEachReady, storeReady } from './helpers.js';
 
 describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
   describe('lookups and loads', () => {
@@ -65,20 +65,6 @@ describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
       expect(out.evictedKeys).toEqual(keys(1));
       expect(out.cpuBlockIds).toEqual([0]);
       expect(loadable(manager, 1, 2, 3, 4)).toEqual([2, 3]);
-    });
-
-    it('after a touch, evicts untouched blocks first and leaves the first touched key for last', () => {
-      const manager = create(3);
-      storeEachReady(manager, 1, 2, 3);
-      manager.touch(keys(1, 2));
-      expect(prepareStore(manager, 4, 5, 6).evictedKeys).toEqual(keys(3, 2, 1));
-    });
-
-    it('ignores unknown keys in a touch', () => {
-      const manager = create(2);
-      storeEachReady(manager, 1, 2);
-      manager.touch(keys(8, 1, 9));
-      expect(prepareStore(manager, 3).evictedKeys).toEqual(keys(2));
     });
 
     it('never evicts a block being stored or being loaded', () => {
@@ -163,6 +149,36 @@ describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
     });
   });
 
+  describe('refreshing a chain', () => {
+    it('evicts a refreshed chain from its tail, so what stays is still a prefix of it', () => {
+      const manager = create(6);
+      storeReady(manager, 1, 2, 3, 4, 5, 6);
+      manager.refresh(keys(1, 2, 3, 4, 5, 6), 0, 6);
+      for (let round = 0; round < 5; round++) {
+        expect(prepareStore(manager, 10 + round).evictedKeys).toEqual(keys(6 - round));
+        manager.completeStore(keys(10 + round), true);
+        expect(manager.lookup(keys(1, 2, 3, 4, 5, 6))).toBe(5 - round);
+      }
+    });
+
+    it('evicts a chain that later stores extended from its newest block back to its first', () => {
+      const manager = create(5);
+      extendChain(manager, [], [1, 2, 3], [4], [5]);
+      for (let round = 0; round < 4; round++) {
+        expect(prepareStore(manager, 10 + round).evictedKeys).toEqual(keys(5 - round));
+        manager.completeStore(keys(10 + round), true);
+      }
+      expect(loadable(manager, 1, 2, 3, 4, 5)).toEqual([1]);
+    });
+
+    it('refuses offered keys outside the keys given, naming the range', () => {
+      const manager = create(2);
+      expect(() => manager.refresh(keys(1, 2), 1, 3)).toThrowError(/refresh: offered keys \[1, 3\) are not within the 2 keys given/);
+      expect(() => manager.refresh(keys(1, 2), 2, 1)).toThrowError(OffloadingManagerError);
+      expect(() => manager.refresh(keys(1, 2), -1, 1)).toThrowError(OffloadingManagerError);
+    });
+  });
+
   describe('completing stores', () => {
     it('makes stored blocks loadable only once their store completed', () => {
       const manager = create(2);
@@ -235,5 +251,37 @@ describe.each(MANAGER_KINDS)('$name manager', ({ create }) => {
       prepareStore(manager, 4);
       expect(manager.stats()).toMatchObject({ evictions: 1, storesAccepted: 4, storesCompleted: 3 });
     });
+  });
+});
+
+describe.each(MANAGER_KINDS.filter((kind) => kind.byRecency))('$name manager (an order by recency)', ({ create }) => {
+  it('after a touch, evicts untouched blocks first and leaves the first touched key for last', () => {
+    const manager = create(3);
+    storeEachReady(manager, 1, 2, 3);
+    manager.touch(keys(1, 2));
+    expect(prepareStore(manager, 4, 5, 6).evictedKeys).toEqual(keys(3, 2, 1));
+  });
+
+  it('ignores unknown keys in a touch', () => {
+    const manager = create(2);
+    storeEachReady(manager, 1, 2);
+    manager.touch(keys(8, 1, 9));
+    expect(prepareStore(manager, 3).evictedKeys).toEqual(keys(2));
+  });
+
+  it('reads only the chain up to the given end and ignores keys it does not hold', () => {
+    const manager = create(3);
+    storeReady(manager, 1, 2, 3);
+    // Key 9 is not held; key 3 lies past the end and is not part of the chain.
+    manager.refresh(keys(1, 9, 2, 3), 0, 3);
+    expect(prepareStore(manager, 4).evictedKeys).toEqual(keys(3));
+  });
+
+  it('keeps a refreshed chain newer than blocks stored before its refresh', () => {
+    const manager = create(3);
+    storeReady(manager, 1, 2);
+    storeReady(manager, 3);
+    manager.refresh(keys(1, 2), 1, 2);
+    expect(prepareStore(manager, 4, 5).evictedKeys).toEqual(keys(3, 2));
   });
 });

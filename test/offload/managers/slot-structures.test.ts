@@ -66,6 +66,22 @@ describe('SlotFifo', () => {
     expect(fifoOrder(fifo)).toEqual([0, 1, 7, 2]);
     expect(fifo.size).toBe(4);
   });
+
+  it('moves a run of slots to the newest end in one piece, from the oldest end, the middle or the end', () => {
+    const fifo = new SlotFifo(6);
+    for (const slot of [0, 1, 2, 3, 4, 5]) fifo.push(slot);
+    fifo.moveRunToNewest(0, 1);
+    expect(fifoOrder(fifo)).toEqual([2, 3, 4, 5, 0, 1]);
+    fifo.moveRunToNewest(4, 4);
+    expect(fifoOrder(fifo)).toEqual([2, 3, 5, 0, 1, 4]);
+    fifo.moveRunToNewest(1, 4);
+    expect(fifoOrder(fifo)).toEqual([2, 3, 5, 0, 1, 4]);
+    // Still a sound list: removing and pushing work as before.
+    fifo.remove(2);
+    fifo.push(2);
+    expect(fifoOrder(fifo)).toEqual([3, 5, 0, 1, 4, 2]);
+    expect(fifo.size).toBe(6);
+  });
 });
 
 describe('GhostKeys', () => {
