@@ -15,9 +15,11 @@ namespace {
 
 #ifdef __CUDACC__
 #define KVTIER_UNROLL _Pragma("unroll")
+#define KVTIER_COPY_BOUNDS __maxnreg__(kCopyMaxRegisters)
 using Vec16 = uint4;
 #else
 #define KVTIER_UNROLL
+#define KVTIER_COPY_BOUNDS
 struct alignas(16) Vec16 {
   uint32_t x, y, z, w;
 };
@@ -30,7 +32,7 @@ struct alignas(16) Vec16 {
 // keeps several reads in flight across the link even on a short span.
 template <typename T>
 __device__ __forceinline__ void copyElements(T* dst, const T* src, uint64_t n, uint64_t t, uint64_t stride) {
-  constexpr int kInFlight = 4;
+  constexpr int kInFlight = kCopyVectorsInFlight;
   for (uint64_t i = t; i < n; i += kInFlight * stride) {
     T v[kInFlight];
 KVTIER_UNROLL
@@ -61,7 +63,7 @@ __device__ __forceinline__ void copySpan(uint64_t dst, uint64_t src, uint64_t by
 // copying the current tile, so that read across the link overlaps the copy
 // instead of adding a round trip per tile; with small regions (a few KiB)
 // those round trips would otherwise bound the rate.
-__global__ void copyKernel(const CopyDescriptor* tiles, uint64_t numTiles) {
+__global__ void KVTIER_COPY_BOUNDS copyKernel(const CopyDescriptor* tiles, uint64_t numTiles) {
   const unsigned warpsPerCta = blockDim.x / 32;
   const uint64_t warpsInGrid = static_cast<uint64_t>(gridDim.x) * warpsPerCta;
   const unsigned lane = threadIdx.x % 32;

@@ -70,7 +70,8 @@ void DeviceWrap::handleJob(Napi::Env env, const Completion& c) {
   if (it == inFlight_.end()) return;
   InFlightJob job = std::move(it->second);
   inFlight_.erase(it);
-  FinishedJob done{c.id, job.direction, job.ok, std::move(job.failedGpuBlockIds), job.bytes, c.elapsedMs};
+  FinishedJob done{c.id, job.direction, job.ok, std::move(job.failedGpuBlockIds), job.bytes, c.elapsedMs, c.error,
+                   c.copyPath};
   if (!c.error.empty()) {
     // The device could not run it: nothing it wrote can be trusted.
     done.ok = false;

@@ -60,6 +60,8 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
     std::vector<int32_t> failedGpuBlockIds;
     uint64_t bytes;
     double elapsedMs;
+    std::string error;     // the device's failure, if it could not run the job
+    std::string copyPath;  // how the bytes moved
   };
 
   // One waitJobs call: resolves when `remaining` of its in-flight jobs reach 0.

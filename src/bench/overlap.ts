@@ -2,7 +2,15 @@ import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
 import { DeviceError } from '../device/errors.js';
-import type { BackendName, CopyMethod, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
+import type {
+  BackendName,
+  CopyMethod,
+  Device,
+  DeviceFaults,
+  DeviceJobResult,
+  ForwardBatch,
+  KvLayout,
+} from '../device/types.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../protocol/step-protocol.js';
 import { checkIntegerAtLeast, median } from './stats.js';
@@ -88,6 +96,8 @@ export interface OverlapBenchOptions {
   /** The shard of rank 0 of tp (default 1: the whole model). */
   readonly tp?: number;
   readonly deviceIndex?: number;
+  /** Faults set on each device after it opens (stress runs: delays, device errors). */
+  readonly faults?: DeviceFaults;
   readonly onRow?: (row: OverlapBenchRow) => void;
 }
 
@@ -191,6 +201,7 @@ async function benchOneDevice(
     copyMethod,
   });
   try {
+    if (options.faults) device.setFaults(options.faults);
     const limitGbps = await contiguousLimit(device);
     const forward = new TimedForward(device, batch);
     for (let i = 0; i < WARMUP_FORWARDS; i++) await forward.run();
@@ -351,6 +362,8 @@ class TransferPump {
   private readonly nextSlot: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
   private running = false;
   private loops: Promise<void>[] = [];
+  /** The first job that failed: the loops stop refilling and stop() throws it. */
+  private failure: DeviceError | null = null;
   private phaseStart = 0;
   /** Wall time of all busy phases so far (ms). */
   phaseMs = 0;
@@ -380,13 +393,18 @@ class TransferPump {
     await Promise.all(this.loops);
     await this.device.waitJobs([...this.pending.keys()]);
     this.collect();
-    if (this.pending.size > 0) throw new DeviceError(`overlap bench: ${this.pending.size} transfer jobs never finished`);
+    if (this.failure !== null) throw this.failure;
+    if (this.pending.size > 0) {
+      throw new DeviceError(
+        `overlap bench: jobs ${[...this.pending.keys()].join(', ')} finished but are missing from pollFinished()`,
+      );
+    }
     this.phaseMs += performance.now() - this.phaseStart;
   }
 
   /** One direction's loop: keep its queue full, and wait for its oldest job before refilling. */
   private async pump(direction: TransferDirection): Promise<void> {
-    while (this.running) {
+    while (this.running && this.failure === null) {
       while (this.queued[direction] < JOBS_PER_QUEUE) this.submit(direction);
       await this.device.waitJobs([this.oldest(direction)]);
       this.collect();
@@ -419,10 +437,17 @@ class TransferPump {
     this.queued[direction]++;
   }
 
+  /** Records every result, failed ones too, so no completion is dropped behind a failure. */
   private record(result: DeviceJobResult): void {
     const direction = this.pending.get(result.jobId);
     if (direction === undefined) return;
-    if (!result.ok) throw new DeviceError(`overlap bench: transfer job ${result.jobId} failed`);
+    if (!result.ok && this.failure === null) {
+      this.failure = new DeviceError(
+        `overlap bench: transfer job ${result.jobId} (${direction}, ${this.regions.jobBlocks} blocks, ` +
+          `${this.regions.jobBlocks * this.blockBytes} bytes${result.copyPath ? `, ${result.copyPath}` : ''}) failed on the device: ` +
+          `${result.error ?? 'no device error (an injected store or load failure)'}`,
+      );
+    }
     this.pending.delete(result.jobId);
     this.queued[direction]--;
     this.bytesMoved[direction] += this.regions.jobBlocks * this.blockBytes;

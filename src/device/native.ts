@@ -67,6 +67,8 @@ export interface NativeAddon {
   readonly withCuda: boolean;
   cudaDeviceCount(): number;
   cudaDeviceProperties(deviceIndex: number): CudaDeviceProperties;
+  /** The CUDA backend's per-job copy method rule (native/src/copy_method.h). */
+  chooseCopyMethod(requested: string, copyBytes: number, copyRegions: number, besideCompute: boolean): 'kernel' | 'dma';
 }
 
 export function addonPath(backend: BackendName): string {

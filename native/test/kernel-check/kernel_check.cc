@@ -226,6 +226,7 @@ void memcpyPlan(const TransferPlan& plan, bool store, TierMemory& m) {
 void kernelPlan(const TransferPlan& plan, bool store, const uint8_t* poison, TierMemory& m) {
   std::vector<CopyDescriptor> tiles;
   appendCopyDescriptors(plan, store, CopyEndpoints{m.gpu.data, &m.chunkData, poison}, tiles);
+  orderTilesLargestFirst(tiles);
   Aligned mapped(tiles.size() * sizeof(CopyDescriptor));
   std::memcpy(mapped.data, tiles.data(), mapped.size);
   const auto* list = reinterpret_cast<const CopyDescriptor*>(mapped.data);
@@ -314,9 +315,9 @@ void copyMethodChoice(Tally& tally) {
     CopyMethod want;
   } cases[] = {
       {CopyMethod::Auto, planOf({4096, 4096}), CopyMethod::Kernel},
-      {CopyMethod::Auto, planOf({kAutoKernelBelowBytes - 16}), CopyMethod::Kernel},
-      {CopyMethod::Auto, planOf({kAutoKernelBelowBytes}), CopyMethod::Dma},
-      {CopyMethod::Auto, planOf({}), CopyMethod::Dma},
+      {CopyMethod::Auto, planOf({kDmaMinRegionBytes - 16}), CopyMethod::Kernel},
+      {CopyMethod::Auto, planOf({kDmaMinRegionBytes}), CopyMethod::Dma},
+      {CopyMethod::Auto, planOf({}), CopyMethod::Kernel},
       {CopyMethod::Kernel, planOf({64ull << 20}), CopyMethod::Kernel},
       {CopyMethod::Dma, planOf({1024}), CopyMethod::Dma},
   };
@@ -324,21 +325,21 @@ void copyMethodChoice(Tally& tally) {
   const struct {
     unsigned got, want;
   } grids[] = {
-      {copyGridSize(0), 1},          {copyGridSize(8), 1}, {copyGridSize(9), 2}, {copyGridSize(1ull << 20), 32},
+      {copyGridSize(0), 1},          {copyGridSize(8), 1}, {copyGridSize(9), 2}, {copyGridSize(1ull << 20), kMaxCopyCtas},
       {stageGridSize(1ull << 30), 32}};
   for (const auto& g : grids) {
     tally.steps++;
-    if (g.got != g.want || kMaxCopyCtas != 32) {
+    if (g.got != g.want || kMaxCopyCtas != 12) {
       tally.mismatches++;
       std::printf("MISMATCH grid: %u CTAs, expected %u\n", g.got, g.want);
     }
   }
   for (const auto& c : cases) {
     tally.steps++;
-    if (chooseCopyMethod(c.requested, c.plan) != c.want) {
+    if (chooseCopyMethod(c.requested, c.plan, false) != c.want) {
       tally.mismatches++;
       std::printf("MISMATCH copy method: %s chose %s\n", copyMethodName(c.requested),
-                  copyMethodName(chooseCopyMethod(c.requested, c.plan)));
+                  copyMethodName(chooseCopyMethod(c.requested, c.plan, false)));
     }
   }
 }
