@@ -147,6 +147,7 @@ class CudaBackend final : public Backend {
       progress.totalBytes = geometry_.cpuBytes;
       sink_.post(std::move(progress));
     }
+    presizeStepBuffers();
     // cudaMemset ran on the legacy stream, which the non-blocking streams do
     // not wait for.
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -241,9 +242,9 @@ class CudaBackend final : public Backend {
     const uint32_t n = b.numRequests;
     forwardsSubmitted_++;
     const ForwardLayout layout = layoutForward(b);
-    hostStaging_.ensure(layout.stagedBytes);
-    deviceStaging_.ensure(layout.deviceBytes);
-    hostDigests_.ensure(n * sizeof(uint32_t) + 16);
+    hostStaging_.grow(layout.stagedBytes, retiredStaging_);
+    deviceStaging_.grow(layout.deviceBytes, retiredStaging_);
+    hostDigests_.grow(n * sizeof(uint32_t) + 16, retiredStaging_);
     packForward(layout, b, hostStaging_.data);
     const DeviceForwardBatch db = bindForward(layout, deviceStaging_.device);
 
@@ -255,6 +256,15 @@ class CudaBackend final : public Backend {
       entry.waitFor = {createEvent()};
       waitForJobs(compute_, work.after);
       check(cudaEventRecord(entry.timingStart, compute_), "cudaEventRecord (forward start)");
+    } catch (...) {
+      entry.destroyOwnedEvents();
+      throw;
+    }
+    // From the start event on, a failure is the forward's completion (it
+    // rejects once what was queued has run), never a throw: the staging
+    // buffers stay busy until then, so the next forward cannot reuse them
+    // under kernels still queued.
+    try {
       check(launchStage(compute_, deviceStaging_.device, hostStaging_.device, layout.stagedBytes),
             "stage kernel launch (forward inputs)");
       // The emulated compute comes before the KV writes.
@@ -265,10 +275,16 @@ class CudaBackend final : public Backend {
             "forward kernel launch");
       check(launchPublishDigests(compute_, db.digests, reinterpret_cast<uint32_t*>(hostDigests_.device), n),
             "digest kernel launch");
-      check(cudaEventRecord(entry.waitFor.back(), compute_), "cudaEventRecord (forward end)");
-    } catch (...) {
-      entry.destroyOwnedEvents();
-      throw;
+    } catch (const std::exception& e) {
+      entry.error = e.what();
+    }
+    const cudaError_t ended = cudaEventRecord(entry.waitFor.back(), compute_);
+    if (ended != cudaSuccess) {
+      cudaGetLastError();
+      if (entry.error.empty()) entry.error = cudaMessage("cudaEventRecord (forward end)", ended);
+      cudaEventDestroy(entry.waitFor.back());
+      entry.waitFor.clear();
+      entry.syncStream = compute_;
     }
     const uint32_t* digests = reinterpret_cast<const uint32_t*>(hostDigests_.data);
     entry.finish = [digests, n](Completion& done) { done.digests.assign(digests, digests + n); };
@@ -371,6 +387,7 @@ class CudaBackend final : public Backend {
     hostStaging_.release();
     deviceStaging_.release();
     hostDigests_.release();
+    retiredStaging_.clear();
     tilePool_.clear();
     if (busySink_ != nullptr) cudaFree(busySink_);
     busySink_ = nullptr;
@@ -390,6 +407,32 @@ class CudaBackend final : public Backend {
     cudaEvent_t end = nullptr;
     StagingBuffer tiles{StagingKind::MappedHost};  // the copy kernel's work list, if it ran one
   };
+
+  // The step path's buffers, sized from the geometry at open so that steps
+  // rarely grow them (and growth never frees): the forward's staging for a
+  // batch of up to kPresizeRequests requests and kPresizeTokens tokens whose
+  // block tables cover every GPU block, and one tile buffer per copy stream
+  // for a job moving up to kPresizeJobBytes.
+  void presizeStepBuffers() {
+    constexpr uint64_t kPresizeRequests = 1024;
+    constexpr uint64_t kPresizeTokens = 8192;
+    constexpr uint64_t kPresizeJobBytes = 256ull << 20;
+    const uint64_t tables = geometry_.kv.numGpuBlocks;
+    // Per request: table offset, start, token offset, sampled index, pair offset, digest.
+    const uint64_t staged = 16 * 1024 + 4 * tables + kPresizeRequests * (4 * 5 + 8) + 4 * kPresizeTokens;
+    hostStaging_.ensure(staged);
+    deviceStaging_.ensure(staged + 8 * kPresizeTokens + 16);
+    hostDigests_.ensure(kPresizeRequests * sizeof(uint32_t) + 16);
+    const uint64_t jobBytes = std::min<uint64_t>(kPresizeJobBytes, geometry_.gpuBytes);
+    const uint64_t regions = std::min<uint64_t>(jobBytes / std::max<uint64_t>(geometry_.kv.segmentBytes(), 1),
+                                                geometry_.kv.numGpuBlocks * geometry_.kv.segments);
+    const uint64_t tiles = jobBytes / kCopyTileBytes + regions + 1;
+    for (int stream = 0; stream < 2; stream++) {
+      StagingBuffer buffer{StagingKind::MappedHost};
+      buffer.ensure(tiles * sizeof(CopyDescriptor));
+      tilePool_.push_back(std::move(buffer));
+    }
+  }
 
   uint64_t busyIterations(uint64_t ns) const {
     const double iterations = std::ceil(static_cast<double>(ns) * busyIterationsPerNs_);
@@ -566,6 +609,8 @@ class CudaBackend final : public Backend {
   StagingBuffer hostStaging_{StagingKind::MappedHost};
   StagingBuffer deviceStaging_{StagingKind::Device};
   StagingBuffer hostDigests_{StagingKind::MappedHost};
+  // Buffers outgrown on the step path, freed at shutdown.
+  std::vector<StagingBuffer> retiredStaging_;
 };
 
 }  // namespace

@@ -46,7 +46,7 @@ const transferBench: BenchSpec<TransferBenchRow> = {
     'tp: the shard of rank 0 of that many ranks; regionKiB: one block\'s region (the whole block cross-layer, one layer\'s part per-layer), the unit the copies coalesce.',
     backend === 'host'
       ? 'Host backend: every copy method is the same memcpy (copyMethod only matters on CUDA), so rows differing only in it measure the same thing.'
-      : 'CUDA backend: copyMethod dma = cudaMemcpyBatchAsync on the copy engines, kernel = a copy kernel of at most 32 CTAs over the mapped pinned CPU tier, auto = kernel for jobs whose regions average under 1 MiB.',
+      : 'CUDA backend: copyMethod dma = cudaMemcpyBatchAsync on the copy engines, kernel = a copy kernel of at most 12 CTAs over the mapped pinned CPU tier, auto = DMA for jobs whose regions average 256 KiB or more and on a device that runs forwards, else the kernel.',
   ],
   columns: [
     { header: 'model', cell: (r) => r.model },
