@@ -10,6 +10,7 @@ import { GPU_PROFILE_NAMES, type GpuProfileName } from '../timing/gpu-profiles.j
 import { OVERLAP_TRANSFERS, runOverlapBench, type OverlapBenchRow, type OverlapTransfers } from '../bench/overlap.js';
 import { runSchedulerBench, type SchedulerBenchRow } from '../bench/scheduler.js';
 import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
+import { runGpuBench, type GpuGoal, type GpuOverlapRow } from '../bench/gpu.js';
 import type { RemoteBenchRow } from '../bench/remote.js';
 import type { ShareBenchRow } from '../bench/share.js';
 import { createOffloadingConnector } from '../connector/create-connector.js';
@@ -29,7 +30,7 @@ import { UsageError } from './usage-error.js';
  * ratios against a limit measured in the same run where there is one.
  */
 
-const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share', 'fidelity'] as const;
+const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share', 'fidelity', 'gpu'] as const;
 
 interface BenchSpec<Row> {
   readonly columns: readonly Column<Row>[];
@@ -430,6 +431,8 @@ export async function benchCommand(kind: string, raw: Record<string, string | bo
       return execute(kind, shareBench, options);
     case 'fidelity':
       return execute(kind, fidelityBench, options);
+    case 'gpu':
+      return executeGpu(options);
     default:
       throw new UsageError(`bench: unknown kind "${kind}" (known: ${KINDS.join(', ')})`);
   }
@@ -464,6 +467,75 @@ async function execute<Row>(kind: string, spec: BenchSpec<Row>, options: BenchOp
     // The table is already on stdout; say in one line which file could not be written.
     const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw new OutputWriteError(`bench ${kind}: cannot write the results to ${[json, markdown].filter((f) => f !== null).join(' / ')}: ${why}`, { cause: err });
+  }
+  return 0;
+}
+
+/** The goals' table; `unmeasured`: small sizes or the host backend, so a verdict says nothing about a GPU. */
+function goalColumns(unmeasured: boolean): readonly Column<GpuGoal>[] {
+  const suffix = unmeasured ? ' (unmeasured)' : '';
+  return [
+    { header: 'goal', cell: (g) => g.goal },
+    { header: 'met', cell: (g) => `${g.met ? 'met' : 'not met'}${suffix}` },
+    { header: 'figure', cell: (g) => g.figure },
+  ];
+}
+
+/**
+ * `kvtier bench gpu`: the transfer and overlap benches, stress runs and an
+ * offload comparison (src/bench/gpu.ts) in one command; prints their tables,
+ * each goal as met or not with its figure, and the goals as JSON; --json
+ * writes the whole report, --markdown the goals.
+ */
+async function executeGpu(options: BenchOptions): Promise<number> {
+  const backend = resolveBenchBackend(options.oneOf('backend', ['auto', 'host', 'cuda'], 'auto'));
+  const quick = options.flag('quick', false);
+  const deviceIndex = options.int('device', 0, 0);
+  const json = options.optionalString('json');
+  const markdown = options.optionalString('markdown');
+  try {
+    options.finish();
+  } catch (error) {
+    if (!(error instanceof BenchHelp)) throw error;
+    process.stdout.write(`${error.text}\n`);
+    return 0;
+  }
+  if (json !== null) await checkOutputFile('--json', json);
+  if (markdown !== null) await checkOutputFile('--markdown', markdown);
+  const report = await runGpuBench({
+    backend,
+    quick,
+    deviceIndex,
+    onProgress: (line) => process.stderr.write(`  ${line}\n`),
+  });
+  const overlapColumns: readonly Column<GpuOverlapRow>[] = [
+    { header: 'jobMiB', cell: (r) => String(r.jobMiB) },
+    ...(overlapBench.columns as readonly Column<GpuOverlapRow>[]),
+  ];
+  const notes = [
+    report.hostFigures
+      ? 'Host backend: these figures are the host\'s (memcpy, small sizes), not a GPU\'s; the goals are not measured here.'
+      : `CUDA backend${report.quick ? ' (--quick: small sizes, the goals are not measured)' : ''}: every ratio is against a contiguous copy in the same run.`,
+    `Took ${report.seconds.toFixed(1)} s.`,
+  ];
+  process.stdout.write(`${textTable(report.transfer, transferBench.columns)}\n\n`);
+  process.stdout.write(`${textTable(report.overlap, overlapColumns)}\n\n`);
+  const goals = goalColumns(report.quick || report.hostFigures);
+  process.stdout.write(`${textTable(report.goals, goals)}\n\n${notes.join('\n')}\n`);
+  process.stdout.write(`${JSON.stringify({ backend: report.backend, hostFigures: report.hostFigures, goals: report.goals })}\n`);
+  const results: BenchResults<GpuGoal> = {
+    bench: 'gpu',
+    backend,
+    machine: describeMachine(backend),
+    date: new Date().toISOString(),
+    results: report.goals,
+  };
+  try {
+    await writeBenchFiles(results, goals, { json: null, markdown }, notes);
+    if (json !== null) await writeBenchFiles({ ...results, report } as BenchResults<GpuGoal>, goals, { json, markdown: null });
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new OutputWriteError(`bench gpu: cannot write the results to ${[json, markdown].filter((f) => f !== null).join(' / ')}: ${why}`, { cause: err });
   }
   return 0;
 }
