@@ -36,6 +36,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 namespace kvtier {
 namespace {
@@ -344,6 +345,34 @@ void copyMethodChoice(Tally& tally) {
   }
 }
 
+// Tiles go out largest first: full tiles, then partial ones by size, none
+// lost or changed.
+void tileOrder(std::mt19937& rng, Tally& tally) {
+  std::vector<CopyDescriptor> tiles;
+  for (uint64_t region = 0; region < 200; region++) {
+    const uint64_t bytes = 1 + rng() % (3 * kCopyTileBytes);
+    appendRange(reinterpret_cast<const void*>(region << 32), reinterpret_cast<void*>((region << 32) + (1ull << 31)),
+                bytes, tiles);
+  }
+  std::vector<CopyDescriptor> ordered = tiles;
+  orderTilesLargestFirst(ordered);
+  auto key = [](const CopyDescriptor& t) { return std::make_tuple(t.src, t.dst, t.bytes); };
+  auto sorted = [&](std::vector<CopyDescriptor> v) {
+    std::sort(v.begin(), v.end(), [&](const CopyDescriptor& a, const CopyDescriptor& b) { return key(a) < key(b); });
+    return v;
+  };
+  bool ok = ordered.size() == tiles.size();
+  for (size_t i = 1; ok && i < ordered.size(); i++) ok = ordered[i - 1].bytes >= ordered[i].bytes;
+  const std::vector<CopyDescriptor> a = sorted(tiles);
+  const std::vector<CopyDescriptor> b = sorted(ordered);
+  for (size_t i = 0; ok && i < a.size(); i++) ok = key(a[i]) == key(b[i]);
+  tally.steps++;
+  if (!ok) {
+    tally.mismatches++;
+    std::printf("MISMATCH tile order: not largest first, or tiles changed\n");
+  }
+}
+
 }  // namespace
 }  // namespace kvtier
 
@@ -375,6 +404,7 @@ int main(int argc, char** argv) {
   copyCases.push_back({KvLayout::PerLayer, 1, 3, 8, 1, 400, 300});
   for (const CopyCase& k : copyCases) copyJobs(k, quick ? 4 : 20, rng, tally);
   copyMethodChoice(tally);
+  tileOrder(rng, tally);
   std::printf("%d configs, %d steps, %d mismatches\n", tally.configs, tally.steps, tally.mismatches);
   return tally.mismatches == 0 ? 0 : 1;
 }
