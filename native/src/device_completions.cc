@@ -98,6 +98,7 @@ void DeviceWrap::handleForward(Napi::Env env, const Completion& c) {
     deferred.Reject(deviceError(env, "forward failed on the device: " + c.error).Value());
     return;
   }
+  lastForwardMs_ = c.elapsedMs;
   Napi::Uint32Array digests = Napi::Uint32Array::New(env, c.digests.size());
   if (!c.digests.empty()) std::memcpy(digests.Data(), c.digests.data(), c.digests.size() * sizeof(uint32_t));
   deferred.Resolve(digests);

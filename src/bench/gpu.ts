@@ -317,16 +317,19 @@ export function judgeGoals(
   const goals: GpuGoal[] = [];
 
   // Forward slowdown <= 3% with stores and loads each at >= 80% of the link, under auto.
+  // Judged on the device-timed step where the device gives it: the wall time adds the JS thread's wake-up.
   const both = overlap.filter((r) => r.transfers === 'both');
-  const worstSlowdown = maxBy(both, (r) => r.slowdown);
+  const stepSlowdown = (r: GpuOverlapRow) => r.deviceSlowdown ?? r.slowdown;
+  const worstSlowdown = maxBy(both, stepSlowdown);
   const slowestCopies = minBy(both, (r) => Math.min(r.storeGbps, r.loadGbps) / r.limitGbps);
   if (worstSlowdown && slowestCopies) {
     const rate = Math.min(slowestCopies.storeGbps, slowestCopies.loadGbps) / slowestCopies.limitGbps;
     goals.push({
       goal: 'forward slowdown <= 3% with stores and loads each >= 80% of the link (auto, both directions)',
-      met: worstSlowdown.slowdown <= 0.03 && rate >= 0.8,
+      met: stepSlowdown(worstSlowdown) <= 0.03 && rate >= 0.8,
       figure:
-        `worst slowdown ${pct(worstSlowdown.slowdown)} (${describeOverlap(worstSlowdown)}); ` +
+        `worst slowdown ${pct(stepSlowdown(worstSlowdown))} ${worstSlowdown.deviceSlowdown === null ? 'wall' : 'device'}-timed, ` +
+        `${pct(worstSlowdown.slowdown)} wall (${describeOverlap(worstSlowdown)}); ` +
         `slowest copies ${pct(rate)} of the link (${describeOverlap(slowestCopies)})`,
     });
   }

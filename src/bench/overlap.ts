@@ -65,6 +65,14 @@ export interface OverlapBenchRow {
   readonly stepMsWithTransfers: number;
   /** stepMsWithTransfers / stepMsAlone - 1. */
   readonly slowdown: number;
+  /**
+   * The same forwards timed on the device (start to end on the compute
+   * stream, no JS wake-up in it): medians alone and beside the copies, and
+   * their ratio - 1; null where the device does not time its forwards.
+   */
+  readonly deviceStepMsAlone: number | null;
+  readonly deviceStepMsWithTransfers: number | null;
+  readonly deviceSlowdown: number | null;
   /** Bytes per direction the busy phases moved, over their wall time (GB/s, 1e9 bytes); 0 for a direction not running. */
   readonly storeGbps: number;
   readonly loadGbps: number;
@@ -212,8 +220,8 @@ async function benchOneDevice(
         (d) => transfers === 'both' || (transfers === 'stores') === (d === 'gpuToCpu'),
       );
       const pump = new TransferPump(device, regions, blockBytes, directions, nextJobId);
-      const alone: number[] = [];
-      const busy: number[] = [];
+      const alone: StepTime[] = [];
+      const busy: StepTime[] = [];
       const rounds = options.rounds ?? 3;
       for (let round = 0; round < rounds; round++) {
         for (let i = 0; i < options.stepsPerRound; i++) alone.push(await forward.run());
@@ -238,10 +246,22 @@ interface DeviceShape {
   readonly copyMethod: CopyMethod;
 }
 
-/** Step times (ms) of one busy phase kind: forwards alone and forwards beside the copies. */
+/** One forward's wall time and device time (ms; null where the device does not time forwards). */
+interface StepTime {
+  readonly wallMs: number;
+  readonly deviceMs: number | null;
+}
+
+/** Step times of one busy phase kind: forwards alone and forwards beside the copies. */
 interface StepTimes {
-  readonly alone: readonly number[];
-  readonly busy: readonly number[];
+  readonly alone: readonly StepTime[];
+  readonly busy: readonly StepTime[];
+}
+
+/** Median device time of the steps, or null if any step was not timed on the device. */
+function medianDeviceMs(steps: readonly StepTime[]): number | null {
+  const times = steps.map((s) => s.deviceMs);
+  return times.every((t): t is number => t !== null) && times.length > 0 ? median(times) : null;
 }
 
 function rowOf(
@@ -253,8 +273,10 @@ function rowOf(
   limitGbps: number,
 ): OverlapBenchRow {
   const newTokens = options.newTokens ?? 1;
-  const stepMsAlone = median(alone);
-  const stepMsWithTransfers = median(busy);
+  const stepMsAlone = median(alone.map((s) => s.wallMs));
+  const stepMsWithTransfers = median(busy.map((s) => s.wallMs));
+  const deviceStepMsAlone = medianDeviceMs(alone);
+  const deviceStepMsWithTransfers = medianDeviceMs(busy);
   const phaseSeconds = pump.phaseMs / 1000;
   return {
     model: model.name,
@@ -269,6 +291,12 @@ function rowOf(
     stepMsAlone,
     stepMsWithTransfers,
     slowdown: stepMsWithTransfers / stepMsAlone - 1,
+    deviceStepMsAlone,
+    deviceStepMsWithTransfers,
+    deviceSlowdown:
+      deviceStepMsAlone !== null && deviceStepMsWithTransfers !== null && deviceStepMsAlone > 0
+        ? deviceStepMsWithTransfers / deviceStepMsAlone - 1
+        : null,
     storeGbps: pump.bytesMoved.gpuToCpu / phaseSeconds / 1e9,
     loadGbps: pump.bytesMoved.cpuToGpu / phaseSeconds / 1e9,
     limitGbps,
@@ -321,16 +349,17 @@ class TimedForward {
     private readonly batch: ForwardBatch,
   ) {}
 
-  /** Wall time of one forward (ms). */
-  async run(): Promise<number> {
+  /** Wall time of one forward, and its device time where the device gives it (ms). */
+  async run(): Promise<StepTime> {
     const started = performance.now();
     const digests = await this.device.forward(this.batch);
     const ms = performance.now() - started;
+    const deviceMs = this.device.lastForwardDeviceMs?.() ?? null;
     if (this.expected === null) this.expected = digests;
     else if (digests.some((d, i) => d !== this.expected![i])) {
       throw new DeviceError('overlap bench: a forward gave different digests while transfers ran beside it');
     }
-    return ms;
+    return { wallMs: ms, deviceMs };
   }
 }
 

@@ -39,6 +39,7 @@ export interface NativeDevice {
   waitJobs(jobIds: readonly number[]): Promise<void>;
   pendingJobs(): number;
   forward(batch: ForwardBatch, options: { readonly after?: readonly number[] }): Promise<Uint32Array>;
+  lastForwardDeviceMs(): number | null;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
   synchronize(): Promise<void>;

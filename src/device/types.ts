@@ -168,6 +168,12 @@ export interface Device {
    * while another is still running rejects.
    */
   forward(batch: ForwardBatch, options?: ForwardOptions): Promise<Uint32Array>;
+  /**
+   * The last forward that succeeded, timed on the device from its start to
+   * its end on the compute stream (ms); null before the first. Optional: a
+   * device that does not time its forwards leaves it out.
+   */
+  lastForwardDeviceMs?(): number | null;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
   /** Waits until every stream is idle. */
