@@ -34,8 +34,8 @@ constexpr uint64_t kDmaMinRegionBytes = 256ull << 10;
 //   forward's kernels. Until the kernel is measured cheaper there, a device
 //   that runs forwards moves every job by DMA, small regions included.
 // - The kernel otherwise for small regions (a device that only transfers:
-//   benches, tools), and for poison-only plans, which DMA would fill with one
-//   copy per block segment.
+//   benches, tools), and for poison-only plans, whose fills are one small
+//   region per block segment.
 
 // The method a job runs with: `requested` unless it is Auto. `copyBytes` and
 // `copyRegions` are the plan's copies (not its poison fills); `besideCompute`:

@@ -475,13 +475,13 @@ class CudaBackend final : public Backend {
     return buffer;
   }
 
-  // The plan's copies (one per coalesced run) and poison fills as address lists.
+  // The plan's copies (one per coalesced run) and poison fills (from the
+  // device's poison segment) as one address list, so that they go out as one
+  // batch rather than a copy per block segment.
   void prepareCopies(const TransferPlan& plan, bool store) {
     dsts_.clear();
     srcs_.clear();
     sizes_.clear();
-    poisonDsts_.clear();
-    poisonSizes_.clear();
     for (const CopyRegion& r : plan.copies) {
       uint8_t* gpu = gpu_ + r.gpuOffset;
       uint8_t* cpu = chunks_[r.cpuChunk] + r.cpuOffset;
@@ -490,8 +490,9 @@ class CudaBackend final : public Backend {
       sizes_.push_back(r.bytes);
     }
     for (const CopyRegion& r : plan.poison) {
-      poisonDsts_.push_back(store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset);
-      poisonSizes_.push_back(r.bytes);
+      dsts_.push_back(store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset);
+      srcs_.push_back(poison_);
+      sizes_.push_back(r.bytes);
     }
   }
 
@@ -501,7 +502,9 @@ class CudaBackend final : public Backend {
   // altogether: falling back for the rest of the process would turn every
   // later job of small regions into thousands of separate copies.
   std::string enqueuePreparedCopies(cudaStream_t stream) {
-    const cudaMemcpyKind kind = store_ == stream ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+    // Unified addressing tells each copy's direction (poison fills of a load
+    // are device to device).
+    const cudaMemcpyKind kind = cudaMemcpyDefault;
     std::string path = "dma";
     if (sizes_.size() == 1) {
       check(cudaMemcpyAsync(dsts_[0], srcs_[0], sizes_[0], kind, stream), "cudaMemcpyAsync (transfer)");
@@ -542,10 +545,6 @@ class CudaBackend final : public Backend {
         }
         path = "dma-per-region (" + refusal + ")";
       }
-    }
-    for (size_t i = 0; i < poisonDsts_.size(); i++) {
-      check(cudaMemcpyAsync(poisonDsts_[i], poison_, poisonSizes_[i], cudaMemcpyDefault, stream),
-            "cudaMemcpyAsync (poison)");
     }
     return path;
   }
@@ -597,8 +596,6 @@ class CudaBackend final : public Backend {
   std::vector<void*> dsts_;
   std::vector<void*> srcs_;
   std::vector<size_t> sizes_;
-  std::vector<void*> poisonDsts_;
-  std::vector<size_t> poisonSizes_;
   // Why the batch API is unusable in this process; empty: try it per job.
   std::string batchMissing_;
   std::vector<CopyDescriptor> tiles_;
