@@ -349,11 +349,13 @@ class BenchRunner {
     return performance.now() - started;
   }
 
-  private timeContiguous(direction: TransferDirection, bytes: number): Promise<number> {
+  private async timeContiguous(direction: TransferDirection, bytes: number): Promise<number> {
     if (!this.device.timeContiguousCopy) {
       throw new DeviceError('transfer bench: this device cannot time a contiguous copy');
     }
-    return this.device.timeContiguousCopy(direction, bytes);
+    const ms = await this.device.timeContiguousCopy(direction, bytes);
+    if (!(ms > 0)) throw new DeviceError(`transfer bench: the contiguous ${direction} copy of ${bytes} bytes finished but the device could not time it`);
+    return ms;
   }
 
   private submit(direction: TransferDirection, pattern: BlockPattern): number {
