@@ -71,11 +71,20 @@ export interface GpuBenchReport {
   readonly hostFigures: boolean;
   readonly transfer: readonly TransferBenchRow[];
   readonly overlap: readonly GpuOverlapRow[];
-  readonly compare: GpuCompare;
+  /** Null when the comparison failed (its error is in `failures`). */
+  readonly compare: GpuCompare | null;
   /** Consecutive runs of each bench with random job delays that all finished. */
-  readonly stressRuns: { readonly transfer: number; readonly overlap: number };
+  readonly stressRuns: StressRuns;
+  /** Parts that stopped with an error, each named with it; the other parts still ran. */
+  readonly failures: readonly string[];
   readonly goals: readonly GpuGoal[];
   readonly seconds: number;
+}
+
+/** Stress runs that finished, per bench. */
+export interface StressRuns {
+  readonly transfer: number;
+  readonly overlap: number;
 }
 
 /** Runs of each bench in the stress part, and their random extra delay per job (ms). */
@@ -151,9 +160,24 @@ export async function runGpuBench(options: GpuBenchOptions): Promise<GpuBenchRep
   const sizes = quick ? QUICK : FULL;
   const say = options.onProgress ?? (() => {});
 
+  // A part that fails is reported with its error and the others still run:
+  // one GPU session should say everything it can.
+  const failures: string[] = [];
+  const attempt = async <T>(part: string, run: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await run();
+    } catch (error) {
+      const message = `${part}: ${(error as Error).message}`;
+      failures.push(message);
+      say(`failed: ${message}`);
+      return null;
+    }
+  };
+
   const transfer: TransferBenchRow[] = [];
   for (const shape of sizes.transferShapes) {
-    const rows = await runTransferBench({
+    const part = `transfer ${shape.model} ${shape.layout} ${shape.blockTokens.join('/')} tokens`;
+    const rows = await attempt(part, () => runTransferBench({
       backend: options.backend,
       deviceIndex: options.deviceIndex,
       models: [MODEL_PRESETS[shape.model]],
@@ -162,14 +186,16 @@ export async function runGpuBench(options: GpuBenchOptions): Promise<GpuBenchRep
       totalBytes: sizes.transferBytes,
       repeats: sizes.transferRepeats,
       copyMethods: TRANSFER_METHODS,
-    });
+    }));
+    if (rows === null) continue;
     transfer.push(...rows);
-    say(`transfer ${shape.model} ${shape.layout} ${shape.blockTokens.join('/')} tokens: ${rows.length} rows`);
+    say(`${part}: ${rows.length} rows`);
   }
 
   const overlap: GpuOverlapRow[] = [];
   for (const jobMiB of sizes.overlapJobMiB) {
-    const rows = await runOverlapBench({
+    const part = `overlap ${sizes.overlapModels.join('/')} with ${jobMiB} MiB jobs`;
+    const rows = await attempt(part, () => runOverlapBench({
       backend: options.backend,
       deviceIndex: options.deviceIndex,
       models: sizes.overlapModels.map((m) => MODEL_PRESETS[m]),
@@ -181,16 +207,20 @@ export async function runGpuBench(options: GpuBenchOptions): Promise<GpuBenchRep
       stepsPerRound: sizes.overlapSteps,
       rounds: sizes.overlapRounds,
       jobBytes: Math.round(jobMiB * MiB),
-    });
+    }));
+    if (rows === null) continue;
     overlap.push(...rows.map((r) => ({ ...r, jobMiB })));
-    say(`overlap ${sizes.overlapModels.join('/')} with ${jobMiB} MiB jobs: ${rows.length} rows`);
+    say(`${part}: ${rows.length} rows`);
   }
 
-  const stressRuns = await stress(options);
+  const stressRuns = await stress(options, failures);
   say(`stress: ${stressRuns.transfer} transfer and ${stressRuns.overlap} overlap runs with random job delays finished`);
 
-  const compare = await compareOffload(options, sizes);
-  say(`compare ${compare.model}: integrity ${compare.offloadOn.integrityChecked - compare.offloadOn.integrityMismatches}/${compare.offloadOn.integrityChecked} with offload`);
+  const compare = await attempt(`compare ${sizes.compareModel}`, () => compareOffload(options, sizes));
+  if (compare !== null) {
+    const on = compare.offloadOn;
+    say(`compare ${compare.model}: integrity ${on.integrityChecked - on.integrityMismatches}/${on.integrityChecked} with offload`);
+  }
 
   return {
     backend: options.backend,
@@ -200,18 +230,32 @@ export async function runGpuBench(options: GpuBenchOptions): Promise<GpuBenchRep
     overlap,
     compare,
     stressRuns,
-    goals: judgeGoals(transfer, overlap, compare, stressRuns),
+    failures,
+    goals: judgeGoals({ transfer, overlap, compare, stressRuns, failures }),
     seconds: (performance.now() - started) / 1000,
   };
 }
 
-/** Consecutive short runs of each bench with random per-job delays; each throws if a job is lost or fails. */
-async function stress(options: GpuBenchOptions): Promise<{ transfer: number; overlap: number }> {
+/**
+ * Consecutive short runs of each bench with random per-job delays; a run
+ * that throws (a job failed or went missing) is not counted and its error
+ * goes to `failures`.
+ */
+async function stress(options: GpuBenchOptions, failures: string[]): Promise<StressRuns> {
   let transfer = 0;
   let overlap = 0;
+  const counted = async (part: string, run: () => Promise<unknown>): Promise<number> => {
+    try {
+      await run();
+      return 1;
+    } catch (error) {
+      failures.push(`${part}: ${(error as Error).message}`);
+      return 0;
+    }
+  };
   for (let seed = 1; seed <= STRESS_RUNS; seed++) {
     const faults = { delayJitterMs: STRESS_JITTER_MS, seed };
-    await runTransferBench({
+    transfer += await counted(`stress transfer run ${seed}`, () => runTransferBench({
       backend: options.backend,
       deviceIndex: options.deviceIndex,
       models: [MODEL_PRESETS.tiny],
@@ -222,9 +266,8 @@ async function stress(options: GpuBenchOptions): Promise<{ transfer: number; ove
       seed,
       copyMethods: [(['kernel', 'dma', 'auto'] as const)[seed % 3]],
       faults,
-    });
-    transfer++;
-    await runOverlapBench({
+    }));
+    overlap += await counted(`stress overlap run ${seed}`, () => runOverlapBench({
       backend: options.backend,
       deviceIndex: options.deviceIndex,
       models: [MODEL_PRESETS.tiny],
@@ -237,8 +280,7 @@ async function stress(options: GpuBenchOptions): Promise<{ transfer: number; ove
       rounds: 1,
       jobBytes: 64 * 1024,
       faults,
-    });
-    overlap++;
+    }));
   }
   return { transfer, overlap };
 }
@@ -309,14 +351,23 @@ async function compareOffload(options: GpuBenchOptions, sizes: Sizes): Promise<G
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
-/** The goals, each judged on this run's figures (same-run ratios). */
-export function judgeGoals(
-  transfer: readonly TransferBenchRow[],
-  overlap: readonly GpuOverlapRow[],
-  compare: GpuCompare,
-  stressRuns: { transfer: number; overlap: number },
-): GpuGoal[] {
+/** What the goals are judged on. */
+export interface GpuFigures {
+  readonly transfer: readonly TransferBenchRow[];
+  readonly overlap: readonly GpuOverlapRow[];
+  readonly compare: GpuCompare | null;
+  readonly stressRuns: StressRuns;
+  readonly failures: readonly string[];
+}
+
+/** The goals, each judged on this run's figures (same-run ratios); a goal without figures is not met. */
+export function judgeGoals({ transfer, overlap, compare, stressRuns, failures }: GpuFigures): GpuGoal[] {
   const goals: GpuGoal[] = [];
+  goals.push({
+    goal: 'every part ran to the end',
+    met: failures.length === 0,
+    figure: failures.length === 0 ? 'all parts ran' : failures.join(' | '),
+  });
 
   // Forward slowdown <= 3% with stores and loads each at >= 80% of the link, under auto.
   // Judged on the device-timed step where the device gives it: the wall time adds the JS thread's wake-up.
@@ -324,10 +375,12 @@ export function judgeGoals(
   const stepSlowdown = (r: GpuOverlapRow) => r.deviceSlowdown ?? r.slowdown;
   const worstSlowdown = maxBy(both, stepSlowdown);
   const slowestCopies = minBy(both, (r) => Math.min(r.storeGbps, r.loadGbps) / r.limitGbps);
+  const slowdownGoal = 'forward slowdown <= 3% with stores and loads each >= 80% of the link (auto, both directions)';
+  if (!worstSlowdown || !slowestCopies) goals.push({ goal: slowdownGoal, met: false, figure: 'no overlap rows' });
   if (worstSlowdown && slowestCopies) {
     const rate = Math.min(slowestCopies.storeGbps, slowestCopies.loadGbps) / slowestCopies.limitGbps;
     goals.push({
-      goal: 'forward slowdown <= 3% with stores and loads each >= 80% of the link (auto, both directions)',
+      goal: slowdownGoal,
       met: stepSlowdown(worstSlowdown) <= 0.03 && rate >= 0.8,
       figure:
         `worst slowdown ${pct(stepSlowdown(worstSlowdown))} ${worstSlowdown.deviceSlowdown === null ? 'wall' : 'device'}-timed, ` +
@@ -340,7 +393,10 @@ export function judgeGoals(
   const auto = transfer.filter((r) => r.copyMethod === 'auto');
   const judgeRatio = (goal: string, rows: TransferBenchRow[], floor: number) => {
     const worst = minBy(rows, (r) => r.ratio);
-    if (!worst) return;
+    if (!worst) {
+      goals.push({ goal, met: false, figure: 'no transfer rows' });
+      return;
+    }
     goals.push({ goal, met: worst.ratio >= floor, figure: `lowest ${worst.ratio.toFixed(3)} (${describeTransfer(worst)})` });
   };
   judgeRatio(
@@ -357,6 +413,22 @@ export function judgeGoals(
 
   // Engine jobs at >= 80% of the link over their busy time, against the contiguous copy measured above.
   const link = Math.max(0, ...transfer.filter((r) => r.direction !== 'both').map((r) => r.limitGbps));
+  if (compare === null) {
+    goals.push({ goal: 'engine store and load jobs >= 80% of the link over their busy time', met: false, figure: 'the comparison failed' });
+    goals.push({ goal: 'offload off/on comparison: every output matches the reference model', met: false, figure: 'the comparison failed' });
+  } else {
+    goals.push(...compareGoals(compare, link));
+  }
+  goals.push({
+    goal: `no hang or lost completion in ${STRESS_RUNS} consecutive runs of each bench (random job delays)`,
+    met: stressRuns.transfer === STRESS_RUNS && stressRuns.overlap === STRESS_RUNS,
+    figure: `transfer ${stressRuns.transfer}/${STRESS_RUNS}, overlap ${stressRuns.overlap}/${STRESS_RUNS}`,
+  });
+  return goals;
+}
+
+function compareGoals(compare: GpuCompare, link: number): GpuGoal[] {
+  const goals: GpuGoal[] = [];
   const on = compare.offloadOn;
   const engineRate = Math.min(on.storeGbps ?? 0, on.loadGbps ?? 0) / link;
   goals.push({
@@ -373,12 +445,6 @@ export function judgeGoals(
       `off ${runs[0].integrityChecked - runs[0].integrityMismatches}/${runs[0].integrityChecked}, ` +
       `on ${runs[1].integrityChecked - runs[1].integrityMismatches}/${runs[1].integrityChecked}; ` +
       `TTFT p50 ${fmtMs(runs[0].ttftP50Ms)} -> ${fmtMs(runs[1].ttftP50Ms)} ms`,
-  });
-
-  goals.push({
-    goal: `no hang or lost completion in ${STRESS_RUNS} consecutive runs of each bench (random job delays)`,
-    met: stressRuns.transfer === STRESS_RUNS && stressRuns.overlap === STRESS_RUNS,
-    figure: `transfer ${stressRuns.transfer}/${STRESS_RUNS}, overlap ${stressRuns.overlap}/${STRESS_RUNS}`,
   });
   return goals;
 }

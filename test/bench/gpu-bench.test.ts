@@ -67,11 +67,13 @@ describe('the gpu bench', () => {
     expect(new Set(report.overlap.map((r) => r.layout))).toEqual(new Set(['cross-layer', 'per-layer']));
     expect(new Set(report.overlap.map((r) => r.jobMiB)).size).toBe(2);
     expect(report.stressRuns).toEqual(ALL_STRESS);
-    for (const run of [report.compare.offloadOff, report.compare.offloadOn]) {
+    expect(report.failures).toEqual([]);
+    for (const run of [report.compare!.offloadOff, report.compare!.offloadOn]) {
       expect(run.integrityChecked).toBe(run.requests);
       expect(run.integrityMismatches).toBe(0);
     }
-    expect(report.goals.map((g) => g.goal)).toHaveLength(7);
+    expect(report.goals.map((g) => g.goal)).toHaveLength(8);
+    expect(report.goals[0]).toEqual({ goal: 'every part ran to the end', met: true, figure: 'all parts ran' });
     for (const goal of report.goals) expect(goal.figure.length).toBeGreaterThan(0);
     expect(lines.some((l) => l.startsWith('stress:'))).toBe(true);
   });
@@ -82,9 +84,10 @@ describe('the gpu bench', () => {
       transferRow(4096, 'both', 0.79),
       transferRow(1024, 'cpuToGpu', 0.71),
     ];
-    const goals = judgeGoals(transfer, [overlapRow(0.02, 0.85)], compareOf(45, 0), ALL_STRESS);
+    const goals = judgeGoals({ transfer, overlap: [overlapRow(0.02, 0.85)], compare: compareOf(45, 0), stressRuns: ALL_STRESS, failures: [] });
     const met = Object.fromEntries(goals.map((g) => [g.goal.split(' ').slice(0, 3).join(' '), g.met]));
     expect(met).toEqual({
+      'every part ran': true,
       'forward slowdown <=': true,
       'transfer one way': true,
       'transfer both ways': false,
@@ -93,18 +96,21 @@ describe('the gpu bench', () => {
       'offload off/on comparison:': true,
       'no hang or': true,
     });
-    expect(goals[2].figure).toBe('lowest 0.790 (tiny cross-layer 4 KiB both)');
+    expect(goals[3].figure).toBe('lowest 0.790 (tiny cross-layer 4 KiB both)');
   });
 
   it('fails the slowdown, engine rate, integrity and stress goals on figures below them', () => {
-    const goals = judgeGoals(
-      [transferRow(4096, 'gpuToCpu', 0.95)],
-      [overlapRow(0.05, 0.9)],
-      compareOf(30, 1),
-      { transfer: STRESS_RUNS, overlap: STRESS_RUNS - 1 },
-    );
+    const goals = judgeGoals({
+      transfer: [transferRow(4096, 'gpuToCpu', 0.95)],
+      overlap: [overlapRow(0.05, 0.9)],
+      compare: compareOf(30, 1),
+      stressRuns: { transfer: STRESS_RUNS, overlap: STRESS_RUNS - 1 },
+      failures: ['stress overlap run 7: overlap bench: transfer job 3 failed on the device: x'],
+    });
     const failed = goals.filter((g) => !g.met).map((g) => g.goal.split(' ')[0]);
-    expect(failed).toEqual(['forward', 'engine', 'offload', 'no']);
+    // No rows for both ways or small regions: those goals are not met either.
+    expect(failed).toEqual(['every', 'forward', 'transfer', 'transfer', 'engine', 'offload', 'no']);
+    expect(goals[0].figure).toBe('stress overlap run 7: overlap bench: transfer job 3 failed on the device: x');
     expect(goals.find((g) => g.goal.startsWith('engine'))!.figure).toBe('stores 30.00, loads 30.00 GB/s against 50.00 GB/s (60.0%)');
   });
 });
