@@ -2,7 +2,9 @@
 // process-wide mutable state.
 #include <napi.h>
 
+#include "copy_method.h"
 #include "device_wrap.h"
+#include "js_args.h"
 #ifdef KVTIER_WITH_CUDA
 #include "cuda_backend.h"
 #endif
@@ -23,10 +25,21 @@ class KvtierAddon final : public Napi::Addon<KvtierAddon> {
                              InstanceMethod<&KvtierAddon::cudaDeviceCount>("cudaDeviceCount", napi_enumerable),
                              InstanceMethod<&KvtierAddon::cudaDeviceProperties>("cudaDeviceProperties",
                                                                                 napi_enumerable),
+                             InstanceMethod<&KvtierAddon::chooseCopyMethod>("chooseCopyMethod", napi_enumerable),
                          });
   }
 
  private:
+  // The CUDA backend's per-job rule (copy_method.h), for tests and benches:
+  // (requested, copyBytes, copyRegions, besideCompute) -> 'kernel' | 'dma'.
+  Napi::Value chooseCopyMethod(const Napi::CallbackInfo& info) {
+    const CopyMethod requested = parseCopyMethod(js::readString(info[0], "chooseCopyMethod: requested"));
+    const uint64_t bytes = js::readUnsigned(info[1], "chooseCopyMethod: copyBytes", js::kMaxSafeInteger);
+    const uint64_t regions = js::readUnsigned(info[2], "chooseCopyMethod: copyRegions", js::kMaxSafeInteger);
+    const bool beside = js::readBool(info[3], "chooseCopyMethod: besideCompute", false);
+    return Napi::String::New(info.Env(), copyMethodName(kvtier::chooseCopyMethod(requested, bytes, regions, beside)));
+  }
+
   Napi::Value cudaDeviceCount(const Napi::CallbackInfo& info) {
 #ifdef KVTIER_WITH_CUDA
     return Napi::Number::New(info.Env(), cudaDeviceCountOrZero());

@@ -21,6 +21,7 @@ struct Completion {
   int64_t id = 0;  // job id, or the token of a sync / timed copy
   double elapsedMs = 0;
   std::string error;  // non-empty: the device failed to run it
+  std::string copyPath;  // jobs: how the bytes moved (kernel, dma-batch, dma-per-region, memcpy, ...)
   std::vector<uint32_t> digests;
   uint64_t allocatedBytes = 0;
   uint64_t totalBytes = 0;
@@ -42,6 +43,9 @@ struct TransferWork {
   // In-flight jobs this one waits for.
   std::vector<int64_t> after;
   double delayMs = 0;
+  // Non-empty: the device reports this failure for the job (fault injection),
+  // after its delay, as it would a copy that failed on the device.
+  std::string injectedError;
 };
 
 struct ForwardWork {
@@ -62,6 +66,9 @@ class Backend {
   // std::runtime_error. Stops early when `abort` becomes true.
   virtual void open(const std::atomic<bool>& abort) = 0;
 
+  // Either throws with nothing of the job queued (it was never submitted), or
+  // queues it and posts exactly one Job completion for it later: ok, or with
+  // the device's error text if any part of it failed, even while enqueuing.
   virtual void submitTransfer(TransferWork&& work) = 0;
   // The job's completion has been consumed; its completion marks can go.
   virtual void releaseJob(int64_t jobId) = 0;

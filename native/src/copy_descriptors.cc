@@ -10,6 +10,15 @@ unsigned copyGridSize(uint64_t tiles) {
   return static_cast<unsigned>(std::min<uint64_t>(std::max<uint64_t>(ctas, 1), kMaxCopyCtas));
 }
 
+void orderTilesLargestFirst(std::vector<CopyDescriptor>& tiles) {
+  // Most tiles are full: one linear pass moves them ahead, and only the
+  // partial tail tiles (one per region at most) are sorted.
+  auto partial = std::stable_partition(tiles.begin(), tiles.end(),
+                                       [](const CopyDescriptor& t) { return t.bytes == kCopyTileBytes; });
+  std::stable_sort(partial, tiles.end(),
+                   [](const CopyDescriptor& a, const CopyDescriptor& b) { return a.bytes > b.bytes; });
+}
+
 void appendRange(const void* src, void* dst, uint64_t bytes, std::vector<CopyDescriptor>& out) {
   const uint64_t s = reinterpret_cast<uint64_t>(src);
   const uint64_t d = reinterpret_cast<uint64_t>(dst);

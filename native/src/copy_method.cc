@@ -24,12 +24,17 @@ const char* copyMethodName(CopyMethod method) {
   }
 }
 
-CopyMethod chooseCopyMethod(CopyMethod requested, const TransferPlan& plan) {
+CopyMethod chooseCopyMethod(CopyMethod requested, uint64_t copyBytes, uint64_t copyRegions, bool besideCompute) {
   if (requested != CopyMethod::Auto) return requested;
-  if (plan.copies.empty()) return CopyMethod::Dma;
+  if (besideCompute) return CopyMethod::Dma;
+  if (copyRegions == 0) return CopyMethod::Kernel;  // poison only: one launch, not a copy per segment
+  return copyBytes / copyRegions >= kDmaMinRegionBytes ? CopyMethod::Dma : CopyMethod::Kernel;
+}
+
+CopyMethod chooseCopyMethod(CopyMethod requested, const TransferPlan& plan, bool besideCompute) {
   uint64_t bytes = 0;
   for (const CopyRegion& r : plan.copies) bytes += r.bytes;
-  return bytes / plan.copies.size() < kAutoKernelBelowBytes ? CopyMethod::Kernel : CopyMethod::Dma;
+  return chooseCopyMethod(requested, bytes, plan.copies.size(), besideCompute);
 }
 
 }  // namespace kvtier

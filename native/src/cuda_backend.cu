@@ -147,6 +147,7 @@ class CudaBackend final : public Backend {
       progress.totalBytes = geometry_.cpuBytes;
       sink_.post(std::move(progress));
     }
+    presizeStepBuffers();
     // cudaMemset ran on the legacy stream, which the non-blocking streams do
     // not wait for.
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -159,43 +160,64 @@ class CudaBackend final : public Backend {
     useDevice();
     const bool store = work.direction == Direction::GpuToCpu;
     cudaStream_t stream = store ? store_ : load_;
-    waitForJobs(stream, work.after);
-    if (store && work.orderAfterCompute) {
-      // Re-recording the mark later does not affect waits already enqueued.
-      check(cudaEventRecord(computeMark_, compute_), "cudaEventRecord (compute mark)");
-      check(cudaStreamWaitEvent(stream, computeMark_, 0), "cudaStreamWaitEvent (compute mark)");
-    }
+    // Everything the host prepares (descriptors, address lists) comes before
+    // the job's start event, so its timed span is the copy alone.
+    const CopyMethod method = chooseCopyMethod(copyMethod_, work.plan, forwardsSubmitted_ > 0);
     JobEvents events;
-    events.start = takeEvent();
+    if (method == CopyMethod::Kernel) {
+      events.tiles = prepareCopyKernel(work.plan, store);
+    } else {
+      prepareCopies(work.plan, store);
+    }
     try {
+      events.start = takeEvent();
       events.end = takeEvent();
+      waitForJobs(stream, work.after);
+      if (store && work.orderAfterCompute) {
+        // Re-recording the mark later does not affect waits already enqueued.
+        check(cudaEventRecord(computeMark_, compute_), "cudaEventRecord (compute mark)");
+        check(cudaStreamWaitEvent(stream, computeMark_, 0), "cudaStreamWaitEvent (compute mark)");
+      }
       check(cudaEventRecord(events.start, stream), "cudaEventRecord (job start)");
-      if (work.delayMs > 0) {
-        check(launchSpin(stream, static_cast<uint64_t>(work.delayMs * 1e6), abortDevice_), "delay kernel launch");
-      }
-      if (chooseCopyMethod(copyMethod_, work.plan) == CopyMethod::Kernel) {
-        events.tiles = enqueueCopyKernel(work.plan, store, stream);
-      } else {
-        enqueueCopies(work.plan.copies, store, stream);
-        for (const CopyRegion& r : work.plan.poison) {
-          void* dst = store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset;
-          check(cudaMemcpyAsync(dst, poison_, r.bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync (poison)");
-        }
-      }
-      check(cudaEventRecord(events.end, stream), "cudaEventRecord (job end)");
     } catch (...) {
-      // A copy kernel already launched may still read its tiles: keep them.
-      eventPool_.push_back(events.start);
+      // Nothing of the job's own work is queued: it was never submitted.
+      if (events.start != nullptr) eventPool_.push_back(events.start);
       if (events.end != nullptr) eventPool_.push_back(events.end);
-      if (events.tiles.capacity > 0) abandonedTiles_.push_back(std::move(events.tiles));
+      if (events.tiles.capacity > 0) tilePool_.push_back(std::move(events.tiles));
       throw;
     }
-    jobs_[work.jobId] = std::move(events);
+    // From here on the job is submitted: whatever fails now is reported by
+    // its one completion, after what was queued has run, never thrown.
     PollEntry entry;
     entry.kind = CompletionKind::Job;
     entry.id = work.jobId;
-    entry.waitFor = {events.end};
     entry.timingStart = events.start;
+    entry.error = work.injectedError;
+    entry.copyPath = method == CopyMethod::Kernel ? "kernel" : "dma";
+    try {
+      if (work.delayMs > 0) {
+        check(launchSpin(stream, static_cast<uint64_t>(work.delayMs * 1e6), abortDevice_), "delay kernel launch");
+      }
+      // An injected failure stands for a copy the device could not run.
+      if (entry.error.empty()) {
+        if (method == CopyMethod::Kernel) {
+          if (events.tiles.capacity > 0) check(launchCopy(stream, events.tiles.device, tileCount_), "copy kernel launch");
+        } else {
+          entry.copyPath = enqueuePreparedCopies(stream);
+        }
+      }
+    } catch (const std::exception& e) {
+      entry.error = e.what();
+    }
+    const cudaError_t ended = cudaEventRecord(events.end, stream);
+    if (ended == cudaSuccess) {
+      entry.waitFor = {events.end};
+    } else {
+      cudaGetLastError();
+      if (entry.error.empty()) entry.error = cudaMessage("cudaEventRecord (job end)", ended);
+      entry.syncStream = stream;
+    }
+    jobs_[work.jobId] = std::move(events);
     (store ? storePoller_ : loadPoller_).push(std::move(entry));
   }
 
@@ -218,10 +240,11 @@ class CudaBackend final : public Backend {
     useDevice();
     const ForwardBatchData& b = work.batch;
     const uint32_t n = b.numRequests;
+    forwardsSubmitted_++;
     const ForwardLayout layout = layoutForward(b);
-    hostStaging_.ensure(layout.stagedBytes);
-    deviceStaging_.ensure(layout.deviceBytes);
-    hostDigests_.ensure(n * sizeof(uint32_t) + 16);
+    hostStaging_.grow(layout.stagedBytes, retiredStaging_);
+    deviceStaging_.grow(layout.deviceBytes, retiredStaging_);
+    hostDigests_.grow(n * sizeof(uint32_t) + 16, retiredStaging_);
     packForward(layout, b, hostStaging_.data);
     const DeviceForwardBatch db = bindForward(layout, deviceStaging_.device);
 
@@ -233,6 +256,15 @@ class CudaBackend final : public Backend {
       entry.waitFor = {createEvent()};
       waitForJobs(compute_, work.after);
       check(cudaEventRecord(entry.timingStart, compute_), "cudaEventRecord (forward start)");
+    } catch (...) {
+      entry.destroyOwnedEvents();
+      throw;
+    }
+    // From the start event on, a failure is the forward's completion (it
+    // rejects once what was queued has run), never a throw: the staging
+    // buffers stay busy until then, so the next forward cannot reuse them
+    // under kernels still queued.
+    try {
       check(launchStage(compute_, deviceStaging_.device, hostStaging_.device, layout.stagedBytes),
             "stage kernel launch (forward inputs)");
       // The emulated compute comes before the KV writes.
@@ -243,10 +275,16 @@ class CudaBackend final : public Backend {
             "forward kernel launch");
       check(launchPublishDigests(compute_, db.digests, reinterpret_cast<uint32_t*>(hostDigests_.device), n),
             "digest kernel launch");
-      check(cudaEventRecord(entry.waitFor.back(), compute_), "cudaEventRecord (forward end)");
-    } catch (...) {
-      entry.destroyOwnedEvents();
-      throw;
+    } catch (const std::exception& e) {
+      entry.error = e.what();
+    }
+    const cudaError_t ended = cudaEventRecord(entry.waitFor.back(), compute_);
+    if (ended != cudaSuccess) {
+      cudaGetLastError();
+      if (entry.error.empty()) entry.error = cudaMessage("cudaEventRecord (forward end)", ended);
+      cudaEventDestroy(entry.waitFor.back());
+      entry.waitFor.clear();
+      entry.syncStream = compute_;
     }
     const uint32_t* digests = reinterpret_cast<const uint32_t*>(hostDigests_.data);
     entry.finish = [digests, n](Completion& done) { done.digests.assign(digests, digests + n); };
@@ -349,8 +387,8 @@ class CudaBackend final : public Backend {
     hostStaging_.release();
     deviceStaging_.release();
     hostDigests_.release();
+    retiredStaging_.clear();
     tilePool_.clear();
-    abandonedTiles_.clear();
     if (busySink_ != nullptr) cudaFree(busySink_);
     busySink_ = nullptr;
     for (uint8_t* chunk : chunks_) cudaFreeHost(chunk);
@@ -369,6 +407,32 @@ class CudaBackend final : public Backend {
     cudaEvent_t end = nullptr;
     StagingBuffer tiles{StagingKind::MappedHost};  // the copy kernel's work list, if it ran one
   };
+
+  // The step path's buffers, sized from the geometry at open so that steps
+  // rarely grow them (and growth never frees): the forward's staging for a
+  // batch of up to kPresizeRequests requests and kPresizeTokens tokens whose
+  // block tables cover every GPU block, and one tile buffer per copy stream
+  // for a job moving up to kPresizeJobBytes.
+  void presizeStepBuffers() {
+    constexpr uint64_t kPresizeRequests = 1024;
+    constexpr uint64_t kPresizeTokens = 8192;
+    constexpr uint64_t kPresizeJobBytes = 256ull << 20;
+    const uint64_t tables = geometry_.kv.numGpuBlocks;
+    // Per request: table offset, start, token offset, sampled index, pair offset, digest.
+    const uint64_t staged = 16 * 1024 + 4 * tables + kPresizeRequests * (4 * 5 + 8) + 4 * kPresizeTokens;
+    hostStaging_.ensure(staged);
+    deviceStaging_.ensure(staged + 8 * kPresizeTokens + 16);
+    hostDigests_.ensure(kPresizeRequests * sizeof(uint32_t) + 16);
+    const uint64_t jobBytes = std::min<uint64_t>(kPresizeJobBytes, geometry_.gpuBytes);
+    const uint64_t regions = std::min<uint64_t>(jobBytes / std::max<uint64_t>(geometry_.kv.segmentBytes(), 1),
+                                                geometry_.kv.numGpuBlocks * geometry_.kv.segments);
+    const uint64_t tiles = jobBytes / kCopyTileBytes + regions + 1;
+    for (int stream = 0; stream < 2; stream++) {
+      StagingBuffer buffer{StagingKind::MappedHost};
+      buffer.ensure(tiles * sizeof(CopyDescriptor));
+      tilePool_.push_back(std::move(buffer));
+    }
+  }
 
   uint64_t busyIterations(uint64_t ns) const {
     const double iterations = std::ceil(static_cast<double>(ns) * busyIterationsPerNs_);
@@ -396,21 +460,93 @@ class CudaBackend final : public Backend {
     return buffer;
   }
 
-  // The plan's copies and poison fills as one copy kernel on `stream`; returns
-  // the mapped buffer holding its tiles, which must outlive the kernel.
-  StagingBuffer enqueueCopyKernel(const TransferPlan& plan, bool store, cudaStream_t stream) {
+  // The plan's copies and poison fills as the copy kernel's tiles, largest
+  // first (a short tile left for last would stretch the job's tail), in a
+  // mapped buffer that must outlive the kernel; sets tileCount_.
+  StagingBuffer prepareCopyKernel(const TransferPlan& plan, bool store) {
     tiles_.clear();
     appendCopyDescriptors(plan, store, CopyEndpoints{gpu_, &chunksDevice_, poison_}, tiles_);
+    orderTilesLargestFirst(tiles_);
+    tileCount_ = tiles_.size();
     if (tiles_.empty()) return StagingBuffer{StagingKind::MappedHost};
     const size_t bytes = tiles_.size() * sizeof(CopyDescriptor);
     StagingBuffer buffer = takeTileBuffer(bytes);
     std::memcpy(buffer.data, tiles_.data(), bytes);
-    const cudaError_t status = launchCopy(stream, buffer.device, tiles_.size());
-    if (status != cudaSuccess) {
-      tilePool_.push_back(std::move(buffer));
-      check(status, "copy kernel launch");
-    }
     return buffer;
+  }
+
+  // The plan's copies (one per coalesced run) and poison fills (from the
+  // device's poison segment) as one address list, so that they go out as one
+  // batch rather than a copy per block segment.
+  void prepareCopies(const TransferPlan& plan, bool store) {
+    dsts_.clear();
+    srcs_.clear();
+    sizes_.clear();
+    for (const CopyRegion& r : plan.copies) {
+      uint8_t* gpu = gpu_ + r.gpuOffset;
+      uint8_t* cpu = chunks_[r.cpuChunk] + r.cpuOffset;
+      dsts_.push_back(store ? cpu : gpu);
+      srcs_.push_back(store ? gpu : cpu);
+      sizes_.push_back(r.bytes);
+    }
+    for (const CopyRegion& r : plan.poison) {
+      dsts_.push_back(store ? static_cast<void*>(chunks_[r.cpuChunk] + r.cpuOffset) : gpu_ + r.gpuOffset);
+      srcs_.push_back(poison_);
+      sizes_.push_back(r.bytes);
+    }
+  }
+
+  // Enqueues what prepareCopies listed; returns how the copies went out:
+  // "dma" (one region), "dma-batch", or "dma-per-region" with the batch API's
+  // refusal. A refusal holds for this job only, unless the API is missing
+  // altogether: falling back for the rest of the process would turn every
+  // later job of small regions into thousands of separate copies.
+  std::string enqueuePreparedCopies(cudaStream_t stream) {
+    // Unified addressing tells each copy's direction (poison fills of a load
+    // are device to device).
+    const cudaMemcpyKind kind = cudaMemcpyDefault;
+    std::string path = "dma";
+    if (sizes_.size() == 1) {
+      check(cudaMemcpyAsync(dsts_[0], srcs_[0], sizes_[0], kind, stream), "cudaMemcpyAsync (transfer)");
+    } else if (sizes_.size() > 1) {
+      std::string refusal = batchMissing_;
+#if CUDART_VERSION >= 12080
+      if (refusal.empty()) {
+        cudaMemcpyAttributes attributes{};
+        // Stream order on both sides: a load may read CPU blocks a store
+        // (on the other copy stream) wrote just before it.
+        attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        attributes.flags = cudaMemcpyFlagDefault;
+        size_t attributeIndex = 0;
+#if CUDART_VERSION >= 13000
+        const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(),
+                                                        &attributes, &attributeIndex, 1, stream);
+#else
+        size_t failIndex = 0;
+        const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), sizes_.size(),
+                                                        &attributes, &attributeIndex, 1, &failIndex, stream);
+#endif
+        if (status == cudaSuccess) {
+          path = "dma-batch";
+        } else {
+          cudaGetLastError();
+          refusal = cudaMessage("cudaMemcpyBatchAsync", status);
+          if (status == cudaErrorNotSupported || status == cudaErrorCallRequiresNewerDriver) batchMissing_ = refusal;
+        }
+      }
+#else
+      refusal = "cudaMemcpyBatchAsync: built with a CUDA runtime older than 12.8";
+#endif
+      if (path != "dma-batch") {
+        // Copies a refused batch queued before it failed are repeated in
+        // stream order, which writes the same bytes again.
+        for (size_t i = 0; i < sizes_.size(); i++) {
+          check(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], kind, stream), "cudaMemcpyAsync (transfer)");
+        }
+        path = "dma-per-region (" + refusal + ")";
+      }
+    }
+    return path;
   }
 
   void useDevice() { check(cudaSetDevice(device_), "cudaSetDevice"); }
@@ -426,55 +562,6 @@ class CudaBackend final : public Backend {
     for (int64_t id : jobIds) {
       auto it = jobs_.find(id);
       if (it != jobs_.end()) check(cudaStreamWaitEvent(stream, it->second.end, 0), "cudaStreamWaitEvent (after)");
-    }
-  }
-
-  // One copy per coalesced run; several runs go out as one batch.
-  void enqueueCopies(const std::vector<CopyRegion>& regions, bool store, cudaStream_t stream) {
-    if (regions.empty()) return;
-    dsts_.clear();
-    srcs_.clear();
-    sizes_.clear();
-    for (const CopyRegion& r : regions) {
-      uint8_t* gpu = gpu_ + r.gpuOffset;
-      uint8_t* cpu = chunks_[r.cpuChunk] + r.cpuOffset;
-      dsts_.push_back(store ? cpu : gpu);
-      srcs_.push_back(store ? gpu : cpu);
-      sizes_.push_back(r.bytes);
-    }
-    const cudaMemcpyKind kind = store ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
-    if (regions.size() == 1) {
-      check(cudaMemcpyAsync(dsts_[0], srcs_[0], sizes_[0], kind, stream), "cudaMemcpyAsync (transfer)");
-      return;
-    }
-#if CUDART_VERSION >= 12080
-    if (batchSupported_) {
-      cudaMemcpyAttributes attributes{};
-      // Stream order on both sides: a load may read CPU blocks a store
-      // (on the other copy stream) wrote just before it.
-      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      attributes.flags = cudaMemcpyFlagDefault;
-      size_t attributeIndex = 0;
-#if CUDART_VERSION >= 13000
-      const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), regions.size(),
-                                                      &attributes, &attributeIndex, 1, stream);
-#else
-      size_t failIndex = 0;
-      const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), regions.size(),
-                                                      &attributes, &attributeIndex, 1, &failIndex, stream);
-#endif
-      if (status == cudaSuccess) return;
-      // Any refusal (an older driver, a platform or memory kind the batch API
-      // does not take) falls back to one copy per run, for good: a real fault
-      // then surfaces from cudaMemcpyAsync with its own error. Copies the
-      // batch queued before it failed are repeated in stream order, which
-      // writes the same bytes again.
-      cudaGetLastError();
-      batchSupported_ = false;
-    }
-#endif
-    for (size_t i = 0; i < regions.size(); i++) {
-      check(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], kind, stream), "cudaMemcpyAsync (transfer)");
     }
   }
 
@@ -509,14 +596,18 @@ class CudaBackend final : public Backend {
   std::vector<void*> dsts_;
   std::vector<void*> srcs_;
   std::vector<size_t> sizes_;
-  bool batchSupported_ = true;
+  // Why the batch API is unusable in this process; empty: try it per job.
+  std::string batchMissing_;
   std::vector<CopyDescriptor> tiles_;
+  size_t tileCount_ = 0;
   std::vector<StagingBuffer> tilePool_;
-  // Tiles of jobs whose submission failed after their kernel was launched.
-  std::vector<StagingBuffer> abandonedTiles_;
+  // Forwards submitted on this device: its copies run beside the model (auto's rule).
+  uint64_t forwardsSubmitted_ = 0;
   StagingBuffer hostStaging_{StagingKind::MappedHost};
   StagingBuffer deviceStaging_{StagingKind::Device};
   StagingBuffer hostDigests_{StagingKind::MappedHost};
+  // Buffers outgrown on the step path, freed at shutdown.
+  std::vector<StagingBuffer> retiredStaging_;
 };
 
 }  // namespace

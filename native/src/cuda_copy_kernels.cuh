@@ -15,9 +15,11 @@ namespace {
 
 #ifdef __CUDACC__
 #define KVTIER_UNROLL _Pragma("unroll")
+#define KVTIER_COPY_BOUNDS __maxnreg__(kCopyMaxRegisters)
 using Vec16 = uint4;
 #else
 #define KVTIER_UNROLL
+#define KVTIER_COPY_BOUNDS
 struct alignas(16) Vec16 {
   uint32_t x, y, z, w;
 };
@@ -30,7 +32,7 @@ struct alignas(16) Vec16 {
 // keeps several reads in flight across the link even on a short span.
 template <typename T>
 __device__ __forceinline__ void copyElements(T* dst, const T* src, uint64_t n, uint64_t t, uint64_t stride) {
-  constexpr int kInFlight = 4;
+  constexpr int kInFlight = kCopyVectorsInFlight;
   for (uint64_t i = t; i < n; i += kInFlight * stride) {
     T v[kInFlight];
 KVTIER_UNROLL
@@ -55,26 +57,45 @@ __device__ __forceinline__ void copySpan(uint64_t dst, uint64_t src, uint64_t by
   }
 }
 
-// A transfer job: warp w of the grid copies tiles w, w + (warps in the
-// grid), ... Every lane reads the same descriptor (one transaction per warp)
-// from mapped pinned memory, and the warp fetches its next descriptor before
-// copying the current tile, so that read across the link overlaps the copy
-// instead of adding a round trip per tile; with small regions (a few KiB)
-// those round trips would otherwise bound the rate.
-__global__ void copyKernel(const CopyDescriptor* tiles, uint64_t numTiles) {
-  const unsigned warpsPerCta = blockDim.x / 32;
-  const uint64_t warpsInGrid = static_cast<uint64_t>(gridDim.x) * warpsPerCta;
+// A transfer job. Round r of CTA b copies the kCopyThreads / 32 consecutive
+// tiles starting at (r x gridDim + b) x warps per CTA, one per warp, so the
+// list, sorted largest first, is worked through largest first over the
+// whole grid. The CTA fetches a round's descriptors together: its first
+// threads load them as consecutive 8-byte words (one coalesced read across
+// the link instead of one per warp) while the warps copy the round before,
+// and hand them over through shared memory at the round's barrier.
+static_assert(sizeof(CopyDescriptor) == 3 * sizeof(uint64_t), "descriptors are read as three words");
+
+__global__ void KVTIER_COPY_BOUNDS copyKernel(const CopyDescriptor* tiles, uint64_t numTiles) {
+  constexpr unsigned kWarps = kCopyThreads / 32;
+  constexpr unsigned kWords = kWarps * 3;
+  __shared__ uint64_t rounds[2][kWords];
+  const unsigned warp = threadIdx.x / 32;
   const unsigned lane = threadIdx.x % 32;
-  uint64_t i = static_cast<uint64_t>(blockIdx.x) * warpsPerCta + threadIdx.x / 32;
-  if (i >= numTiles) return;
-  CopyDescriptor next = tiles[i];
-  for (;;) {
-    const CopyDescriptor tile = next;
-    const uint64_t following = i + warpsInGrid;
-    if (following < numTiles) next = tiles[following];
-    copySpan(tile.dst, tile.src, tile.bytes, lane, 32);
-    if (following >= numTiles) return;
-    i = following;
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(tiles);
+  const uint64_t numWords = numTiles * 3;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kWarps;
+  uint64_t first = static_cast<uint64_t>(blockIdx.x) * kWarps;
+  // Uniform over the CTA, as every exit below: all its threads reach the same barriers.
+  if (first >= numTiles) return;
+  if (threadIdx.x < kWords && first * 3 + threadIdx.x < numWords) rounds[0][threadIdx.x] = words[first * 3 + threadIdx.x];
+  __syncthreads();
+  for (unsigned k = 0;; k ^= 1) {
+    const uint64_t next = first + stride;
+    // Issued before this round's copy and stored after it, so the read's
+    // round trip overlaps the copy.
+    uint64_t word = 0;
+    const bool fetches = next < numTiles && threadIdx.x < kWords && next * 3 + threadIdx.x < numWords;
+    if (fetches) word = words[next * 3 + threadIdx.x];
+    if (first + warp < numTiles) {
+      const uint64_t* tile = rounds[k] + warp * 3;
+      copySpan(tile[1], tile[0], tile[2], lane, 32);
+    }
+    if (next >= numTiles) return;
+    // rounds[k ^ 1] was last read before the previous barrier.
+    if (fetches) rounds[k ^ 1][threadIdx.x] = word;
+    __syncthreads();
+    first = next;
   }
 }
 

@@ -54,20 +54,33 @@ void CudaPoller::run() {
     Completion done;
     done.kind = entry.kind;
     done.id = entry.id;
+    done.copyPath = entry.copyPath;
     cudaError_t error = cudaSuccess;
     for (cudaEvent_t e : entry.waitFor) {
       const cudaError_t status = cudaEventSynchronize(e);
       if (error == cudaSuccess) error = status;
     }
-    if (error == cudaSuccess && entry.timingStart != nullptr) {
-      float ms = 0;
-      error = cudaEventElapsedTime(&ms, entry.timingStart, entry.waitFor.back());
-      done.elapsedMs = ms;
+    if (entry.syncStream != nullptr) {
+      const cudaError_t status = cudaStreamSynchronize(entry.syncStream);
+      if (error == cudaSuccess) error = status;
     }
-    if (error != cudaSuccess) {
+    if (!entry.error.empty()) {
+      done.error = entry.error;
+      if (error != cudaSuccess) done.error += "; then " + cudaMessage("device work", error);
+    } else if (error != cudaSuccess) {
       done.error = cudaMessage("device work", error);
-    } else if (entry.finish) {
-      entry.finish(done);
+    } else {
+      if (entry.timingStart != nullptr && !entry.waitFor.empty()) {
+        // The work itself succeeded: a span that cannot be timed leaves
+        // elapsedMs at 0 (callers treat that as unmeasured), not a failure.
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, entry.timingStart, entry.waitFor.back()) == cudaSuccess) {
+          done.elapsedMs = ms;
+        } else {
+          cudaGetLastError();
+        }
+      }
+      if (entry.finish) entry.finish(done);
     }
     entry.destroyOwnedEvents();
     if (entry.shared && !entry.shared->arrive(done)) continue;

@@ -44,6 +44,12 @@ struct PollEntry {
   bool ownsEvents = false;  // destroy waitFor and timingStart afterwards
   std::function<void(Completion&)> finish;
   std::shared_ptr<SharedCompletion> shared;  // set: only the last part posts
+  // Set when the work failed while it was being enqueued: the completion
+  // carries it once whatever was queued has run.
+  std::string error;
+  // Set when the end event could not be recorded: wait for the whole stream.
+  cudaStream_t syncStream = nullptr;
+  std::string copyPath;  // jobs: how the bytes moved
 
   void destroyOwnedEvents();
 };

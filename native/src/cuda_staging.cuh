@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "cuda_check.cuh"
 
@@ -61,6 +62,18 @@ struct StagingBuffer {
       data = device = static_cast<uint8_t*>(p);
     }
     capacity = grown;
+  }
+
+  // Grows to at least `bytes` without freeing: the old buffer goes to
+  // `retired` (freed at shutdown), because freeing pinned or device memory
+  // waits for the whole device, which would stall the JS thread behind the
+  // copies in flight.
+  void grow(size_t bytes, std::vector<StagingBuffer>& retired) {
+    if (bytes <= capacity) return;
+    StagingBuffer fresh(kind);
+    fresh.ensure(std::max(bytes, capacity * 2));
+    retired.push_back(std::move(*this));
+    *this = std::move(fresh);
   }
 
   void release() {

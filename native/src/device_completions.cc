@@ -70,7 +70,8 @@ void DeviceWrap::handleJob(Napi::Env env, const Completion& c) {
   if (it == inFlight_.end()) return;
   InFlightJob job = std::move(it->second);
   inFlight_.erase(it);
-  FinishedJob done{c.id, job.direction, job.ok, std::move(job.failedGpuBlockIds), job.bytes, c.elapsedMs};
+  FinishedJob done{c.id, job.direction, job.ok, std::move(job.failedGpuBlockIds), job.bytes, c.elapsedMs, c.error,
+                   c.copyPath};
   if (!c.error.empty()) {
     // The device could not run it: nothing it wrote can be trusted.
     done.ok = false;
@@ -97,6 +98,7 @@ void DeviceWrap::handleForward(Napi::Env env, const Completion& c) {
     deferred.Reject(deviceError(env, "forward failed on the device: " + c.error).Value());
     return;
   }
+  lastForwardMs_ = c.elapsedMs;
   Napi::Uint32Array digests = Napi::Uint32Array::New(env, c.digests.size());
   if (!c.digests.empty()) std::memcpy(digests.Data(), c.digests.data(), c.digests.size() * sizeof(uint32_t));
   deferred.Resolve(digests);

@@ -51,6 +51,13 @@ Napi::Value DeviceWrap::forward(const Napi::CallbackInfo& info) {
   return deferred.Promise();
 }
 
+Napi::Value DeviceWrap::lastForwardDeviceMs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  requireOpen("lastForwardDeviceMs");
+  drain(env);
+  return lastForwardMs_ < 0 ? env.Null() : Napi::Number::New(env, lastForwardMs_);
+}
+
 uint32_t DeviceWrap::readBlockId(const Napi::Value& value, const char* operation, uint64_t limit,
                                  const char* limitName) const {
   const std::string name = std::string(operation) + ": blockId";

@@ -79,6 +79,7 @@ Napi::Value DeviceWrap::submitTransfer(const Napi::CallbackInfo& info) {
   work.orderAfterCompute = orderAfterCompute;
   work.after = std::move(live);
   work.delayMs = faults_.delayForJob();
+  work.injectedError = faults_.decideDeviceError(jobId);
   const uint64_t bytes = work.plan.copiedBytes;
   backend_->submitTransfer(std::move(work));
 
@@ -104,6 +105,8 @@ Napi::Value DeviceWrap::pollFinished(const Napi::CallbackInfo& info) {
     o.Set("failedGpuBlockIds", toJsArray(env, job.failedGpuBlockIds));
     o.Set("bytes", static_cast<double>(job.bytes));
     o.Set("elapsedMs", job.elapsedMs);
+    if (!job.error.empty()) o.Set("error", job.error);
+    if (!job.copyPath.empty()) o.Set("copyPath", job.copyPath);
     results.Set(static_cast<uint32_t>(i), o);
   }
   unpolled_.clear();
@@ -187,6 +190,7 @@ Napi::Value DeviceWrap::faultCounters(const Napi::CallbackInfo& info) {
   o.Set("loadBlocksFailed", static_cast<double>(c.loadBlocksFailed));
   o.Set("storesFailed", static_cast<double>(c.storesFailed));
   o.Set("jobsDelayed", static_cast<double>(c.jobsDelayed));
+  o.Set("jobsFailedOnDevice", static_cast<double>(c.jobsFailedOnDevice));
   return o;
 }
 

@@ -93,6 +93,8 @@ FaultSettings readFaultSettings(const Napi::Value& value, uint64_t numGpuBlocks)
   s.loadFailProbability = number("loadFailProbability", 1, 0);
   s.storeFailProbability = number("storeFailProbability", 1, 0);
   s.delayMs = number("delayMs", 3'600'000, 0);
+  s.delayJitterMs = number("delayJitterMs", 3'600'000, 0);
+  s.jobErrorProbability = number("jobErrorProbability", 1, 0);
   const Napi::Value limit = o.Get("loadFailLimit");
   s.loadFailLimit = js::isPresent(limit) ? js::readInteger(limit, "setFaults: loadFailLimit", 0,
                                                            static_cast<int64_t>(js::kMaxSafeInteger))

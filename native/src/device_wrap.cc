@@ -52,6 +52,7 @@ Napi::Function DeviceWrap::defineClass(Napi::Env env) {
                          InstanceMethod<&DeviceWrap::waitJobs>("waitJobs"),
                          InstanceMethod<&DeviceWrap::pendingJobs>("pendingJobs"),
                          InstanceMethod<&DeviceWrap::forward>("forward"),
+                         InstanceMethod<&DeviceWrap::lastForwardDeviceMs>("lastForwardDeviceMs"),
                          InstanceMethod<&DeviceWrap::setFaults>("setFaults"),
                          InstanceMethod<&DeviceWrap::faultCounters>("faultCounters"),
                          InstanceMethod<&DeviceWrap::synchronize>("synchronize"),

@@ -60,6 +60,8 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
     std::vector<int32_t> failedGpuBlockIds;
     uint64_t bytes;
     double elapsedMs;
+    std::string error;     // the device's failure, if it could not run the job
+    std::string copyPath;  // how the bytes moved
   };
 
   // One waitJobs call: resolves when `remaining` of its in-flight jobs reach 0.
@@ -76,6 +78,8 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   Napi::Value waitJobs(const Napi::CallbackInfo& info);
   Napi::Value pendingJobs(const Napi::CallbackInfo& info);
   Napi::Value forward(const Napi::CallbackInfo& info);
+  // The last forward that succeeded, as the device timed it (ms); null before one.
+  Napi::Value lastForwardDeviceMs(const Napi::CallbackInfo& info);
   Napi::Value setFaults(const Napi::CallbackInfo& info);
   Napi::Value faultCounters(const Napi::CallbackInfo& info);
   Napi::Value synchronize(const Napi::CallbackInfo& info);
@@ -159,6 +163,7 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   std::vector<FinishedJob> unpolled_;
   std::unordered_map<int64_t, std::vector<std::shared_ptr<JobWaiter>>> waitersByJob_;
   std::optional<Napi::Promise::Deferred> forwardDeferred_;
+  double lastForwardMs_ = -1;  // -1: no forward has finished yet
   std::unordered_map<int64_t, Napi::Promise::Deferred> tokenWaiters_;
   int64_t nextToken_ = 0;
   FaultInjector faults_;

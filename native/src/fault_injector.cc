@@ -48,9 +48,18 @@ bool FaultInjector::decideStore() {
 }
 
 double FaultInjector::delayForJob() {
-  if (settings_.delayMs <= 0) return 0;
+  // Draw only when jitter is asked for, so other faults' sequences stay as they were.
+  const double jitter = settings_.delayJitterMs > 0 ? nextUniform() * settings_.delayJitterMs : 0;
+  const double delay = settings_.delayMs + jitter;
+  if (delay <= 0) return 0;
   counters_.jobsDelayed++;
-  return settings_.delayMs;
+  return delay;
+}
+
+std::string FaultInjector::decideDeviceError(int64_t jobId) {
+  if (settings_.jobErrorProbability <= 0 || nextUniform() >= settings_.jobErrorProbability) return "";
+  counters_.jobsFailedOnDevice++;
+  return "injected device error (job " + std::to_string(jobId) + ")";
 }
 
 }  // namespace kvtier

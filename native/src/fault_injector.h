@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -16,6 +17,11 @@ struct FaultSettings {
   int64_t loadFailLimit = -1;  // -1: unlimited
   double storeFailProbability = 0;
   double delayMs = 0;
+  // Each job waits a further uniform [0, delayJitterMs) on top of delayMs.
+  double delayJitterMs = 0;
+  // Probability that a job fails on the device as a whole (its completion
+  // carries an error, as a copy the GPU could not run does).
+  double jobErrorProbability = 0;
   uint64_t seed = 0;
 };
 
@@ -23,6 +29,7 @@ struct FaultCounters {
   uint64_t loadBlocksFailed = 0;
   uint64_t storesFailed = 0;
   uint64_t jobsDelayed = 0;
+  uint64_t jobsFailedOnDevice = 0;
 };
 
 class FaultInjector {
@@ -42,6 +49,9 @@ class FaultInjector {
 
   // The delay (ms) this job waits on its stream before it starts.
   double delayForJob();
+
+  // Non-empty: the error the device reports for this job.
+  std::string decideDeviceError(int64_t jobId);
 
   const FaultCounters& counters() const { return counters_; }
 

@@ -175,6 +175,19 @@ class HostBackend final : public Backend {
     if (!waitAll(waits)) return;
     const auto start = std::chrono::steady_clock::now();
     if (work.delayMs > 0 && !board_.sleepFor(static_cast<uint64_t>(work.delayMs * 1e6))) return;
+    Completion done;
+    done.kind = CompletionKind::Job;
+    done.id = work.jobId;
+    done.copyPath = "memcpy";
+    if (!work.injectedError.empty()) {
+      // Failed on the device before copying: nothing it wrote is trusted, but
+      // jobs ordered after it still run, as after a failed CUDA copy.
+      done.error = work.injectedError;
+      done.elapsedMs = millisecondsSince(start);
+      board_.signal(end);
+      sink_.post(std::move(done));
+      return;
+    }
     const bool store = work.direction == Direction::GpuToCpu;
     std::atomic<int>& running = store ? storesRunning_ : loadsRunning_;
     const std::atomic<int>& other = store ? loadsRunning_ : storesRunning_;
@@ -195,9 +208,6 @@ class HostBackend final : public Backend {
     const bool linkWaited = waitForLink(work.plan, start, otherBusy || other.load() > 0);
     running.fetch_sub(1);
     if (!linkWaited) return;
-    Completion done;
-    done.kind = CompletionKind::Job;
-    done.id = work.jobId;
     done.elapsedMs = millisecondsSince(start);
     board_.signal(end);
     sink_.post(std::move(done));

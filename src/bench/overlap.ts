@@ -2,7 +2,15 @@ import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
 import { DeviceError } from '../device/errors.js';
-import type { BackendName, CopyMethod, Device, DeviceJobResult, ForwardBatch, KvLayout } from '../device/types.js';
+import type {
+  BackendName,
+  CopyMethod,
+  Device,
+  DeviceFaults,
+  DeviceJobResult,
+  ForwardBatch,
+  KvLayout,
+} from '../device/types.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../protocol/step-protocol.js';
 import { checkIntegerAtLeast, median } from './stats.js';
@@ -57,6 +65,14 @@ export interface OverlapBenchRow {
   readonly stepMsWithTransfers: number;
   /** stepMsWithTransfers / stepMsAlone - 1. */
   readonly slowdown: number;
+  /**
+   * The same forwards timed on the device (start to end on the compute
+   * stream, no JS wake-up in it): medians alone and beside the copies, and
+   * their ratio - 1; null where the device does not time its forwards.
+   */
+  readonly deviceStepMsAlone: number | null;
+  readonly deviceStepMsWithTransfers: number | null;
+  readonly deviceSlowdown: number | null;
   /** Bytes per direction the busy phases moved, over their wall time (GB/s, 1e9 bytes); 0 for a direction not running. */
   readonly storeGbps: number;
   readonly loadGbps: number;
@@ -88,6 +104,8 @@ export interface OverlapBenchOptions {
   /** The shard of rank 0 of tp (default 1: the whole model). */
   readonly tp?: number;
   readonly deviceIndex?: number;
+  /** Faults set on each device after it opens (stress runs: delays, device errors). */
+  readonly faults?: DeviceFaults;
   readonly onRow?: (row: OverlapBenchRow) => void;
 }
 
@@ -191,6 +209,7 @@ async function benchOneDevice(
     copyMethod,
   });
   try {
+    if (options.faults) device.setFaults(options.faults);
     const limitGbps = await contiguousLimit(device);
     const forward = new TimedForward(device, batch);
     for (let i = 0; i < WARMUP_FORWARDS; i++) await forward.run();
@@ -201,8 +220,8 @@ async function benchOneDevice(
         (d) => transfers === 'both' || (transfers === 'stores') === (d === 'gpuToCpu'),
       );
       const pump = new TransferPump(device, regions, blockBytes, directions, nextJobId);
-      const alone: number[] = [];
-      const busy: number[] = [];
+      const alone: StepTime[] = [];
+      const busy: StepTime[] = [];
       const rounds = options.rounds ?? 3;
       for (let round = 0; round < rounds; round++) {
         for (let i = 0; i < options.stepsPerRound; i++) alone.push(await forward.run());
@@ -227,10 +246,22 @@ interface DeviceShape {
   readonly copyMethod: CopyMethod;
 }
 
-/** Step times (ms) of one busy phase kind: forwards alone and forwards beside the copies. */
+/** One forward's wall time and device time (ms; null where the device does not time forwards). */
+interface StepTime {
+  readonly wallMs: number;
+  readonly deviceMs: number | null;
+}
+
+/** Step times of one busy phase kind: forwards alone and forwards beside the copies. */
 interface StepTimes {
-  readonly alone: readonly number[];
-  readonly busy: readonly number[];
+  readonly alone: readonly StepTime[];
+  readonly busy: readonly StepTime[];
+}
+
+/** Median device time of the steps, or null if any step was not timed on the device. */
+function medianDeviceMs(steps: readonly StepTime[]): number | null {
+  const times = steps.map((s) => s.deviceMs);
+  return times.every((t): t is number => t !== null) && times.length > 0 ? median(times) : null;
 }
 
 function rowOf(
@@ -242,8 +273,10 @@ function rowOf(
   limitGbps: number,
 ): OverlapBenchRow {
   const newTokens = options.newTokens ?? 1;
-  const stepMsAlone = median(alone);
-  const stepMsWithTransfers = median(busy);
+  const stepMsAlone = median(alone.map((s) => s.wallMs));
+  const stepMsWithTransfers = median(busy.map((s) => s.wallMs));
+  const deviceStepMsAlone = medianDeviceMs(alone);
+  const deviceStepMsWithTransfers = medianDeviceMs(busy);
   const phaseSeconds = pump.phaseMs / 1000;
   return {
     model: model.name,
@@ -258,6 +291,12 @@ function rowOf(
     stepMsAlone,
     stepMsWithTransfers,
     slowdown: stepMsWithTransfers / stepMsAlone - 1,
+    deviceStepMsAlone,
+    deviceStepMsWithTransfers,
+    deviceSlowdown:
+      deviceStepMsAlone !== null && deviceStepMsWithTransfers !== null && deviceStepMsAlone > 0
+        ? deviceStepMsWithTransfers / deviceStepMsAlone - 1
+        : null,
     storeGbps: pump.bytesMoved.gpuToCpu / phaseSeconds / 1e9,
     loadGbps: pump.bytesMoved.cpuToGpu / phaseSeconds / 1e9,
     limitGbps,
@@ -310,16 +349,17 @@ class TimedForward {
     private readonly batch: ForwardBatch,
   ) {}
 
-  /** Wall time of one forward (ms). */
-  async run(): Promise<number> {
+  /** Wall time of one forward, and its device time where the device gives it (ms). */
+  async run(): Promise<StepTime> {
     const started = performance.now();
     const digests = await this.device.forward(this.batch);
     const ms = performance.now() - started;
+    const deviceMs = this.device.lastForwardDeviceMs?.() ?? null;
     if (this.expected === null) this.expected = digests;
     else if (digests.some((d, i) => d !== this.expected![i])) {
       throw new DeviceError('overlap bench: a forward gave different digests while transfers ran beside it');
     }
-    return ms;
+    return { wallMs: ms, deviceMs };
   }
 }
 
@@ -351,6 +391,8 @@ class TransferPump {
   private readonly nextSlot: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
   private running = false;
   private loops: Promise<void>[] = [];
+  /** The first job that failed: the loops stop refilling and stop() throws it. */
+  private failure: DeviceError | null = null;
   private phaseStart = 0;
   /** Wall time of all busy phases so far (ms). */
   phaseMs = 0;
@@ -380,13 +422,18 @@ class TransferPump {
     await Promise.all(this.loops);
     await this.device.waitJobs([...this.pending.keys()]);
     this.collect();
-    if (this.pending.size > 0) throw new DeviceError(`overlap bench: ${this.pending.size} transfer jobs never finished`);
+    if (this.failure !== null) throw this.failure;
+    if (this.pending.size > 0) {
+      throw new DeviceError(
+        `overlap bench: jobs ${[...this.pending.keys()].join(', ')} finished but are missing from pollFinished()`,
+      );
+    }
     this.phaseMs += performance.now() - this.phaseStart;
   }
 
   /** One direction's loop: keep its queue full, and wait for its oldest job before refilling. */
   private async pump(direction: TransferDirection): Promise<void> {
-    while (this.running) {
+    while (this.running && this.failure === null) {
       while (this.queued[direction] < JOBS_PER_QUEUE) this.submit(direction);
       await this.device.waitJobs([this.oldest(direction)]);
       this.collect();
@@ -419,10 +466,17 @@ class TransferPump {
     this.queued[direction]++;
   }
 
+  /** Records every result, failed ones too, so no completion is dropped behind a failure. */
   private record(result: DeviceJobResult): void {
     const direction = this.pending.get(result.jobId);
     if (direction === undefined) return;
-    if (!result.ok) throw new DeviceError(`overlap bench: transfer job ${result.jobId} failed`);
+    if (!result.ok && this.failure === null) {
+      this.failure = new DeviceError(
+        `overlap bench: transfer job ${result.jobId} (${direction}, ${this.regions.jobBlocks} blocks, ` +
+          `${this.regions.jobBlocks * this.blockBytes} bytes${result.copyPath ? `, ${result.copyPath}` : ''}) failed on the device: ` +
+          `${result.error ?? 'no device error (an injected store or load failure)'}`,
+      );
+    }
     this.pending.delete(result.jobId);
     this.queued[direction]--;
     this.bytesMoved[direction] += this.regions.jobBlocks * this.blockBytes;

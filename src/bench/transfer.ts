@@ -2,7 +2,15 @@ import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
 import { DeviceError } from '../device/errors.js';
-import { COPY_METHODS, type BackendName, type CopyMethod, type Device, type KvLayout } from '../device/types.js';
+import {
+  COPY_METHODS,
+  type BackendName,
+  type CopyMethod,
+  type Device,
+  type DeviceFaults,
+  type DeviceJobResult,
+  type KvLayout,
+} from '../device/types.js';
 import { mix } from '../model/mix.js';
 import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
 import type { TransferDirection } from '../protocol/step-protocol.js';
@@ -65,6 +73,8 @@ export interface TransferBenchOptions {
   readonly deviceIndex?: number;
   /** Seed of the block id pattern. */
   readonly seed?: number;
+  /** Faults set on each device after it opens (stress runs: delays, device errors). */
+  readonly faults?: DeviceFaults;
   readonly onRow?: (row: TransferBenchRow) => void;
 }
 
@@ -155,10 +165,11 @@ async function benchOneShape(options: TransferBenchOptions, shape: BenchShape): 
     copyMethod,
   });
   try {
+    if (options.faults) device.setFaults(options.faults);
     const random = new PatternRandom(mix(((options.seed ?? DEFAULT_SEED) ^ blockTokens) >>> 0));
     const storePattern = blockPattern(random, blocks, 0, 0);
     const loadPattern = blockPattern(random, blocks, blocks, blocks);
-    const runner = new BenchRunner(device);
+    const runner = new BenchRunner(device, copyMethod, layout);
     const bytes = blocks * blockBytes;
 
     // One untimed round first.
@@ -281,11 +292,34 @@ export class PatternRandom {
   }
 }
 
+/** What the bench submitted as one job, to say which job failed. */
+interface SubmittedJob {
+  readonly direction: TransferDirection;
+  readonly blocks: number;
+  /** Runs of blocks adjacent on both sides: what the device coalesces. */
+  readonly runs: number;
+}
+
+/** Runs of blocks adjacent on both the GPU and the CPU side. */
+export function countRuns(pattern: BlockPattern): number {
+  const { gpuBlockIds: gpu, cpuBlockIds: cpu } = pattern;
+  let runs = 0;
+  for (let i = 0; i < gpu.length; i++) if (i === 0 || gpu[i] !== gpu[i - 1] + 1 || cpu[i] !== cpu[i - 1] + 1) runs++;
+  return runs;
+}
+
 /** Runs the timed operations of one device. */
 class BenchRunner {
   private nextJobId = 1;
+  private readonly submitted = new Map<number, SubmittedJob>();
+  /** Results polled but not yet claimed by the call that waited for them. */
+  private readonly results = new Map<number, DeviceJobResult>();
 
-  constructor(private readonly device: Device) {}
+  constructor(
+    private readonly device: Device,
+    private readonly copyMethod: CopyMethod,
+    private readonly layout: KvLayout,
+  ) {}
 
   /** One job moving the pattern; its duration as the device measured it (ms). */
   async blocks(direction: TransferDirection, pattern: BlockPattern): Promise<number> {
@@ -315,15 +349,18 @@ class BenchRunner {
     return performance.now() - started;
   }
 
-  private timeContiguous(direction: TransferDirection, bytes: number): Promise<number> {
+  private async timeContiguous(direction: TransferDirection, bytes: number): Promise<number> {
     if (!this.device.timeContiguousCopy) {
       throw new DeviceError('transfer bench: this device cannot time a contiguous copy');
     }
-    return this.device.timeContiguousCopy(direction, bytes);
+    const ms = await this.device.timeContiguousCopy(direction, bytes);
+    if (!(ms > 0)) throw new DeviceError(`transfer bench: the contiguous ${direction} copy of ${bytes} bytes finished but the device could not time it`);
+    return ms;
   }
 
   private submit(direction: TransferDirection, pattern: BlockPattern): number {
     const jobId = this.nextJobId++;
+    this.submitted.set(jobId, { direction, blocks: pattern.gpuBlockIds.length, runs: countRuns(pattern) });
     this.device.submitTransfer({
       jobId,
       direction,
@@ -335,13 +372,36 @@ class BenchRunner {
     return jobId;
   }
 
-  /** Collects the finished jobs' results; throws if one failed. */
+  /**
+   * The finished jobs' device times. Throws naming the job (direction,
+   * blocks, bytes, regions, copy method) and what went wrong: failed on the
+   * device (with its error), finished untimed, or missing from the results
+   * although waitJobs said it finished.
+   */
   private elapsed(jobIds: readonly number[]): number[] {
-    const results = this.device.pollFinished();
+    for (const result of this.device.pollFinished()) this.results.set(result.jobId, result);
     return jobIds.map((id) => {
-      const result = results.find((r) => r.jobId === id);
-      if (!result?.ok) throw new DeviceError(`transfer bench: job ${id} did not complete`);
+      const result = this.results.get(id);
+      this.results.delete(id);
+      const job = this.submitted.get(id);
+      this.submitted.delete(id);
+      if (result === undefined) throw this.jobError(id, job, 'finished but is missing from pollFinished()');
+      if (!result.ok) {
+        throw this.jobError(id, job, `failed on the device: ${result.error ?? 'no device error (an injected store or load failure)'}`, result);
+      }
+      if (!(result.elapsedMs > 0)) throw this.jobError(id, job, 'finished but the device could not time it', result);
       return result.elapsedMs;
     });
+  }
+
+  private jobError(id: number, job: SubmittedJob | undefined, what: string, result?: DeviceJobResult): DeviceError {
+    const info = this.device.info;
+    const shape =
+      job === undefined
+        ? 'not submitted by this bench'
+        : `${job.direction}, ${job.blocks} blocks, ${job.blocks * info.bytesPerGpuBlock} bytes, ` +
+          `${job.runs} runs of adjacent blocks${this.layout === 'per-layer' ? ', one region per layer each' : ', one region each'}`;
+    const method = `copy method ${this.copyMethod}${result?.copyPath ? ` (${result.copyPath})` : ''}`;
+    return new DeviceError(`transfer bench: job ${id} (${shape}; ${method}) ${what}`);
   }
 }

@@ -48,7 +48,7 @@ async function main(argv: readonly string[]): Promise<number> {
   );
   program.addCommand(
     quietErrors(new Command('bench'))
-      .description('benchmarks: transfer (GB/s vs a contiguous copy), scheduler (CPU time per step), overlap (forward time with transfers), e2e (a trace slice with offload off and on), remote (remote tier GB/s vs plain SET/GET)')
+      .description('benchmarks: transfer (GB/s vs a contiguous copy), scheduler (CPU time per step), overlap (forward time with transfers), e2e (a trace slice with offload off and on), remote (remote tier GB/s vs plain SET/GET), gpu (the GPU path checked in one command, goals met or not)')
       .argument('<kind>', 'which benchmark (e.g. transfer, scheduler); `kvtier bench <kind> --help` lists its options')
       // A kind's options belong to the kind: `bench transfer --help` reaches benchCommand, which lists them.
       .helpOption(false)

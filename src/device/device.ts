@@ -114,6 +114,10 @@ class AddonDevice implements Device {
     }
   }
 
+  lastForwardDeviceMs(): number | null {
+    return guard(() => this.native.lastForwardDeviceMs());
+  }
+
   setFaults(faults: DeviceFaults): void {
     guard(() => this.native.setFaults(faults));
   }

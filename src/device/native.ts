@@ -39,6 +39,7 @@ export interface NativeDevice {
   waitJobs(jobIds: readonly number[]): Promise<void>;
   pendingJobs(): number;
   forward(batch: ForwardBatch, options: { readonly after?: readonly number[] }): Promise<Uint32Array>;
+  lastForwardDeviceMs(): number | null;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
   synchronize(): Promise<void>;
@@ -67,6 +68,8 @@ export interface NativeAddon {
   readonly withCuda: boolean;
   cudaDeviceCount(): number;
   cudaDeviceProperties(deviceIndex: number): CudaDeviceProperties;
+  /** The CUDA backend's per-job copy method rule (native/src/copy_method.h). */
+  chooseCopyMethod(requested: string, copyBytes: number, copyRegions: number, besideCompute: boolean): 'kernel' | 'dma';
 }
 
 export function addonPath(backend: BackendName): string {

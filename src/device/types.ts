@@ -91,7 +91,15 @@ export interface TransferSubmission {
  * A job's outcome on this device: the step protocol's JobResult for one rank,
  * reported as it is (the worker-side connector passes it on unchanged).
  */
-export type DeviceJobResult = JobResult;
+export type DeviceJobResult = JobResult & {
+  /** Why the device could not run the job (ok is then false); absent when it ran. */
+  readonly error?: string;
+  /**
+   * How the bytes moved: 'kernel', 'dma' (one region), 'dma-batch',
+   * 'dma-per-region (why the batch was refused)', 'memcpy' (host backend).
+   */
+  readonly copyPath?: string;
+};
 
 /**
  * One forward step, packed. Request i computes tokens
@@ -129,6 +137,10 @@ export interface DeviceFaults {
   readonly storeFailProbability?: number;
   /** Delay before every job starts, in ms. */
   readonly delayMs?: number;
+  /** A further delay per job, uniform in [0, delayJitterMs) ms, drawn from the seed. */
+  readonly delayJitterMs?: number;
+  /** Probability that a job fails on the device as a whole: its result is not ok and carries an error. */
+  readonly jobErrorProbability?: number;
   /** Seed of the fault RNG (deterministic per device). */
   readonly seed?: number;
 }
@@ -137,6 +149,8 @@ export interface FaultCounters {
   readonly loadBlocksFailed: number;
   readonly storesFailed: number;
   readonly jobsDelayed: number;
+  /** Jobs failed on the device by jobErrorProbability (absent where the device has no such fault). */
+  readonly jobsFailedOnDevice?: number;
 }
 
 export interface Device {
@@ -154,6 +168,12 @@ export interface Device {
    * while another is still running rejects.
    */
   forward(batch: ForwardBatch, options?: ForwardOptions): Promise<Uint32Array>;
+  /**
+   * The last forward that succeeded, timed on the device from its start to
+   * its end on the compute stream (ms); null before the first. Optional: a
+   * device that does not time its forwards leaves it out.
+   */
+  lastForwardDeviceMs?(): number | null;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
   /** Waits until every stream is idle. */

@@ -20,6 +20,20 @@ afterAll(async () => {
 });
 
 describe('kvtier bench', () => {
+  it('runs the gpu check on the host at small sizes: goals as Markdown, the whole report as JSON, figures marked as the host\'s', async () => {
+    const json = join(dir, 'gpu.json');
+    const markdown = join(dir, 'gpu.md');
+    const code = await benchCommand('gpu', { backend: 'host', json, markdown });
+    expect(code).toBe(0);
+    const results = JSON.parse(await readFile(json, 'utf8'));
+    expect(results).toMatchObject({ bench: 'gpu', backend: 'host', report: { hostFigures: true, quick: true } });
+    expect(results.results).toEqual(results.report.goals);
+    expect(results.report.transfer.length).toBeGreaterThan(0);
+    const text = await readFile(markdown, 'utf8');
+    expect(text).toContain("these figures are the host's");
+    expect(text).toContain('(unmeasured)');
+  });
+
   it('runs the overlap bench and writes its results as JSON and Markdown, with what a host figure means', async () => {
     const json = join(dir, 'overlap.json');
     const markdown = join(dir, 'overlap.md');

@@ -34,6 +34,10 @@ describe('the overlap bench', () => {
       expect(row.stepMsAlone).toBeGreaterThan(0);
       expect(row.stepMsWithTransfers).toBeGreaterThan(0);
       expect(row.slowdown).toBeCloseTo(row.stepMsWithTransfers / row.stepMsAlone - 1, 9);
+      // The device times each forward too; no JS wake-up is in that time, so it is at most the wall time.
+      expect(row.deviceStepMsAlone).toBeGreaterThan(0);
+      expect(row.deviceStepMsAlone!).toBeLessThanOrEqual(row.stepMsAlone);
+      expect(row.deviceSlowdown).toBeCloseTo(row.deviceStepMsWithTransfers! / row.deviceStepMsAlone! - 1, 9);
       // Both directions moved bytes during the busy phases, and no stream copied longer than the phases lasted.
       expect(row.storeGbps).toBeGreaterThan(0);
       expect(row.loadGbps).toBeGreaterThan(0);

@@ -118,6 +118,6 @@ describe('injected delays', () => {
     const later = fillGpuBlocks(d, [0], 500).get(0)!;
     await d.waitJobs([job.jobId]);
     expect(subBlockImages(d, 0)[0].equals(later)).toBe(true);
-    expect(d.faultCounters()).toEqual({ loadBlocksFailed: 0, storesFailed: 0, jobsDelayed: 1 });
+    expect(d.faultCounters()).toEqual({ loadBlocksFailed: 0, storesFailed: 0, jobsDelayed: 1, jobsFailedOnDevice: 0 });
   });
 });

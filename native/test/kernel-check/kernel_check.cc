@@ -36,6 +36,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 namespace kvtier {
 namespace {
@@ -226,6 +227,7 @@ void memcpyPlan(const TransferPlan& plan, bool store, TierMemory& m) {
 void kernelPlan(const TransferPlan& plan, bool store, const uint8_t* poison, TierMemory& m) {
   std::vector<CopyDescriptor> tiles;
   appendCopyDescriptors(plan, store, CopyEndpoints{m.gpu.data, &m.chunkData, poison}, tiles);
+  orderTilesLargestFirst(tiles);
   Aligned mapped(tiles.size() * sizeof(CopyDescriptor));
   std::memcpy(mapped.data, tiles.data(), mapped.size);
   const auto* list = reinterpret_cast<const CopyDescriptor*>(mapped.data);
@@ -314,9 +316,9 @@ void copyMethodChoice(Tally& tally) {
     CopyMethod want;
   } cases[] = {
       {CopyMethod::Auto, planOf({4096, 4096}), CopyMethod::Kernel},
-      {CopyMethod::Auto, planOf({kAutoKernelBelowBytes - 16}), CopyMethod::Kernel},
-      {CopyMethod::Auto, planOf({kAutoKernelBelowBytes}), CopyMethod::Dma},
-      {CopyMethod::Auto, planOf({}), CopyMethod::Dma},
+      {CopyMethod::Auto, planOf({kDmaMinRegionBytes - 16}), CopyMethod::Kernel},
+      {CopyMethod::Auto, planOf({kDmaMinRegionBytes}), CopyMethod::Dma},
+      {CopyMethod::Auto, planOf({}), CopyMethod::Kernel},
       {CopyMethod::Kernel, planOf({64ull << 20}), CopyMethod::Kernel},
       {CopyMethod::Dma, planOf({1024}), CopyMethod::Dma},
   };
@@ -324,22 +326,50 @@ void copyMethodChoice(Tally& tally) {
   const struct {
     unsigned got, want;
   } grids[] = {
-      {copyGridSize(0), 1},          {copyGridSize(8), 1}, {copyGridSize(9), 2}, {copyGridSize(1ull << 20), 32},
+      {copyGridSize(0), 1},          {copyGridSize(8), 1}, {copyGridSize(9), 2}, {copyGridSize(1ull << 20), kMaxCopyCtas},
       {stageGridSize(1ull << 30), 32}};
   for (const auto& g : grids) {
     tally.steps++;
-    if (g.got != g.want || kMaxCopyCtas != 32) {
+    if (g.got != g.want || kMaxCopyCtas != 12) {
       tally.mismatches++;
       std::printf("MISMATCH grid: %u CTAs, expected %u\n", g.got, g.want);
     }
   }
   for (const auto& c : cases) {
     tally.steps++;
-    if (chooseCopyMethod(c.requested, c.plan) != c.want) {
+    if (chooseCopyMethod(c.requested, c.plan, false) != c.want) {
       tally.mismatches++;
       std::printf("MISMATCH copy method: %s chose %s\n", copyMethodName(c.requested),
-                  copyMethodName(chooseCopyMethod(c.requested, c.plan)));
+                  copyMethodName(chooseCopyMethod(c.requested, c.plan, false)));
     }
+  }
+}
+
+// Tiles go out largest first: full tiles, then partial ones by size, none
+// lost or changed.
+void tileOrder(std::mt19937& rng, Tally& tally) {
+  std::vector<CopyDescriptor> tiles;
+  for (uint64_t region = 0; region < 200; region++) {
+    const uint64_t bytes = 1 + rng() % (3 * kCopyTileBytes);
+    appendRange(reinterpret_cast<const void*>(region << 32), reinterpret_cast<void*>((region << 32) + (1ull << 31)),
+                bytes, tiles);
+  }
+  std::vector<CopyDescriptor> ordered = tiles;
+  orderTilesLargestFirst(ordered);
+  auto key = [](const CopyDescriptor& t) { return std::make_tuple(t.src, t.dst, t.bytes); };
+  auto sorted = [&](std::vector<CopyDescriptor> v) {
+    std::sort(v.begin(), v.end(), [&](const CopyDescriptor& a, const CopyDescriptor& b) { return key(a) < key(b); });
+    return v;
+  };
+  bool ok = ordered.size() == tiles.size();
+  for (size_t i = 1; ok && i < ordered.size(); i++) ok = ordered[i - 1].bytes >= ordered[i].bytes;
+  const std::vector<CopyDescriptor> a = sorted(tiles);
+  const std::vector<CopyDescriptor> b = sorted(ordered);
+  for (size_t i = 0; ok && i < a.size(); i++) ok = key(a[i]) == key(b[i]);
+  tally.steps++;
+  if (!ok) {
+    tally.mismatches++;
+    std::printf("MISMATCH tile order: not largest first, or tiles changed\n");
   }
 }
 
@@ -374,6 +404,7 @@ int main(int argc, char** argv) {
   copyCases.push_back({KvLayout::PerLayer, 1, 3, 8, 1, 400, 300});
   for (const CopyCase& k : copyCases) copyJobs(k, quick ? 4 : 20, rng, tally);
   copyMethodChoice(tally);
+  tileOrder(rng, tally);
   std::printf("%d configs, %d steps, %d mismatches\n", tally.configs, tally.steps, tally.mismatches);
   return tally.mismatches == 0 ? 0 : 1;
 }
