@@ -127,7 +127,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   lookingUp(keys: readonly BlockHash[]): void {
     for (let i = 0; i < keys.length; i++) {
       const distance = this.history.firstLookup(keys[i]);
-      if (distance >= 0) this.distances.observe(distance);
+      if (distance >= 0) this.distances.observe(distance, this.history.now);
     }
   }
 

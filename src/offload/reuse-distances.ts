@@ -26,6 +26,12 @@ const OBSERVATIONS_PER_CHOICE = 64;
  * it, where F still rises steeply.
  */
 const HOLD_MARGIN = 1.5;
+/**
+ * A hold time must promise this many times the hits of keeping everything:
+ * passing stores by for a gain within the histogram's noise loses more than
+ * it wins.
+ */
+const MIN_GAIN = 1.1;
 
 export class ReuseDistances {
   private readonly counts = new Float64Array(BUCKETS);
@@ -52,18 +58,19 @@ export class ReuseDistances {
 
   /**
    * Blocks of traffic a block should be kept before it may be evicted, or 0
-   * when keeping everything the tier stores is best (or nothing was seen yet).
+   * when keeping everything the tier stores is best (or no choice could be
+   * made yet).
    */
   get holdTime(): number {
     return this.hold;
   }
 
-  /** A block was looked up `distance` blocks of traffic after it was offered. */
-  observe(distance: number): void {
+  /** A block was looked up `distance` blocks of traffic after it was offered; `now`: blocks of traffic so far. */
+  observe(distance: number, now: number): void {
     const bucket = Math.min(BUCKETS - 1, Math.max(0, Math.floor(distance / this.bucketWidth)));
     this.counts[bucket]++;
     this.observations++;
-    if (this.observations % OBSERVATIONS_PER_CHOICE === 0) this.choose();
+    if (this.observations % OBSERVATIONS_PER_CHOICE === 0) this.choose(now);
     if (this.observations >= this.horizon) {
       this.observations = 0;
       for (let b = 0; b < BUCKETS; b++) this.counts[b] /= 2;
@@ -71,15 +78,18 @@ export class ReuseDistances {
   }
 
   /** Picks the T > C that maximizes F(T)/T, bucket edge by bucket edge; the last bucket (beyond the horizon) is no candidate. */
-  private choose(): void {
+  private choose(now: number): void {
     let within = 0;
     let best = 0;
     let bestT = 0;
     // F(C)/C is the score of keeping everything: only a longer hold that beats it gates anything.
     let atCapacity = -1;
     for (let b = 0; b < BUCKETS - 1; b++) {
-      within += this.counts[b];
       const t = (b + 1) * this.bucketWidth;
+      // Early on, only blocks offered long enough ago can show a long distance: scale each bucket by
+      // the share of the traffic that old (reuses of the rest are still to come).
+      if (t >= now) break;
+      within += (this.counts[b] * now) / (now - b * this.bucketWidth);
       if (t < this.capacityBlocks) continue;
       const score = within / t;
       if (atCapacity < 0) atCapacity = score;
@@ -88,6 +98,8 @@ export class ReuseDistances {
         bestT = t;
       }
     }
-    this.hold = bestT > this.capacityBlocks && best > atCapacity ? bestT * HOLD_MARGIN : 0;
+    // No hold time past the capacity can be judged yet (the traffic has not passed it).
+    if (atCapacity < 0) return;
+    this.hold = bestT > this.capacityBlocks && best > atCapacity * MIN_GAIN ? bestT * HOLD_MARGIN : 0;
   }
 }
