@@ -102,7 +102,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     this.distances = new ReuseDistances(capacity, horizon);
     this.bringBackAge = BRING_BACK_CAPACITIES * capacity;
     this.missed = new RecentKeys(Math.max(1, BRING_BACK_CAPACITIES * capacity));
-    this.probationTarget = Math.max(1, Math.floor(capacity * PROBATION_SHARE));
+    this.probationTarget = Math.floor(capacity * PROBATION_SHARE);
     this.tree = new SlotPrefixTree(capacity, Math.max(MIN_HORIZON, 4 * capacity), {
       idOf: (key) => this.slots.idOf(key),
       keyOf: (id) => this.slots.keyOf(id),

@@ -1,6 +1,7 @@
 import { expect } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
 import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
+import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, PrepareStoreOutput } from '../../../src/offload/manager.js';
 
@@ -10,13 +11,14 @@ export function keys(...ns: number[]): BlockHash[] {
 }
 
 export interface ManagerKind {
-  readonly name: 'lru' | 'arc';
+  readonly name: 'lru' | 'arc' | 'hold';
   create(capacityBlocks: number): OffloadingManager;
 }
 
 export const MANAGER_KINDS: readonly ManagerKind[] = [
   { name: 'lru', create: (capacityBlocks) => new LruOffloadingManager({ capacityBlocks }) },
   { name: 'arc', create: (capacityBlocks) => new ArcOffloadingManager({ capacityBlocks }) },
+  { name: 'hold', create: (capacityBlocks) => new HoldOffloadingManager({ capacityBlocks }) },
 ];
 
 /** prepareStore that must succeed. */
