@@ -178,14 +178,19 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     const hold = this.bringsBack ? 0 : this.distances.holdTime;
     const now = this.history.now;
     let probationLeft = this.probation.size;
+    let opened = false;
     let fromProbation = this.probation.oldest;
     let fromKept = this.kept.oldest;
     while (victims.length < count) {
       while (fromProbation !== NO_SLOT && !free(fromProbation)) fromProbation = this.probation.after(fromProbation);
       while (fromKept !== NO_SLOT && !free(fromKept)) fromKept = this.kept.after(fromKept);
       if (fromProbation !== NO_SLOT && (probationLeft > this.probationTarget || fromKept === NO_SLOT)) {
-        // Every probation block younger than the hold time stays: the store is passed by.
-        if (now - this.since[fromProbation] < hold) return null;
+        // While its oldest new block is younger than the hold time, every new block stays and the store is
+        // passed by. Once it is old enough, the store takes the rest of its room from the next oldest too:
+        // a store of many blocks would otherwise wait forever behind one-block stores taking each block
+        // as it comes of age.
+        if (!opened && now - this.since[fromProbation] < hold) return null;
+        opened = true;
         if (this.queueOf[this.take(fromProbation, victims)] === IN_PROBATION) probationLeft--;
       } else if (fromKept !== NO_SLOT) {
         this.take(fromKept, victims);
