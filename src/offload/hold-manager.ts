@@ -46,9 +46,11 @@ import { SlotPrefixTree } from './slot-prefix-tree.js';
 const PROBATION_SHARE = 0.1;
 /** A block looked up within this many tier capacities of traffic after its offer is kept when stored again. */
 const BRING_BACK_CAPACITIES = 4;
-/** Distances are measured up to this many tier capacities of traffic (and at least MIN_HORIZON blocks). */
+/** Distances are measured up to this many tier capacities of traffic, within [MIN_HORIZON, MAX_HORIZON] blocks. */
 const HORIZON_CAPACITIES = 8;
 const MIN_HORIZON = 65_536;
+/** The offer history holds a key per block of the horizon: bounded for the largest tiers. */
+const MAX_HORIZON = 1 << 22;
 
 const IN_NONE = 0;
 const IN_PROBATION = 1;
@@ -97,7 +99,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     this.queueOf = new Uint8Array(capacity);
     this.since = new Float64Array(capacity);
     this.chosenStamp = new Uint32Array(capacity);
-    const horizon = Math.max(MIN_HORIZON, HORIZON_CAPACITIES * capacity);
+    const horizon = Math.min(MAX_HORIZON, Math.max(MIN_HORIZON, HORIZON_CAPACITIES * capacity));
     this.history = new OfferHistory(horizon);
     this.distances = new ReuseDistances(capacity, horizon);
     this.bringBackAge = BRING_BACK_CAPACITIES * capacity;

@@ -1,4 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
+import { BlockHashIndex } from '../core/block-hash-index.js';
+import { ABSENT } from '../core/lane-hash-table.js';
 
 /**
  * When each recently offered block was first offered to the tier, on a
@@ -10,16 +12,30 @@ import type { BlockHash } from '../core/block-hash.js';
  * Each block's first lookup after its offer is reported once, so a request
  * whose admission is tried again, or that reads its own blocks after a
  * preemption, does not count as reuse twice.
+ *
+ * The k-th distinct offer takes ring slot k mod capacity, so a slot's offer
+ * time follows from the clock; keys are found through a BlockHashIndex, and
+ * the per-offer state is typed arrays grown as the ring fills: offers and
+ * lookups allocate nothing once it is full.
  */
+
+/** Ring slots allocated up front; more as offers fill them, up to the capacity. */
+const INITIAL_SLOTS = 1 << 12;
+
 export class OfferHistory {
-  /** Offer time of each remembered key, in offer order; ~time once its first lookup was reported. */
-  private readonly offeredAt = new Map<BlockHash, number>();
+  /** Key of each ring slot; undefined before the ring first reaches it. */
+  private readonly keys: (BlockHash | undefined)[] = [];
+  /** 1 once the slot's first lookup was reported. */
+  private looked: Uint8Array;
+  private readonly index: BlockHashIndex;
   private clock = 0;
 
   constructor(readonly capacity: number) {
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new RangeError(`capacity must be an integer >= 1, got ${String(capacity)}`);
     }
+    this.looked = new Uint8Array(Math.min(capacity, INITIAL_SLOTS));
+    this.index = new BlockHashIndex((slot) => this.keys[slot], Math.min(capacity, INITIAL_SLOTS));
   }
 
   /** Distinct blocks offered so far. */
@@ -29,16 +45,21 @@ export class OfferHistory {
 
   /** `key` was offered: a key not remembered starts its history now. */
   offered(key: BlockHash): void {
-    if (this.offeredAt.has(key)) return;
-    if (this.offeredAt.size === this.capacity) this.offeredAt.delete(this.offeredAt.keys().next().value as BlockHash);
-    this.offeredAt.set(key, this.clock++);
+    if (this.index.get(key) !== ABSENT) return;
+    const slot = this.clock % this.capacity;
+    const forgotten = this.keys[slot];
+    if (forgotten !== undefined) this.index.delete(forgotten);
+    if (slot >= this.looked.length) this.grow();
+    this.keys[slot] = key;
+    this.looked[slot] = 0;
+    this.index.add(key, slot);
+    this.clock++;
   }
 
   /** Blocks of traffic since `key` was offered, or -1 when it is not remembered. */
   age(key: BlockHash): number {
-    const at = this.offeredAt.get(key);
-    if (at === undefined) return -1;
-    return this.clock - (at < 0 ? ~at : at);
+    const slot = this.index.get(key);
+    return slot === ABSENT ? -1 : this.ageOf(slot);
   }
 
   /**
@@ -46,14 +67,20 @@ export class OfferHistory {
    * that offer, else -1 (not remembered, or reported already).
    */
   firstLookup(key: BlockHash): number {
-    const at = this.offeredAt.get(key);
-    if (at === undefined || at < 0) return -1;
-    this.offeredAt.set(key, ~at);
-    return this.clock - at;
+    const slot = this.index.get(key);
+    if (slot === ABSENT || this.looked[slot] === 1) return -1;
+    this.looked[slot] = 1;
+    return this.ageOf(slot);
   }
 
-  clear(): void {
-    this.offeredAt.clear();
-    this.clock = 0;
+  /** Traffic since the offer held in `slot`: the latest clock value below now that maps to it. */
+  private ageOf(slot: number): number {
+    return ((this.clock - 1 - slot) % this.capacity) + 1;
+  }
+
+  private grow(): void {
+    const grown = new Uint8Array(Math.min(this.capacity, 2 * this.looked.length));
+    grown.set(this.looked);
+    this.looked = grown;
   }
 }
