@@ -81,7 +81,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   private readonly tree: SlotPrefixTree;
   private readonly history: OfferHistory;
   private readonly distances: ReuseDistances;
-  /** Keys a lookup missed soon after their offer: stored again, they are kept. */
+  /** Keys looked up soon after their offer: stored again (a lookup found them gone), they are kept. */
   private readonly missed: RecentKeys;
   private readonly probationTarget: number;
   private readonly bringBackAge: number;
@@ -125,11 +125,17 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     }
   }
 
-  /** `keys` are looked up (past the GPU prefix hit): first lookups after an offer measure reuse distances. */
+  /**
+   * `keys` are looked up (past the GPU prefix hit): first lookups after an
+   * offer measure reuse distances, and a block looked up soon after its
+   * offer is kept if it is ever stored again.
+   */
   lookingUp(keys: readonly BlockHash[]): void {
     for (let i = 0; i < keys.length; i++) {
       const distance = this.history.firstLookup(keys[i]);
-      if (distance >= 0) this.distances.observe(distance, this.history.now);
+      if (distance < 0) continue;
+      this.distances.observe(distance, this.history.now);
+      if (distance <= this.bringBackAge) this.missed.add(keys[i]);
     }
   }
 
@@ -147,13 +153,8 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     this.tree.sawChain(keys, ids);
   }
 
-  touched(key: BlockHash, ready: boolean | null, id: number): void {
-    if (ready === null) {
-      const age = this.history.age(key);
-      if (age >= 0 && age <= this.bringBackAge) this.missed.add(key);
-      return;
-    }
-    if (!ready) return;
+  touched(_key: BlockHash, ready: boolean | null, id: number): void {
+    if (ready !== true) return;
     const queue = this.queueOf[id];
     if (queue === IN_PROBATION) this.probation.remove(id);
     else if (queue === IN_KEPT) this.kept.remove(id);
