@@ -1,4 +1,4 @@
-import type { BlockHash } from '../core/block-hash.js';
+import { blockHashLane, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 
@@ -21,12 +21,16 @@ import { ABSENT } from '../core/lane-hash-table.js';
 
 /** Ring slots allocated up front; more as offers fill them, up to the capacity. */
 const INITIAL_SLOTS = 1 << 12;
+/** Entries the key index is sized for up front. */
+const INDEX_ENTRIES = 1 << 16;
 
 export class OfferHistory {
   /** Key of each ring slot; undefined before the ring first reaches it. */
   private readonly keys: (BlockHash | undefined)[] = [];
   /** 1 once the slot's first lookup was reported. */
   private looked: Uint8Array;
+  /** Lanes of each slot's key, so forgetting it parses no key (the key being offered keeps the lane cache). */
+  private lanes: Int32Array;
   private readonly index: BlockHashIndex;
   private clock = 0;
 
@@ -35,7 +39,9 @@ export class OfferHistory {
       throw new RangeError(`capacity must be an integer >= 1, got ${String(capacity)}`);
     }
     this.looked = new Uint8Array(Math.min(capacity, INITIAL_SLOTS));
-    this.index = new BlockHashIndex((slot) => this.keys[slot], Math.min(capacity, INITIAL_SLOTS));
+    this.lanes = new Int32Array(2 * this.looked.length);
+    // Sized for a full ring of the usual horizon up front: growing the table while the tier warms up costs more.
+    this.index = new BlockHashIndex((slot) => this.keys[slot], Math.min(capacity, INDEX_ENTRIES));
   }
 
   /** Distinct blocks offered so far. */
@@ -48,10 +54,12 @@ export class OfferHistory {
     if (this.index.get(key) !== ABSENT) return;
     const slot = this.clock % this.capacity;
     const forgotten = this.keys[slot];
-    if (forgotten !== undefined) this.index.delete(forgotten);
+    if (forgotten !== undefined) this.index.deleteWithLanes(forgotten, this.lanes[2 * slot], this.lanes[2 * slot + 1]);
     if (slot >= this.looked.length) this.grow();
     this.keys[slot] = key;
     this.looked[slot] = 0;
+    this.lanes[2 * slot] = blockHashLane(key, 0);
+    this.lanes[2 * slot + 1] = blockHashLane(key, 1);
     this.index.add(key, slot);
     this.clock++;
   }
@@ -82,5 +90,8 @@ export class OfferHistory {
     const grown = new Uint8Array(Math.min(this.capacity, 2 * this.looked.length));
     grown.set(this.looked);
     this.looked = grown;
+    const lanes = new Int32Array(2 * grown.length);
+    lanes.set(this.lanes);
+    this.lanes = lanes;
   }
 }
