@@ -31,9 +31,9 @@ import { SlotPrefixTree } from './slot-prefix-tree.js';
  * - probation: blocks not looked up since they were stored, oldest first.
  *   They go first while probation holds over a tenth of the tier, but only
  *   once older than the hold time.
- * - kept: blocks looked up while held, and blocks stored again soon after
- *   a lookup missed them (a continuation that found its prefix gone), least
- *   recently used first. A reused block is reused again more often, and
+ * - kept: blocks an admission touched while held, and blocks stored again
+ *   after a lookup soon after their offer (a continuation that found its
+ *   prefix gone), least recently used first. A reused block is reused again more often, and
  *   sooner, than a new one. A store that brings such a block back is never
  *   refused.
  *
