@@ -56,7 +56,7 @@ export const engineConfigSchema = z
     cpuBytes: nonNegativeInt().optional(),
     /** GPU blocks per offloaded block. */
     offloadFactor: positiveInt(MAX_OFFLOAD_FACTOR).default(1),
-    eviction: oneOf(EVICTION_POLICY_NAMES).default('s3fifo+queue'),
+    eviction: oneOf(EVICTION_POLICY_NAMES).default('hold+queue'),
     /** 'on-compute' (default), 'on-evict' (write-back), or 'reuse:K' (store blocks looked up at least K times). */
     storePolicy: storePolicyField().default('on-compute'),
     /** Token budget of one step. */

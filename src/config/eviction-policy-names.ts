@@ -1,11 +1,12 @@
 /**
  * Every CPU-tier eviction policy a config may name: 'lru', 'arc', 'lhd'
  * (least hit density over the prefix tree, hit-density-manager.ts) and
- * 's3fifo' (S3-FIFO over the prefix tree, s3fifo-manager.ts); 'lru+queue'
- * and 's3fifo+queue' are those orders keeping the blocks that queued
- * requests will read (protected-keys.ts).
+ * 's3fifo' (S3-FIFO over the prefix tree, s3fifo-manager.ts) and 'hold'
+ * (holds a share of the blocks as long as their reuse takes, hold-manager.ts);
+ * 'lru+queue', 's3fifo+queue' and 'hold+queue' are those orders keeping the
+ * blocks that queued requests will read (protected-keys.ts).
  */
-export const EVICTION_POLICY_NAMES = ['lru', 'arc', 'lhd', 's3fifo', 'lru+queue', 's3fifo+queue'] as const;
+export const EVICTION_POLICY_NAMES = ['lru', 'arc', 'lhd', 's3fifo', 'hold', 'lru+queue', 's3fifo+queue', 'hold+queue'] as const;
 
 export type EvictionPolicyName = (typeof EVICTION_POLICY_NAMES)[number];
 

@@ -3,6 +3,7 @@ import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import { ArcOffloadingManager } from './arc-manager.js';
 import { EVICTION_POLICY_NAMES, QUEUE_PROTECTION_SUFFIX } from '../config/eviction-policy-names.js';
 import { HitDensityOffloadingManager } from './hit-density-manager.js';
+import { HoldOffloadingManager } from './hold-manager.js';
 import { LruOffloadingManager } from './lru-manager.js';
 import type { OffloadingManager } from './manager.js';
 import { ReuseFilterManager } from './reuse-filter-manager.js';
@@ -45,6 +46,7 @@ export function createOffloadingManager(config: OffloadingManagerConfig): Offloa
   else if (order === 'arc') manager = new ArcOffloadingManager(options);
   else if (order === 'lhd') manager = new HitDensityOffloadingManager(options);
   else if (order === 's3fifo') manager = new S3FifoOffloadingManager(options);
+  else if (order === 'hold') manager = new HoldOffloadingManager(options);
   else manager = unknownEviction(eviction);
 
   if (reuseThreshold === undefined) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
+import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { PrefixLinks } from '../../../src/offload/prefix-links.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
@@ -14,6 +15,7 @@ import { extendChain, keys, storeReady } from './helpers.js';
 const PREFIX_AWARE = [
   { name: 'S3-FIFO', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks }) },
   { name: 'LHD', create: (capacityBlocks: number) => new HitDensityOffloadingManager({ capacityBlocks }) },
+  { name: 'Hold', create: (capacityBlocks: number) => new HoldOffloadingManager({ capacityBlocks }) },
 ];
 
 /** A prompt of blocks `ns` looked up (as the connector does at admission), then stored. */

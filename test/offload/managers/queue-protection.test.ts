@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
 import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
@@ -9,6 +10,7 @@ import { keys, loadable, storeEachReady } from './helpers.js';
 const KEEPING_KINDS = [
   { name: 'lru+queue', create: (capacityBlocks: number) => new LruOffloadingManager({ capacityBlocks, protectQueued: true }) },
   { name: 's3fifo+queue', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks, protectQueued: true }) },
+  { name: 'hold+queue', create: (capacityBlocks: number) => new HoldOffloadingManager({ capacityBlocks, protectQueued: true }) },
 ];
 
 /** `owner` joins the back of the queue (or with `front` its head) and will read blocks `ns`. */

@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
 import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
 import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
+import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats } from '../../../src/offload/manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
@@ -97,6 +98,14 @@ function hitDensitySubject(): Subject {
     expect(state.orphans.filter((orphan) => !held.has(orphan))).toEqual([]);
     expect(Math.min(...state.densities)).toBeGreaterThanOrEqual(0);
   });
+}
+
+function holdSubject(protectQueued = false): Subject {
+  const manager = new HoldOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
+  return storingSubject(manager, (held) => {
+    const state = manager.holdState();
+    sameKeys([...state.probation, ...state.kept], held);
+  }, protectQueued);
 }
 
 function s3FifoSubject(protectQueued = false): Subject {
@@ -316,6 +325,8 @@ const SUBJECTS: readonly { name: string; create: () => Subject; declines: boolea
   { name: 'hit-density (LHD) manager', create: hitDensitySubject, declines: false },
   { name: 'S3-FIFO manager', create: () => s3FifoSubject(), declines: false },
   { name: 'S3-FIFO manager keeping queued requests\' blocks (s3fifo+queue)', create: () => s3FifoSubject(true), declines: false },
+  { name: 'hold manager', create: () => holdSubject(), declines: false },
+  { name: 'hold manager keeping queued requests\' blocks (hold+queue)', create: () => holdSubject(true), declines: false },
 ];
 
 describe.each(SUBJECTS)('$name under random call sequences', ({ create, declines }) => {
