@@ -1,10 +1,10 @@
+import { quietEngineMetrics } from '../support/engine-metrics.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseRunArgs, resolveRunConfig, toEngineConfig } from '../../src/cli/run-config.js';
 import { RemoteTierStats } from '../../src/remote/remote-stats.js';
-import type { EngineMetrics } from '../../src/runtime/engine-types.js';
 import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
 import { kvtier } from '../cli-e2e/cli.js';
 import { freeLoopbackPort } from '../../src/core/loopback-port.js';
@@ -81,20 +81,11 @@ describe('remote tier metrics in Prometheus', () => {
     stats.writeIssued(5);
     stats.writeFailed(2, 'connection');
     stats.noteConnection({ reconnects: 3, connected: true });
-    const base = {
-      steps: 1,
-      preemptions: 0,
+    const base = quietEngineMetrics({
       requests: { added: 1, finished: 1, aborted: 0, failed: 0 },
       tokens: { prompt: 100, output: 1, prefillComputed: 52, recomputed: 0, promptReached: 100 },
       hits: { gpuPrefixTokens: 0, cpuTierTokens: 48 },
-      rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
-      transfers: { gpuToCpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 }, cpuToGpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 } },
-      loadFailures: { blocks: 0, requestsRecovered: 0 },
-      storeFailures: 0,
-      rankRestarts: 0,
-      leaks: { gpuBlocks: 0, cpuBlocks: 0 },
-      stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
-    } satisfies EngineMetrics;
+    });
     const text = await createMetricsRegistry(() => ({ ...base, remote: stats.snapshot() })).metrics();
     expect(text).toContain('kvtier_hit_tokens_total{tier="remote"} 48');
     expect(text).toContain('kvtier_remote_blocks_total{op="read"} 4');

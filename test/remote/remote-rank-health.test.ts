@@ -1,3 +1,4 @@
+import { quietEngineMetrics } from '../support/engine-metrics.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freeLoopbackPort } from '../../src/core/loopback-port.js';
 import { openDevice } from '../../src/device/device.js';
@@ -6,7 +7,6 @@ import { remoteNamespace } from '../../src/remote/remote-keys.js';
 import { remoteReportRows } from '../../src/remote/remote-report.js';
 import type { RemoteTierMetrics } from '../../src/remote/remote-stats.js';
 import { RemoteTierStats } from '../../src/remote/remote-stats.js';
-import type { EngineMetrics } from '../../src/runtime/engine-types.js';
 import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
 import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
@@ -29,20 +29,7 @@ afterEach(async () => {
 const warnings = (remote: RemoteTierMetrics) => remoteReportRows(remote, 1).filter(([label]) => label === 'remote warning').map(([, text]) => text);
 
 /** Engine metrics with nothing in them but the remote tier's. */
-const BASE = {
-  steps: 1,
-  preemptions: 0,
-  requests: { added: 0, finished: 0, aborted: 0, failed: 0 },
-  tokens: { prompt: 0, output: 0, prefillComputed: 0, recomputed: 0, promptReached: 0 },
-  hits: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
-  rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
-  transfers: { gpuToCpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 }, cpuToGpu: { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 } },
-  loadFailures: { blocks: 0, requestsRecovered: 0 },
-  storeFailures: 0,
-  rankRestarts: 0,
-  leaks: { gpuBlocks: 0, cpuBlocks: 0 },
-  stepClock: { description: 'tiny on h100-sxm x2 (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
-} satisfies EngineMetrics;
+const BASE = quietEngineMetrics();
 
 async function connectedGauge(remote: RemoteTierMetrics): Promise<string[]> {
   const text = await createMetricsRegistry(() => ({ ...BASE, remote })).metrics();
