@@ -54,7 +54,8 @@ describe.skipIf(!haveChromium)('the sweep report in headless chromium', () => {
       await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
 
       const charts = await page.$$eval('svg', (svgs) => svgs.map((svg) => svg.getBoundingClientRect().width));
-      expect(charts).toHaveLength(4);
+      // Hits against capacity, the share of the CPU tier bound, the reuse-distance histogram.
+      expect(charts).toHaveLength(3);
       for (const width of charts) expect(width).toBeGreaterThan(300);
       const screenshot = Buffer.from(await page.screenshot({ type: 'png', fullPage: true }));
       expect(drawnShare(screenshot)).toBeGreaterThan(0.02);
