@@ -91,6 +91,8 @@ export interface E2eBenchRow {
   readonly cpuBlocks: number;
   readonly tokenScale: number;
   readonly speedup: number | null;
+  /** The step clock the run kept (model on GPU profile), as its report names it. */
+  readonly stepClock: string;
 }
 
 export async function runE2eBench(options: E2eBenchOptions): Promise<E2eBenchRow[]> {
@@ -241,5 +243,6 @@ function toRow(options: E2eBenchOptions, report: RunReport, optimum: number): E2
     cpuBlocks: options.cpuBlocks,
     tokenScale: options.tokenScale,
     speedup: options.arrivals === false ? null : (options.speedup ?? 1),
+    stepClock: report.clock.description,
   };
 }

@@ -359,6 +359,7 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
     { header: 'req/s', cell: (r) => fixed(2)(r.requestsPerSecond) },
     { header: 'preempt', cell: (r) => String(r.preemptions) },
     { header: 'verified', cell: (r) => (r.verified === null ? '-' : `${r.verified - (r.mismatches ?? 0)}/${r.verified}`) },
+    { header: 'stepClock', cell: (r) => r.stepClock },
   ],
   async run(backend, options) {
     const trace = options.optionalString('trace');
