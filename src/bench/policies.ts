@@ -216,8 +216,8 @@ export async function replay(
   const scheduler = new Scheduler(config, { connector, now: () => nowMs, stepClock: modelled?.stepClock ?? null });
   connector?.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
 
-  const outputs = new Map<string, number[]>();
-  const live = new Map<string, Request>();
+  // Requests not finished yet, with the tokens they have so far.
+  const live = new Map<string, { readonly request: Request; readonly tokens: number[] }>();
   const times: ReplayedRequestTimes[] = [];
   let verified = 0;
   let next = 0;
@@ -228,8 +228,7 @@ export async function replay(
       const r = requests[next++];
       const request = createRequest({ id: r.id, promptTokens: r.prompt, maxTokens: r.maxTokens, seed: r.seed, arrivalTime: r.arrivalMs }, scheduler.requestLimits);
       scheduler.addRequest(request);
-      live.set(r.id, request);
-      outputs.set(r.id, []);
+      live.set(r.id, { request, tokens: [] });
     }
     if (modelled !== null) ranks.setTime(nowMs * 1e6);
     // The step's tokens exist when it ends: the scheduler reads the clock after the step for first tokens and finishes.
@@ -238,12 +237,11 @@ export async function replay(
     nowMs += stepMsOf(clock, scheduled.computeNs);
     const updates = scheduler.updateFromOutput(scheduled, output);
     for (const update of updates) {
-      const tokens = outputs.get(update.reqId) as number[];
+      const { request, tokens } = live.get(update.reqId)!;
       tokens.push(...update.newTokenIds);
       if (update.finishReason === undefined) continue;
       const want = expected.get(update.reqId) as readonly number[];
       if (tokens.length === want.length && tokens.every((t, i) => t === want[i])) verified++;
-      const request = live.get(update.reqId) as Request;
       const finished: ReplayedRequestTimes = {
         arrivalMs: request.arrivalTime,
         firstScheduledMs: request.firstScheduledTime ?? nowMs,
@@ -254,7 +252,6 @@ export async function replay(
       times.push(finished);
       onFinished?.(update.reqId, finished);
       live.delete(update.reqId);
-      outputs.delete(update.reqId);
     }
     if (modelled !== null && scheduled.totalScheduledTokens === 0) nowMs = idleUntil(nowMs, ranks.nextDueNs(), requests[next]?.arrivalMs);
   }
@@ -286,7 +283,7 @@ export async function replay(
   };
 }
 
-/** A step's length on the replay's clock, in ms: what the step clock priced, but never less than the step's fixed cost. */
+/** A step's length on the replay's clock, in ms: what the step clock priced, and never less than an idle engine loop. */
 function stepMsOf(clock: ReplayClock, computeNs: number | undefined): number {
   if (clock.kind === 'fixed') return clock.msPerStep;
   return Math.max(computeNs ?? 0, IDLE_STEP_NS) / 1e6;

@@ -89,6 +89,8 @@ export class Engine {
     readonly backend: BackendName,
     /** The GPU profile of the step clock (and, on the host backend, of the host link). */
     readonly gpu: GpuProfileChoice,
+    /** How reports name the step clock (describeStepClock). */
+    private readonly stepClockDescription: string,
     private readonly scheduler: Scheduler,
     private readonly offloading: OffloadingSetup | null,
     private readonly executor: Executor,
@@ -148,12 +150,13 @@ export class Engine {
       vocabSize: config.model.vocabSize,
     });
     const gpu = chooseGpuProfile(config.gpu, backend);
+    const stepClock = stepClockFor(config.model, gpu.profile, config.tp);
     const startedAt = performance.now();
     const monitor = new EngineMonitor(config.tp);
     const scheduler = new Scheduler(schedulerConfig, {
       connector: remote ?? offloading?.connector ?? null,
       now: () => performance.now() - startedAt,
-      stepClock: stepClockFor(config.model, gpu.profile, config.tp),
+      stepClock,
       testOnly: switches.scheduler,
       observer: monitor,
     });
@@ -197,6 +200,7 @@ export class Engine {
       config,
       backend,
       gpu,
+      describeStepClock(stepClock, gpu),
       scheduler,
       offloading,
       executor,
@@ -353,7 +357,7 @@ export class Engine {
         cpuBlocks: tier ? tier.beingStoredBlocks + tier.pinnedBlocks : 0,
       },
       stepClock: {
-        description: this.config.model.computeNsPerToken === undefined ? describeStepClock(this.config.model.name, this.gpu, this.config.tp) : `${this.config.model.computeNsPerToken} ns per token (flat)`,
+        description: this.stepClockDescription,
         modelledComputeMs: this.monitor.computeClock.modelledMs,
         forwardMs: this.monitor.computeClock.forwardMs,
       },

@@ -1,5 +1,6 @@
 import { loadAddon } from '../device/native.js';
 import type { BackendName } from '../device/types.js';
+import type { StepClock } from '../timing/step-cost.js';
 import { DEFAULT_GPU_PROFILE, gpuProfile, profileOfDeviceName, type GpuProfile, type GpuProfileName } from '../timing/gpu-profiles.js';
 
 /** The GPU profile a run's step clock and host link use, and how it was chosen. */
@@ -31,12 +32,7 @@ export function chooseGpuProfile(given: GpuProfileName | undefined, backend: Bac
   return { profile: gpuProfile(DEFAULT_GPU_PROFILE), source: 'default', deviceName };
 }
 
-/** How reports name the profile: "h100-sxm (NVIDIA H100 SXM 80GB, detected)". */
-export function describeGpuProfile(choice: GpuProfileChoice): string {
-  return `${choice.profile.name} (${choice.profile.label}, ${choice.source})`;
-}
-
-/** How reports name the step clock: "llama-8b on h100-sxm x2 (NVIDIA H100 SXM 80GB, detected)". */
-export function describeStepClock(model: string, choice: GpuProfileChoice, tp: number): string {
-  return `${model} on ${choice.profile.name}${tp > 1 ? ` x${tp}` : ''} (${choice.profile.label}, ${choice.source})`;
+/** How reports name the step clock: "llama-8b on h100-sxm x2 (NVIDIA H100 SXM 80GB, detected)", or its flat cost. */
+export function describeStepClock(clock: StepClock, choice: GpuProfileChoice): string {
+  return clock.usesProfile ? `${clock.description} (${choice.profile.label}, ${choice.source})` : clock.description;
 }

@@ -445,7 +445,7 @@ export class Scheduler {
       end === request.numTokens,
     );
     draft.scheduled[k] = request;
-    this.stepWork.add(start, numTokens, end === request.numTokens);
+    if (this.stepClock !== null) this.stepWork.add(start, numTokens, end === request.numTokens);
     if (draft.views !== null) {
       draft.views[k] = StepRequestView.of(request, this.kvCacheManager.blockIdsView(request), numTokens, fresh);
     }

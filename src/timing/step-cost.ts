@@ -52,8 +52,10 @@ export class StepWorkTally implements StepWork {
 export interface StepClock {
   /** Busy nanoseconds of each rank for the step (0 for a step that computes nothing). */
   computeNs(work: StepWork): number;
-  /** How reports name the clock. */
+  /** How reports name the clock: "llama-8b on h100-sxm x2", or a flat cost per token. */
   readonly description: string;
+  /** Whether it prices steps on a GPU profile (false: a flat cost per token). */
+  readonly usesProfile: boolean;
 }
 
 /** The model's figures the roofline needs, with a custom shape's missing ones estimated. */
@@ -88,6 +90,7 @@ const WEIGHT_BYTES = 2;
 
 export class RooflineStepClock implements StepClock {
   readonly description: string;
+  readonly usesProfile = true;
   private readonly m: ModelCompute;
   private readonly vocabMatrix: number;
 
@@ -100,7 +103,7 @@ export class RooflineStepClock implements StepClock {
     if (!Number.isInteger(tp) || tp < 1) throw new RangeError(`tp ${tp} must be a positive integer`);
     this.m = modelCompute(model);
     this.vocabMatrix = this.m.vocabSize * this.m.hiddenSize;
-    this.description = `${model.name} on ${gpu.label}${tp > 1 ? ` x${tp}` : ''}`;
+    this.description = `${model.name} on ${gpu.name}${tp > 1 ? ` x${tp}` : ''}`;
   }
 
   /** FLOPs of the whole model (all ranks) for the step's dense layers and attention. */
@@ -133,12 +136,13 @@ export class RooflineStepClock implements StepClock {
 /** The explicit override: a flat busy time per new token, shared by the ranks. */
 export class FlatStepClock implements StepClock {
   readonly description: string;
+  readonly usesProfile = false;
 
   constructor(
     readonly nsPerToken: number,
     readonly tp: number,
   ) {
-    this.description = `${nsPerToken} ns per token`;
+    this.description = `${nsPerToken} ns per token (flat)`;
   }
 
   computeNs(work: StepWork): number {

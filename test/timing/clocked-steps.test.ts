@@ -9,6 +9,7 @@ import { outputWith, requestFor, tinyConfig } from '../scheduler/helpers.js';
 /** A clock that prices a step at 1 us per token and remembers the work it was shown. */
 class RecordingClock implements StepClock {
   readonly description = 'recording';
+  readonly usesProfile = false;
   readonly seen: StepWork[] = [];
   computeNs(work: StepWork): number {
     this.seen.push({ ...work });
