@@ -13,6 +13,7 @@ import { RecentKeys } from './recent-keys.js';
 import { ReuseDistances } from './reuse-distances.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 import { SlotPrefixTree } from './slot-prefix-tree.js';
+import { VictimChoice } from './victim-choice.js';
 
 /**
  * Hold: keep a share of the stored blocks for as long as their reuse takes,
@@ -88,17 +89,16 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   private slots: TierSlots = NO_SLOTS;
   /** The store being prepared brings a missed block back: never refuse it. */
   private bringsBack = false;
-  private readonly chosenStamp: Uint32Array;
-  private stamp = 0;
-  private evictable: (id: number) => boolean = () => false;
-  private readonly isFree = (id: number): boolean => this.chosenStamp[id] !== this.stamp && this.evictable(id);
+  private readonly choice: VictimChoice;
+  private readonly isFree: (id: number) => boolean;
 
   constructor(private readonly capacity: number) {
     this.probation = new SlotFifo(capacity);
     this.kept = new SlotFifo(capacity);
     this.queueOf = new Uint8Array(capacity);
     this.since = new Float64Array(capacity);
-    this.chosenStamp = new Uint32Array(capacity);
+    this.choice = new VictimChoice(capacity);
+    this.isFree = this.choice.isFree;
     const horizon = Math.min(MAX_HORIZON, Math.max(MIN_HORIZON, HORIZON_CAPACITIES * capacity));
     this.history = new OfferHistory(horizon);
     this.distances = new ReuseDistances(capacity, horizon);
@@ -175,8 +175,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   }
 
   chooseVictimIds(count: number, evictable: (id: number) => boolean): number[] | null {
-    this.evictable = evictable;
-    this.nextStamp();
+    this.choice.begin(evictable);
     const victims: number[] = [];
     const free = this.isFree;
     const tree = this.tree;
@@ -258,16 +257,8 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   private take(id: number, victims: number[]): number {
     const leaf = this.tree.deepestUnder(id, this.isFree, this.capacity);
     victims.push(leaf);
-    this.chosenStamp[leaf] = this.stamp;
+    this.choice.take(leaf);
     return leaf;
-  }
-
-  private nextStamp(): void {
-    if (this.stamp === 0xffffffff) {
-      this.chosenStamp.fill(0);
-      this.stamp = 0;
-    }
-    this.stamp++;
   }
 }
 

@@ -10,6 +10,7 @@ import {
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 import { SlotList } from './slot-list.js';
 import { SlotPrefixTree } from './slot-prefix-tree.js';
+import { VictimChoice } from './victim-choice.js';
 
 /**
  * S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
@@ -79,19 +80,16 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
   private readonly passedOver = new SlotList();
   /** Queue blocks whose leaf went instead during the current choice. */
   private readonly leafInstead = new SlotList();
-  /** Ids chosen by the current choice carry its stamp. */
-  private readonly chosenStamp: Uint32Array;
-  private stamp = 0;
-  /** The current choice's filter (a field, so the walk allocates no closure). */
-  private evictable: (id: number) => boolean = () => false;
-  private readonly isFree = (id: number): boolean => this.chosenStamp[id] !== this.stamp && this.evictable(id);
+  private readonly choice: VictimChoice;
+  private readonly isFree: (id: number) => boolean;
 
   constructor(capacity: number) {
     this.small = new SlotFifo(capacity);
     this.main = new SlotFifo(capacity);
     this.queueOf = new Uint8Array(capacity);
     this.freq = new Uint8Array(capacity);
-    this.chosenStamp = new Uint32Array(capacity);
+    this.choice = new VictimChoice(capacity);
+    this.isFree = this.choice.isFree;
     this.smallTarget = Math.max(1, Math.floor(capacity * SMALL_SHARE));
     this.ghosts = new GhostKeys(Math.max(1, GHOST_CAPACITIES * capacity));
     // The tree reads ids and keys through `slots`, set when the manager attaches.
@@ -142,8 +140,7 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
   }
 
   chooseVictimIds(count: number, evictable: (id: number) => boolean): number[] | null {
-    this.evictable = evictable;
-    this.nextStamp();
+    this.choice.begin(evictable);
     const victims: number[] = [];
     const passedOver = this.passedOver;
     passedOver.clear();
@@ -252,7 +249,7 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
   private take(id: number, victims: number[]): void {
     const leaf = this.tree.deepestUnder(id, this.isFree, this.small.size + this.main.size);
     victims.push(leaf);
-    this.chosenStamp[leaf] = this.stamp;
+    this.choice.take(leaf);
     if (leaf !== id) this.leafInstead.push(id);
   }
 
@@ -273,22 +270,14 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
       return null;
     }
     // Passed-over blocks chosen after all get no second chance.
-    passedOver.keepIf((id) => this.chosenStamp[id] !== this.stamp);
+    passedOver.keepIf((id) => !this.choice.took(id));
     return victims;
   }
 
   private consider(id: number, victims: number[]): void {
     if (!this.isFree(id)) return;
     victims.push(id);
-    this.chosenStamp[id] = this.stamp;
-  }
-
-  private nextStamp(): void {
-    if (this.stamp === 0xffffffff) {
-      this.chosenStamp.fill(0);
-      this.stamp = 0;
-    }
-    this.stamp++;
+    this.choice.take(id);
   }
 }
 
