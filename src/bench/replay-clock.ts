@@ -32,7 +32,7 @@ export function fixedReplayClock(msPerStep: number): ReplayClock {
 /** How reports name the clock. */
 export function describeReplayClock(clock: ReplayClock): string {
   if (clock.kind === 'fixed') return `${clock.msPerStep} trace ms per step (fixed)`;
-  return `${clock.model.name} on ${clock.gpu.name}${clock.tp > 1 ? ` x${clock.tp}` : ''} (modelled)`;
+  return `${stepClockFor(clock.model, clock.gpu, clock.tp).description} (modelled)`;
 }
 
 /** The step clock and host link sizes a modelled replay runs on; null for a fixed clock. */
