@@ -66,8 +66,8 @@ function decodingScheduler(n: number, offload: boolean): { scheduler: Scheduler;
  */
 function decodeStepBytesPerRequest(n: number, offload: boolean, samples = 15): number {
   const { step, tokensOfFirst } = decodingScheduler(n, offload);
-  // Prefill, then enough decode steps for the optimizing compiler to settle.
-  for (let i = 0; i < 200; i++) step();
+  // Prefill, then decode steps enough for the optimizing compiler to settle even on a loaded machine (it compiles in the background).
+  for (let i = 0; i < 600; i++) step();
   const probe = new AllocationProbe();
   const growth: number[] = [];
   while (growth.length < samples) {
