@@ -11,8 +11,8 @@ export const EXIT_RUN_FAILED = 1;
 export const EXIT_BAD_INPUT = 2;
 /** The run finished and every served output matched, but some requests ended with an error (e.g. under --failure-policy fail). */
 export const EXIT_REQUESTS_FAILED = 3;
-/** Interrupted by a signal: 128 + the signal's number, as shells report it. */
-export const EXIT_INTERRUPTED = { SIGINT: 130, SIGTERM: 143 } as const;
+/** Interrupted by a signal: 128 + the signal's number, as shells report it (defined beside the handlers, which the entry loads first). */
+export { EXIT_INTERRUPTED } from './interrupt.js';
 
 /**
  * How the CLI ends for an error: 2 for bad input (flags, config file, trace

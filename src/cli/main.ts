@@ -1,83 +1,12 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Command } from 'commander';
-import { analyzeCommand, analyzeOptionsFromCommand, createAnalyzeCommand } from './analyze-command.js';
-import { benchCommand } from './bench.js';
-import { cliExitFor } from './exit-codes.js';
-import { parseLooseOptions } from './loose-options.js';
-import { packageRoot } from '../core/package-root.js';
-import { runCommand } from './run.js';
-import { runConfigFromCommand } from './run-config.js';
-import { createRunCommand } from './run-flags.js';
-import { createSweepCommand, sweepCommand, sweepOptionsFromCommand } from './sweep-command.js';
+import { installCliInterrupts } from './interrupt.js';
 
-/** The `kvtier` command line: run, analyze, sweep, bench. */
-
-/** Commander prints help itself; errors are printed once, by cliExitFor's caller. */
-function quietErrors(command: Command): Command {
-  return command.exitOverride().configureOutput({ outputError: () => {} });
-}
-
-function version(): string {
-  const manifest = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version?: string };
-  return manifest.version ?? 'unknown';
-}
-
-async function main(argv: readonly string[]): Promise<number> {
-  let exitCode = 0;
-  const program = quietErrors(
-    new Command('kvtier')
-      .description('LLM-style serving runtime with a paged KV cache, prefix caching and a CPU offload tier')
-      .version(version()),
-  );
-  program.addCommand(
-    quietErrors(createRunCommand()).action(async (_options: unknown, command: Command) => {
-      exitCode = await runCommand(runConfigFromCommand(command));
-    }),
-  );
-  program.addCommand(
-    quietErrors(createAnalyzeCommand()).action(async (_options: unknown, command: Command) => {
-      exitCode = await analyzeCommand(analyzeOptionsFromCommand(command));
-    }),
-  );
-  program.addCommand(
-    quietErrors(createSweepCommand()).action(async (_options: unknown, command: Command) => {
-      exitCode = await sweepCommand(sweepOptionsFromCommand(command));
-    }),
-  );
-  program.addCommand(
-    quietErrors(new Command('bench'))
-      .description('benchmarks: transfer (GB/s vs a contiguous copy), scheduler (CPU time per step), overlap (forward time with transfers), e2e (a trace slice with offload off and on), remote (remote tier GB/s vs plain SET/GET), gpu (the GPU path checked in one command, goals met or not)')
-      .argument('<kind>', 'which benchmark (e.g. transfer, scheduler); `kvtier bench <kind> --help` lists its options')
-      // A kind's options belong to the kind: `bench transfer --help` reaches benchCommand, which lists them.
-      .helpOption(false)
-      .allowUnknownOption()
-      .allowExcessArguments()
-      .action(async (kind: string, _options: unknown, command: Command) => {
-        if (kind === '--help' || kind === '-h') {
-          command.outputHelp();
-          return;
-        }
-        const args = command.args.slice(1).map((arg) => (arg === '-h' ? '--help' : arg));
-        exitCode = await benchCommand(kind, parseLooseOptions(args));
-      }),
-  );
-  await program.parseAsync(argv as string[], { from: 'user' });
-  return exitCode;
-}
-
-main(process.argv.slice(2)).then(
-  (code) => finish(code),
-  (err: unknown) => {
-    const exit = cliExitFor(err);
-    if (exit.message !== null) process.stderr.write(`${exit.message}\n`);
-    finish(exit.code);
-  },
-);
-
-/** Lets output drain, but never lets a stray handle keep a finished CLI alive. */
-function finish(code: number): void {
-  process.exitCode = code;
-  setTimeout(() => process.exit(code), 2000).unref();
-}
+/**
+ * The `kvtier` entry. SIGINT and SIGTERM are handled before the program is
+ * loaded (loading it takes a noticeable part of a second), so a Ctrl-C at
+ * any moment ends with the interrupted line and exit code 130, never with
+ * Node's silent default.
+ */
+installCliInterrupts();
+const { runCli } = await import('./program.js');
+runCli(process.argv.slice(2));

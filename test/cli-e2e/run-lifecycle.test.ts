@@ -1,5 +1,6 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RunReport } from '../../src/report/report.js';
@@ -44,6 +45,22 @@ function interruptOnceRunning(command: string, args: readonly string[], send: (c
   });
 }
 
+/** The exit of `child`: its code, or the signal that killed it. */
+function ended(child: ReturnType<typeof spawn>): Promise<Interrupted & { readonly signal: NodeJS.Signals | null }> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const limit = setTimeout(() => child.kill('SIGKILL'), 50_000);
+  return new Promise((done, fail) => {
+    child.on('error', fail);
+    child.on('close', (code, signal) => {
+      clearTimeout(limit);
+      done({ code, signal, stdout, stderr });
+    });
+  });
+}
+
 /** A run long enough to be interrupted mid-way. */
 const LONG_RUN = ['run', '--requests', '400', '--compute-ns-per-token', '200000'];
 
@@ -80,8 +97,29 @@ describe.concurrent('signals', () => {
     const json = join(scratchDir(), 'report.json');
     const result = await interruptOnceRunning(process.execPath, [CLI, ...LONG_RUN, '--json', json], (child) => child.kill(signal));
     expect(result.code).toBe(code);
-    expect(result.stderr).toBe(`kvtier: interrupted by ${signal}: the ranks were stopped and no report was written\n`);
+    const again = signal === 'SIGINT' ? 'Ctrl-C' : signal;
+    expect(result.stderr).toBe(`kvtier: interrupted by ${signal}: stopping the ranks, no report is written (${again} again exits at once)\n`);
     expect(result.stdout).not.toMatch(/kvtier run:/);
+    expect(existsSync(json)).toBe(false);
+  });
+
+  it('Ctrl-C while the program is still starting (reading its configuration) prints the interrupted line and exits 130', async () => {
+    // The configuration is a FIFO: kvtier blocks reading it until the test writes, so the signal lands in start-up for sure.
+    const dir = scratchDir();
+    const config = join(dir, 'config.json');
+    const json = join(dir, 'report.json');
+    execFileSync('mkfifo', [config]);
+    const child = spawn(process.execPath, [CLI, 'run', '--config', config, '--json', json], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const result = ended(child);
+    // Opening the FIFO for writing completes once kvtier opened it for reading.
+    const writer = await open(config, 'w');
+    child.kill('SIGINT');
+    await writer.writeFile(JSON.stringify({ requests: 4 })).catch(() => undefined);
+    await writer.close().catch(() => undefined);
+    const { code, signal, stderr } = await result;
+    expect({ code, signal }).toEqual({ code: 130, signal: null });
+    // Which words follow depends on how far start-up got before the signal was handled; it is one line either way.
+    expect(stderr).toMatch(/^kvtier: interrupted by SIGINT[ :][^\n]*\n$/);
     expect(existsSync(json)).toBe(false);
   });
 
