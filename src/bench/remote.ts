@@ -109,6 +109,8 @@ async function benchOneSize(
       namespaceDigestHex: ns.digest.toString('hex'),
       blockTokens,
       maxInFlightWrites: blocks,
+      // The bench measures the link: a failed write is not tried again.
+      retry: { writeAttempts: 1, backoffMs: 0 },
       auth: ns.auth ? authKeysOf(ns.auth) : null,
     });
     return { auth, ns, tier, write: 0, read: 0 };

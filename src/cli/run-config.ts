@@ -101,6 +101,8 @@ export const runInputSchema = z
     remote: engineSetting('remote'),
     remotePolicy: engineSetting('remotePolicy'),
     remoteTimeoutMs: engineSetting('remoteTimeoutMs'),
+    remoteWriteAttempts: engineSetting('remoteWriteAttempts'),
+    remoteRetryBackoffMs: engineSetting('remoteRetryBackoffMs'),
     remoteNamespace: engineSetting('remoteNamespace'),
     remoteSecretFile: engineSetting('remoteSecretFile'),
     remoteEncrypt: engineSetting('remoteEncrypt'),
@@ -179,6 +181,8 @@ export interface RemoteRunConfig {
   readonly remote: string;
   readonly remotePolicy?: 'write-through' | 'write-back';
   readonly remoteTimeoutMs?: number;
+  readonly remoteWriteAttempts?: number;
+  readonly remoteRetryBackoffMs?: number;
   readonly remoteNamespace?: string;
   readonly remoteSecretFile?: string;
   readonly remoteEncrypt?: boolean;
@@ -211,6 +215,8 @@ const NUMBER_KEYS = [
   'maxModelLen',
   'computeNsPerToken',
   'remoteTimeoutMs',
+  'remoteWriteAttempts',
+  'remoteRetryBackoffMs',
   'metricsPort',
   'metricsLingerMs',
   'slowStepMs',
@@ -290,7 +296,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
 function remoteRunConfig(given: RunInput, input: LayeredInput): RemoteRunConfig | null {
   const name = (key: string) => originOf(input, key);
   if (given.remote === undefined) {
-    for (const key of ['remotePolicy', 'remoteTimeoutMs', 'remoteNamespace', 'remoteSecretFile', 'remoteEncrypt'] as const) {
+    for (const key of ['remotePolicy', 'remoteTimeoutMs', 'remoteWriteAttempts', 'remoteRetryBackoffMs', 'remoteNamespace', 'remoteSecretFile', 'remoteEncrypt'] as const) {
       if (given[key] !== undefined) throw new UsageError(`${name(key)} configures the remote tier: add --remote URL`);
     }
     return null;
@@ -313,6 +319,8 @@ function remoteRunConfig(given: RunInput, input: LayeredInput): RemoteRunConfig 
     remote: given.remote,
     ...(given.remotePolicy !== undefined ? { remotePolicy: given.remotePolicy as 'write-through' | 'write-back' } : {}),
     ...(given.remoteTimeoutMs !== undefined ? { remoteTimeoutMs: given.remoteTimeoutMs } : {}),
+    ...(given.remoteWriteAttempts !== undefined ? { remoteWriteAttempts: given.remoteWriteAttempts } : {}),
+    ...(given.remoteRetryBackoffMs !== undefined ? { remoteRetryBackoffMs: given.remoteRetryBackoffMs } : {}),
     ...(given.remoteNamespace !== undefined ? { remoteNamespace: given.remoteNamespace } : {}),
     ...(given.remoteSecretFile !== undefined ? { remoteSecretFile: given.remoteSecretFile } : {}),
     ...(given.remoteEncrypt !== undefined ? { remoteEncrypt: given.remoteEncrypt } : {}),

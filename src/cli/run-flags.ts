@@ -32,6 +32,8 @@ export function createRunCommand(): Command {
     .option('--remote <url>', 'a shared remote tier behind the CPU tier: redis://[user:pass@]host:port or rediss://... (Redis/Valkey server or cluster)')
     .option('--remote-policy <policy>', `remote writes: write-through (after each CPU-tier store) | write-back (when the CPU tier evicts) (default ${ENGINE_DEFAULTS.remotePolicy})`)
     .option('--remote-timeout-ms <ms>', `bound on every remote command; a slower lookup is a miss (default ${ENGINE_DEFAULTS.remoteTimeoutMs})`)
+    .option('--remote-write-attempts <n>', `tries a remote write gets when it fails transiently; 1: never retried (default ${ENGINE_DEFAULTS.remoteWriteAttempts})`)
+    .option('--remote-retry-backoff-ms <ms>', `wait before a failed remote write's first retry, doubling for each further one (default ${ENGINE_DEFAULTS.remoteRetryBackoffMs})`)
     .option('--remote-namespace <name>', 'name engines sharing the remote tier agree on (default: the model name)')
     .option('--remote-secret-file <file>', 'file holding the secret remote values are authenticated with (at least 16 bytes; default: $KVTIER_REMOTE_SECRET, else none: the server must then be trusted by everyone who can write to it)')
     .option('--remote-encrypt', 'encrypt remote values too (AES-256-GCM), so a reader of the server learns nothing of the KV; needs a secret')

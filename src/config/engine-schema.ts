@@ -6,7 +6,9 @@ import { EVICTION_POLICY_NAMES } from './eviction-policy-names.js';
 import { isStorePolicyName, STORE_POLICY_EXPECTED, type StorePolicyName } from './store-policy-name.js';
 import { flag, nonNegativeInt, oneOf, positiveInt } from './fields.js';
 import {
+  DEFAULT_REMOTE_RETRY_BACKOFF_MS,
   DEFAULT_REMOTE_TIMEOUT_MS,
+  DEFAULT_REMOTE_WRITE_ATTEMPTS,
   DEFAULT_START_DEADLINE_MS,
   MAX_BLOCK_SIZE,
   MAX_COMPUTE_NS_PER_TOKEN,
@@ -16,6 +18,7 @@ import {
   MAX_NUM_BATCHED_TOKENS,
   MAX_NUM_SEQS,
   MAX_OFFLOAD_FACTOR,
+  MAX_REMOTE_WRITE_ATTEMPTS,
   MAX_SEED,
   MAX_TIMER_MS,
   MAX_TP,
@@ -88,6 +91,10 @@ export const engineConfigSchema = z
     remotePolicy: oneOf(['write-through', 'write-back']).default('write-through'),
     /** How long a remote lookup or read may take before it counts as a miss. */
     remoteTimeoutMs: positiveInt(MAX_TIMER_MS).default(DEFAULT_REMOTE_TIMEOUT_MS),
+    /** Tries a remote write gets when it fails transiently (timeout, connection, server error); 1: never retried. */
+    remoteWriteAttempts: positiveInt(MAX_REMOTE_WRITE_ATTEMPTS).default(DEFAULT_REMOTE_WRITE_ATTEMPTS),
+    /** Wait before a failed remote write's first retry (ms); each further retry waits twice as long (at most 30 s). */
+    remoteRetryBackoffMs: nonNegativeInt(MAX_TIMER_MS).default(DEFAULT_REMOTE_RETRY_BACKOFF_MS),
     /** The remote keys' namespace; default: derived from the model's name. */
     remoteNamespace: z.string({ error: 'expected a namespace name' }).min(1, { error: 'expected a namespace name' }).optional(),
     /**

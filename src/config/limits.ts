@@ -44,5 +44,14 @@ export const DEFAULT_START_DEADLINE_MS = 120_000;
 /** How long a remote-tier lookup or read may take before it counts as a miss (ms), unless configured. */
 export const DEFAULT_REMOTE_TIMEOUT_MS = 250;
 
+/** Attempts a remote write (a rank's shards, a block's manifest) gets when it fails transiently, unless configured. */
+export const DEFAULT_REMOTE_WRITE_ATTEMPTS = 3;
+
+/** Upper bound on remoteWriteAttempts: past a few, a failing server is down, not busy. */
+export const MAX_REMOTE_WRITE_ATTEMPTS = 20;
+
+/** Wait before a failed remote write's first retry (ms), doubling for each further one, unless configured. */
+export const DEFAULT_REMOTE_RETRY_BACKOFF_MS = 100;
+
 /** The longest wait a Node.js timer can express (ms); longer ones fire at once. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;

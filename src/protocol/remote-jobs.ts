@@ -45,6 +45,10 @@ export interface RemoteJobResult {
   readonly bytes: number;
   /** Wall time of the job on the rank in ms (max over ranks once merged). */
   readonly elapsedMs: number;
+  /** Writes: times the rank sent the job's failed shards again (max over ranks once merged); absent: 0. */
+  readonly retries?: number;
+  /** Writes: the job still failed transiently after its last try, or shutdown cut its retries short (any rank); absent: false. */
+  readonly gaveUp?: boolean;
 }
 
 /**
@@ -75,6 +79,8 @@ export interface RemoteRankInit {
   readonly blockTokens: number;
   /** Blocks whose writes may be in flight on this rank; writes beyond it are dropped and counted. */
   readonly maxInFlightWrites: number;
+  /** How a failed write is tried again (src/remote/write-retry.ts). */
+  readonly retry: { readonly writeAttempts: number; readonly backoffMs: number };
   /** With a secret: the namespace's value keys (derived from it; the secret itself stays on the main thread). */
   readonly auth?: RemoteAuthKeys | null;
   readonly testSwitches?: RemoteTestSwitches;

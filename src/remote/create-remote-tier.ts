@@ -67,6 +67,7 @@ export async function planRemoteTier(
       namespaceDigestHex: namespace.digest.toString('hex'),
       blockTokens: namespace.blockTokens,
       maxInFlightWrites: MAX_WRITE_BLOCKS_IN_FLIGHT_PER_RANK,
+      retry: settings.retry,
       auth: namespace.auth ? authKeysOf(namespace.auth) : null,
       testSwitches: switches,
     },
@@ -83,6 +84,7 @@ export async function planRemoteTier(
         namespace,
         policy: settings.policy,
         maxWriteJobsInFlight: MAX_WRITE_JOBS_IN_FLIGHT,
+        retry: settings.retry,
         testSwitches: switches,
         faults,
       });

@@ -18,6 +18,7 @@ import { parseRemoteUrl } from './remote-url.js';
 import { authBytes, ValueSealer, valueFlags } from './value-auth.js';
 import { quietClientWarnings } from './client-warnings.js';
 import { checkShardHeader, checksumMismatch, HEADER_BYTES, writeShardHeader } from './value-format.js';
+import { retryableWriteFailure, retryDelayMs, RetryWaits } from './write-retry.js';
 
 /**
  * Encoded values are sent in batches of about this many bytes as they are
@@ -26,6 +27,30 @@ import { checkShardHeader, checksumMismatch, HEADER_BYTES, writeShardHeader } fr
  * about as many bytes per command, and load each reply as it arrives.
  */
 const SEND_BATCH_BYTES = 1 << 20;
+
+/** One shard value of a write job, kept until the job settled so a failed send can be repeated. */
+interface ShardWrite {
+  readonly key: string;
+  readonly value: Buffer;
+}
+
+/** A failure the fault plan injected in place of a send. */
+class InjectedWriteFailure extends Error {
+  constructor(readonly failure: RemoteJobFailure) {
+    super(`injected remote write failure (${failure})`);
+  }
+}
+
+/** How a write job ended after its tries. */
+class WriteJobFailure extends Error {
+  constructor(
+    override readonly cause: unknown,
+    readonly retries: number,
+    readonly gaveUp: boolean,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause));
+  }
+}
 
 interface UnsentWrite {
   readonly key: string;
@@ -70,6 +95,10 @@ export class RankRemoteTier {
   private lastWriteError: string | null = null;
   /** The health last reported (see healthChange). */
   private reportedHealth = '';
+  /** Backoff waits of failed writes; cut short by a reset or shutdown. */
+  private readonly retryWaits = new RetryWaits();
+  /** The step last started (retries ask the fault plan about the step they run in). */
+  private step = 0;
 
   constructor(
     private readonly device: Device,
@@ -104,12 +133,10 @@ export class RankRemoteTier {
 
   /** Step start: copy out and send this step's writes, then start its fetches. */
   startStep(meta: RemoteStepMetadata, step = 0): void {
+    this.step = step;
     try {
-      for (const spec of meta.writes) {
-        const injected = this.faults?.failureAt(step, spec.jobId) ?? null;
-        if (injected !== null) this.finished.push(result(spec.jobId, 'write', injected, 0, 0));
-        else this.startWrite(spec);
-      }
+      // An injected failure stands for the first send: the bytes are copied out all the same, so a retry can land.
+      for (const spec of meta.writes) this.startWrite(spec);
     } finally {
       // Even when a copy failed: the writes queued before it settle.
       this.sendWrites();
@@ -152,15 +179,21 @@ export class RankRemoteTier {
     clearTimeout(timer);
   }
 
-  /** Waits for every job in flight (they are bounded by the timeout), then forgets them. */
+  /** Waits for every job in flight (they are bounded by the timeout; no retry starts meanwhile), then forgets them. */
   async drainAndReset(): Promise<void> {
+    this.epoch++;
+    this.retryWaits.cancelAll();
+    await Promise.allSettled([...this.inFlight]);
+    this.finished.length = 0;
+    this.retryWaits.resume();
+  }
+
+  /** Shutdown: writes waiting for a retry are given up, never sent again. */
+  async close(): Promise<void> {
+    this.retryWaits.cancelAll();
     this.epoch++;
     await Promise.allSettled([...this.inFlight]);
     this.finished.length = 0;
-  }
-
-  async close(): Promise<void> {
-    await this.drainAndReset();
     await this.store.close();
   }
 
@@ -172,14 +205,17 @@ export class RankRemoteTier {
       return;
     }
     // Copied now: the block may be evicted and reused by this step's stores.
+    const shards: ShardWrite[] = [];
     const sets: Promise<void>[] = [];
     let bytes = 0;
+    const injected = this.faults?.failureAt(this.step, spec.jobId) ?? null;
     try {
       for (const b of spec.blocks) {
         const key = shardKey(this.ns, b.digestHex, this.rank);
         const value = this.encodeBlock(key, b);
         bytes += value.length;
-        sets.push(this.queueWrite(key, value));
+        shards.push({ key, value });
+        if (injected === null) sets.push(this.queueWrite(key, value));
       }
     } catch (error) {
       // The job was not started; what of it was queued is sent and forgotten.
@@ -188,21 +224,59 @@ export class RankRemoteTier {
     }
     this.writeBlocksInFlight += n;
     const epoch = this.epoch;
+    const first = injected === null ? sets : shards.map(() => Promise.reject(new InjectedWriteFailure(injected)));
     this.track(
-      Promise.all(sets).then(
-        () => {
+      this.settleWrite(spec.jobId, shards, first, epoch).then(
+        (retries) => {
           this.wroteAny = true;
-          this.report(epoch, result(spec.jobId, 'write', null, bytes, performance.now() - t0));
+          this.report(epoch, { ...result(spec.jobId, 'write', null, bytes, performance.now() - t0), retries });
         },
-        (error: unknown) => {
+        (error: WriteJobFailure) => {
           this.writeFailed = true;
-          this.lastWriteError = error instanceof Error ? error.message : String(error);
-          this.report(epoch, result(spec.jobId, 'write', failureOf(error), 0, performance.now() - t0));
+          this.lastWriteError = error.message;
+          const failed = result(spec.jobId, 'write', failureOf(error.cause), 0, performance.now() - t0);
+          this.report(epoch, { ...failed, retries: error.retries, gaveUp: error.gaveUp });
         },
       ).finally(() => {
         this.writeBlocksInFlight -= n;
       }),
     );
+  }
+
+  /**
+   * Waits for a write job's sends; shards whose send failed transiently are
+   * sent again after a backoff, up to the configured tries. Resolves with the
+   * retries it took; rejects with a WriteJobFailure once a failure is not
+   * transient, the tries are used up, or a reset or shutdown began.
+   */
+  private async settleWrite(jobId: number, shards: readonly ShardWrite[], first: readonly Promise<void>[], epoch: number): Promise<number> {
+    const { writeAttempts } = this.init.retry;
+    let pending = shards;
+    let sends = first;
+    for (let attempt = 1; ; attempt++) {
+      const outcomes = await Promise.allSettled(sends);
+      const failed: ShardWrite[] = [];
+      let cause: unknown = null;
+      outcomes.forEach((o, i) => {
+        if (o.status === 'fulfilled') return;
+        failed.push(pending[i]);
+        cause ??= o.reason;
+      });
+      if (failed.length === 0) return attempt - 1;
+      const transient = retryableWriteFailure(failureOf(cause), cause instanceof Error ? cause.message : '');
+      if (!transient) throw new WriteJobFailure(cause, attempt - 1, false);
+      if (attempt >= writeAttempts || epoch !== this.epoch) throw new WriteJobFailure(cause, attempt - 1, true);
+      const waited = await this.retryWaits.wait(retryDelayMs(this.init.retry, attempt));
+      if (!waited || epoch !== this.epoch) throw new WriteJobFailure(cause, attempt - 1, true);
+      pending = failed;
+      const injected = this.faults?.failureAt(this.step, jobId, attempt) ?? null;
+      if (injected !== null) {
+        sends = pending.map(() => Promise.reject(new InjectedWriteFailure(injected)));
+        continue;
+      }
+      sends = pending.map((w) => this.queueWrite(w.key, w.value));
+      this.sendWrites();
+    }
   }
 
   private startFetch(spec: RemoteFetchSpec): void {
@@ -337,6 +411,7 @@ function result(jobId: number, kind: RemoteJobResult['kind'], failure: RemoteJob
 }
 
 function failureOf(error: unknown): RemoteJobFailure {
+  if (error instanceof InjectedWriteFailure) return error.failure;
   if (error instanceof RemoteOperationError) return error.kind;
   if (error instanceof RemoteValueError) return 'value';
   return 'server';

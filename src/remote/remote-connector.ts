@@ -4,13 +4,14 @@ import type { OffloadingConnector } from '../connector/scheduler-connector.js';
 import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
 import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
-import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
+import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
 import { chainSeed, extendChain, manifestKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteTierStats } from './remote-stats.js';
 import type { RemoteStore } from './remote-store.js';
 import type { CpuTierObserver, CpuTierTrackingManager } from './tracking-manager.js';
 import type { RemoteFaults } from './remote-faults.js';
 import { encodeManifest } from './value-format.js';
+import { retryableWriteFailure, retryDelayMs, RetryWaits, type RemoteRetrySettings } from './write-retry.js';
 
 /** When remote writes happen: as soon as a CPU-tier store completed, or when the CPU tier evicts the block. */
 export type RemotePolicy = 'write-through' | 'write-back';
@@ -25,6 +26,8 @@ export interface RemoteTierConnectorOptions {
   readonly policy: RemotePolicy;
   /** Write jobs (all ranks) that may be in flight; further writes are dropped and counted. */
   readonly maxWriteJobsInFlight: number;
+  /** How failed manifest writes are tried again (the ranks retry their shards with the same settings). */
+  readonly retry?: RemoteRetrySettings;
   readonly testSwitches?: RemoteTestSwitches;
   /** Injected outages (`remote-down` in the fault plan): lookups miss and manifests fail while the remote is down. */
   readonly faults?: RemoteFaults | null;
@@ -126,6 +129,9 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
   private fetchesToSend: RemoteFetchSpec[] = [];
   private writesToSend: RemoteWriteSpec[] = [];
   private manifestsInFlight = 0;
+  private readonly retry: RemoteRetrySettings;
+  /** Backoff waits of failed manifest writes; shutdown cuts them short. */
+  private readonly retryWaits = new RetryWaits();
   private closed = false;
   private readonly faults: RemoteFaults | null;
   /** The step being built (for injected outages). */
@@ -142,6 +148,7 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.policy = options.policy;
     this.switches = options.testSwitches ?? {};
     this.maxWriteJobs = options.maxWriteJobsInFlight;
+    this.retry = options.retry ?? { writeAttempts: 1, backoffMs: 0 };
     this.faults = options.faults ?? null;
     this.maxPreparing = this.switches.lookupWholeQueue ? Infinity : Math.max(1, options.lookaheadRequests ?? DEFAULT_LOOKAHEAD_REQUESTS);
     this.capacityBlocks = options.inner.manager.stats().capacityBlocks;
@@ -309,8 +316,9 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     this.failedReads = [];
   }
 
-  /** Waits for manifest writes in flight, then closes the connection. */
+  /** Waits for manifest writes in flight (none is retried from now on), then closes the connection. */
   async close(): Promise<void> {
+    this.retryWaits.cancelAll();
     const deadline = performance.now() + 2 * this.store.options.timeoutMs;
     while (this.manifestsInFlight > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     if (!this.closed) this.stats.noteConnection(this.store.stats());
@@ -454,8 +462,10 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     const job = this.writeJobs.get(result.jobId);
     if (job === undefined) return;
     this.writeJobs.delete(result.jobId);
+    if ((result.retries ?? 0) > 0) this.stats.writesRetried(job.blocks.length);
     if (!result.ok) {
       this.stats.writeFailed(job.blocks.length, result.failure);
+      if (result.gaveUp) this.stats.writesGivenUp(job.blocks.length);
       return;
     }
     this.stats.writeSucceeded(job.blocks.length, result.bytes);
@@ -466,11 +476,27 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     }
     // Every rank wrote its shard: announce the blocks.
     this.manifestsInFlight++;
-    Promise.all(job.digests.map((d) => this.store.set(manifestKey(this.ns, d.toString('hex')), encodeManifest(this.ns, d)))).then(
-      () => this.stats.manifestsWritten(job.digests.length),
-      () => this.stats.manifestsFailed(job.digests.length),
-    ).finally(() => {
+    void this.writeManifests(job.digests).finally(() => {
       this.manifestsInFlight--;
     });
+  }
+
+  /** Writes the blocks' manifests; those that fail are tried again after a backoff, up to the configured tries. */
+  private async writeManifests(digests: readonly Buffer[]): Promise<void> {
+    let pending = digests;
+    for (let attempt = 1; ; attempt++) {
+      const outcomes = await Promise.allSettled(pending.map((d) => this.store.set(manifestKey(this.ns, d.toString('hex')), encodeManifest(this.ns, d))));
+      const failed = pending.filter((_, i) => outcomes[i].status === 'rejected');
+      this.stats.manifestsWritten(pending.length - failed.length);
+      if (failed.length === 0) return;
+      const error = (outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult).reason as { kind?: RemoteJobFailure; message?: string };
+      const transient = retryableWriteFailure(error.kind ?? 'server', error.message ?? '');
+      if (!transient || attempt >= this.retry.writeAttempts || !(await this.retryWaits.wait(retryDelayMs(this.retry, attempt)))) {
+        this.stats.manifestsFailed(failed.length);
+        return;
+      }
+      this.stats.manifestsRetried(failed.length);
+      pending = failed;
+    }
   }
 }

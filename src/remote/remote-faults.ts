@@ -37,8 +37,12 @@ export class RemoteFaults {
     return this.downs.some((r) => step >= r.step && (r.steps === null || step < r.step + r.steps));
   }
 
-  /** The injected failure of job `jobId` started at `step`, or null. */
-  failureAt(step: number, jobId: number): RemoteJobFailure | null {
+  /**
+   * The injected failure of job `jobId` tried at `step`, or null. `attempt`
+   * counts its retries (0: the first try); each try is rolled on its own, so
+   * a write that failed may land when tried again.
+   */
+  failureAt(step: number, jobId: number, attempt = 0): RemoteJobFailure | null {
     if (this.downAt(step)) {
       this.injected++;
       return 'connection';
@@ -46,7 +50,9 @@ export class RemoteFaults {
     if (this.rank === null) return null;
     for (const [i, rule] of this.fails.entries()) {
       if (step < rule.after) continue;
-      const roll = mix((this.seed ^ Math.imul(this.rank + 1, 0x9e3779b9) ^ Math.imul(jobId, 0x85ebca6b) ^ Math.imul(i + 1, 0xc2b2ae35)) >>> 0);
+      const roll = mix(
+        (this.seed ^ Math.imul(this.rank + 1, 0x9e3779b9) ^ Math.imul(jobId, 0x85ebca6b) ^ Math.imul(i + 1, 0xc2b2ae35) ^ Math.imul(attempt, 0x27d4eb2f)) >>> 0,
+      );
       if (roll / 2 ** 32 < rule.p) {
         this.injected++;
         return 'injected';

@@ -25,6 +25,8 @@ export function registerRemoteMetrics(read: () => RemoteTierMetrics | undefined,
     [label('op', 'read'), r.reads.bytes],
     [label('op', 'write'), r.writes.bytes],
   ]));
+  counter('remote_write_retried_blocks_total', 'Blocks whose remote write some rank sent again after a transient failure (each block once).', [], whenRemote((r) => [[unlabelled, r.writes.retried]]));
+  counter('remote_write_given_up_blocks_total', 'Blocks whose remote write still failed after its last try, or whose retry shutdown cut short.', [], whenRemote((r) => [[unlabelled, r.writes.givenUp]]));
   counter('remote_manifests_total', 'Block manifests written after every rank wrote its shard, by outcome.', ['outcome'], whenRemote((r) => [
     [label('outcome', 'ok'), r.manifests.written],
     [label('outcome', 'failed'), r.manifests.failed],

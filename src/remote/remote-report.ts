@@ -11,11 +11,13 @@ export function remoteReportRows(remote: RemoteTierMetrics, promptTokens: number
     const kinds = Object.entries(c.failures).map(([kind, blocks]) => `${kind} ${n(blocks)}`);
     return kinds.length === 0 ? '' : ` (${kinds.join(', ')})`;
   };
+  const retries = (r: RemoteTierMetrics) =>
+    r.writes.retried === 0 && r.writes.givenUp === 0 ? '' : `   ${n(r.writes.retried)} retried, ${n(r.writes.givenUp)} given up`;
   const l = remote.lookups;
   return [
     ['remote hits', `${n(remote.hitTokens)} tok (${share} of prompt), read into the CPU tier and loaded from there`],
     ['remote reads', `${n(remote.reads.blocks)} blocks   ${n(remote.reads.failed)} failed${failures(remote.reads)}   ${mb(remote.reads.bytes)}`],
-    ['remote writes', `${n(remote.writes.blocks)} blocks   ${n(remote.writes.failed)} failed${failures(remote.writes)}   ${mb(remote.writes.bytes)}   manifests ${n(remote.manifests.written)}${remote.manifests.failed > 0 ? ` (${n(remote.manifests.failed)} failed)` : ''}`],
+    ['remote writes', `${n(remote.writes.blocks)} blocks   ${n(remote.writes.failed)} failed${failures(remote.writes)}${retries(remote)}   ${mb(remote.writes.bytes)}   manifests ${n(remote.manifests.written)}${remote.manifests.failed > 0 ? ` (${n(remote.manifests.failed)} failed)` : ''}`],
     ['remote lookups', `${n(l.count)}   ${n(l.blocksFound)}/${n(l.blocksAsked)} blocks found   ${n(l.failed)} failed (${n(l.timedOut)} timed out)   p50 ${ms(l.latencyMs.p50)}   p99 ${ms(l.latencyMs.p99)}`],
     ['remote server', `${remote.connected ? 'connected' : 'DISCONNECTED'}   ${n(remote.reconnects)} reconnects`],
     ...remoteRankWarnings(remote).map((text): [string, string] => ['remote warning', text]),

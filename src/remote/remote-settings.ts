@@ -4,6 +4,7 @@ import type { RemotePolicy } from './remote-connector.js';
 import { checkNamespaceName } from './remote-keys.js';
 import { parseRemoteUrl, type RemoteAddress } from './remote-url.js';
 import { REMOTE_SECRET_ENV, resolveRemoteSecret } from './remote-secret.js';
+import type { RemoteRetrySettings } from './write-retry.js';
 
 export { DEFAULT_REMOTE_TIMEOUT_MS } from '../config/limits.js';
 
@@ -14,6 +15,8 @@ export interface RemoteTierSettings {
   readonly url: string;
   readonly policy: RemotePolicy;
   readonly timeoutMs: number;
+  /** How failed writes are tried again (write-retry.ts). */
+  readonly retry: RemoteRetrySettings;
   readonly namespace: string;
   /** The secret values are authenticated with (never printed); null: values carry only a CRC. */
   readonly secret: Buffer | null;
@@ -26,6 +29,8 @@ interface RemoteInput {
   readonly remote?: string;
   readonly remotePolicy: RemotePolicy;
   readonly remoteTimeoutMs: number;
+  readonly remoteWriteAttempts: number;
+  readonly remoteRetryBackoffMs: number;
   readonly remoteNamespace?: string;
   readonly remoteSecret?: string;
   readonly remoteSecretFile?: string;
@@ -49,7 +54,8 @@ export function remoteTierSettings(c: RemoteInput, model: ModelShape, offload: b
     if (c.remoteEncrypt && secret === null) {
       throw new ConfigError(`remoteEncrypt: encryption needs a secret: give remoteSecretFile (--remote-secret-file), remoteSecret or ${REMOTE_SECRET_ENV}`);
     }
-    return { address, url: c.remote, policy: c.remotePolicy, timeoutMs: c.remoteTimeoutMs, namespace, secret, encrypt: c.remoteEncrypt };
+    const retry = { writeAttempts: c.remoteWriteAttempts, backoffMs: c.remoteRetryBackoffMs };
+    return { address, url: c.remote, policy: c.remotePolicy, timeoutMs: c.remoteTimeoutMs, retry, namespace, secret, encrypt: c.remoteEncrypt };
   } catch (error) {
     if (error instanceof Error && !error.message.startsWith('invalid engine config')) {
       throw new ConfigError(`invalid engine config: ${error.message}`);

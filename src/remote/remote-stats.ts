@@ -22,9 +22,16 @@ export interface RemoteTierMetrics {
     readonly latencyMs: { readonly p50: number | null; readonly p99: number | null };
   };
   readonly reads: RemoteTransferCounts;
-  /** `failed` includes `dropped`: writes refused because too many were in flight. */
-  readonly writes: RemoteTransferCounts & { readonly dropped: number };
-  readonly manifests: { readonly written: number; readonly failed: number };
+  /**
+   * `failed` includes `dropped`: writes refused because too many were in flight.
+   * `retried`: blocks whose shards some rank sent again after a transient failure
+   * (each block once); `givenUp`: blocks still failing transiently after their
+   * last try, or whose retry shutdown cut short (part of `failed`). Blocks that
+   * landed on a retry are `retried` and `succeeded`.
+   */
+  readonly writes: RemoteTransferCounts & { readonly dropped: number; readonly retried: number; readonly givenUp: number };
+  /** `retried`: manifests written again after a failure (each time); `failed`: those still failing after their last try. */
+  readonly manifests: { readonly written: number; readonly failed: number; readonly retried: number };
   readonly reconnects: number;
   /** The scheduler side's connection (lookups and manifests). */
   readonly connected: boolean;
@@ -55,9 +62,10 @@ export class RemoteTierStats {
   private blocksFound = 0;
   private readonly latencies: number[] = [];
   private readonly reads = newCounts();
-  private readonly writes = { ...newCounts(), dropped: 0 };
+  private readonly writes = { ...newCounts(), dropped: 0, retried: 0, givenUp: 0 };
   private manifestWrites = 0;
   private manifestFailures = 0;
+  private manifestRetries = 0;
   private connection: RemoteConnectionStats = { reconnects: 0, connected: false };
   private readonly ranks = new Map<number, RemoteRankHealth>();
 
@@ -112,6 +120,16 @@ export class RemoteTierStats {
     if (kind === 'dropped') this.writes.dropped += blocks;
   }
 
+  /** Blocks whose write was tried again on some rank. */
+  writesRetried(blocks: number): void {
+    this.writes.retried += blocks;
+  }
+
+  /** Blocks whose write still failed transiently after its last try (already counted as failed). */
+  writesGivenUp(blocks: number): void {
+    this.writes.givenUp += blocks;
+  }
+
   /** Writes the scheduler side dropped before issuing them (too many in flight). */
   writesDropped(blocks: number): void {
     this.writes.dropped += blocks;
@@ -125,6 +143,10 @@ export class RemoteTierStats {
 
   manifestsFailed(n: number): void {
     this.manifestFailures += n;
+  }
+
+  manifestsRetried(n: number): void {
+    this.manifestRetries += n;
   }
 
   noteRankHealth(health: RemoteRankHealth): void {
@@ -150,7 +172,7 @@ export class RemoteTierStats {
       },
       reads: { ...this.reads, failures: { ...this.reads.failures } },
       writes: { ...this.writes, failures: { ...this.writes.failures } },
-      manifests: { written: this.manifestWrites, failed: this.manifestFailures },
+      manifests: { written: this.manifestWrites, failed: this.manifestFailures, retried: this.manifestRetries },
       reconnects: this.connection.reconnects,
       connected: this.connection.connected,
       ranks: [...this.ranks.values()].sort((a, b) => a.rank - b.rank),

@@ -106,6 +106,8 @@ export class KVOutputAggregator {
           failure: entry.merged.failure ?? part.failure,
           bytes: entry.merged.bytes + part.bytes,
           elapsedMs: Math.max(entry.merged.elapsedMs, part.elapsedMs),
+          retries: Math.max(entry.merged.retries ?? 0, part.retries ?? 0),
+          gaveUp: (entry.merged.gaveUp ?? false) || (part.gaveUp ?? false),
         }
       : part;
     const remaining = (entry?.remaining ?? this.expected) - 1;

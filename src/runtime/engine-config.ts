@@ -23,7 +23,16 @@ export type EngineConfig = Readonly<
 >;
 
 /** The remote tier's keys, which resolve into one `remote` setting. */
-type RemoteKey = 'remote' | 'remotePolicy' | 'remoteTimeoutMs' | 'remoteNamespace' | 'remoteSecret' | 'remoteSecretFile' | 'remoteEncrypt';
+type RemoteKey =
+  | 'remote'
+  | 'remotePolicy'
+  | 'remoteTimeoutMs'
+  | 'remoteWriteAttempts'
+  | 'remoteRetryBackoffMs'
+  | 'remoteNamespace'
+  | 'remoteSecret'
+  | 'remoteSecretFile'
+  | 'remoteEncrypt';
 
 /** Validates a config and applies defaults; errors name the setting and its value. */
 export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
@@ -39,6 +48,8 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
     remote: remoteUrl,
     remotePolicy,
     remoteTimeoutMs,
+    remoteWriteAttempts,
+    remoteRetryBackoffMs,
     remoteNamespace,
     remoteSecret,
     remoteSecretFile,
@@ -62,7 +73,7 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   const issue = engineRuleIssue({ ...settings, model, maxModelLen, cpuBytes: offload ? settings.cpuBytes : undefined });
   if (issue !== null) return fail(issue);
   const remote = remoteTierSettings(
-    { remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteNamespace, remoteSecret, remoteSecretFile, remoteEncrypt },
+    { remote: remoteUrl, remotePolicy, remoteTimeoutMs, remoteWriteAttempts, remoteRetryBackoffMs, remoteNamespace, remoteSecret, remoteSecretFile, remoteEncrypt },
     model,
     offload,
   );

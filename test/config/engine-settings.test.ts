@@ -93,14 +93,17 @@ describe('a config giving every key', () => {
       offloadFactor: 2, eviction: 'arc', storePolicy: 'reuse:3', maxNumBatchedTokens: 512, maxNumSeqs: 8, maxModelLen: 1024,
       enableChunkedPrefill: true, enablePrefixCaching: false, failurePolicy: 'fail', faults: 'delay:ms=1', faultSeed: 7, rankRestart: true,
       stepDeadlineMs: 5000, startDeadlineMs: 6000, computeNsPerToken: 10, copyMethod: 'dma', gpu: 'a100-80gb',
-      remote: 'redis://user:secret@127.0.0.1:7000', remotePolicy: 'write-back', remoteTimeoutMs: 900, remoteNamespace: 'fleet-a',
+      remote: 'redis://user:secret@127.0.0.1:7000', remotePolicy: 'write-back', remoteTimeoutMs: 900, remoteWriteAttempts: 5, remoteRetryBackoffMs: 40, remoteNamespace: 'fleet-a',
       remoteSecret: 'sixteen-or-more-bytes', remoteEncrypt: true,
     };
-    const { model, computeNsPerToken, remote, remotePolicy, remoteTimeoutMs, remoteNamespace, remoteSecret, remoteEncrypt, ...rest } = every;
+    const { model, computeNsPerToken, remote, remotePolicy, remoteTimeoutMs, remoteWriteAttempts, remoteRetryBackoffMs, remoteNamespace, remoteSecret, remoteEncrypt, ...rest } = every;
     expect(resolveEngineConfig(every)).toMatchObject({
       ...rest,
       model: { ...MODEL_PRESETS[model as 'small'], computeNsPerToken },
-      remote: { url: remote, policy: remotePolicy, timeoutMs: remoteTimeoutMs, namespace: remoteNamespace, secret: Buffer.from(remoteSecret), encrypt: remoteEncrypt },
+      remote: {
+        url: remote, policy: remotePolicy, timeoutMs: remoteTimeoutMs, retry: { writeAttempts: remoteWriteAttempts, backoffMs: remoteRetryBackoffMs },
+        namespace: remoteNamespace, secret: Buffer.from(remoteSecret), encrypt: remoteEncrypt,
+      },
     });
   });
 });

@@ -66,6 +66,7 @@ describe.skipIf(!haveRedis)("a rank's remote tier", () => {
       namespaceDigestHex: ns.digest.toString('hex'),
       blockTokens: BLOCK_TOKENS,
       maxInFlightWrites: CPU_BLOCKS,
+      retry: { writeAttempts: 1, backoffMs: 0 },
     });
     await tier.start();
   }

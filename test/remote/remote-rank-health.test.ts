@@ -82,6 +82,7 @@ describe.skipIf(!haveRedis)("the ranks' standing with the remote tier", () => {
       namespaceDigestHex: ns.digest.toString('hex'),
       blockTokens: 16,
       maxInFlightWrites: 2,
+      retry: { writeAttempts: 1, backoffMs: 0 },
     });
     try {
       await tier.start();
