@@ -1,23 +1,44 @@
+import { randomBytes } from 'node:crypto';
 import { mix } from '../model/mix.js';
 
 /**
- * Chained block hashes: h_i = H(h_{i-1}, tokens of block i, extra keys).
- * Two independent 32-bit lanes give a 64-bit hash rendered as 16 hex digits.
- * Nothing here depends on process state (no random seeds), so every rank,
- * process and machine derives the same hash for the same token prefix.
+ * Chained block hashes: h_i = H_k(h_{i-1}, tokens of block i, extra keys),
+ * 64 bits rendered as 16 hex digits (the two 32-bit lanes that tables key on).
+ *
+ * H_k is SipHash-1-3 (the keyed hash hash tables use against crafted keys)
+ * under a 128-bit key drawn at random when the process starts. A public,
+ * unkeyed 64-bit hash would let anyone who can send prompts search offline for
+ * a prompt whose block collides with another tenant's (and a fast non-
+ * cryptographic one has structural collisions whatever its seed); under a
+ * secret key there is nothing to compute offline, and guessing online takes
+ * about 2^64 tries. The cache salt is hashed into every block, so tenants with
+ * different salts never share a block.
+ *
+ * The key stays in this process: every hash the scheduler keys its tables
+ * on comes from this module (the prompt-hashing pool's threads are handed
+ * the key with each task), the ranks only see block ids, and remote keys
+ * are a separate SHA-256 chain over the tokens (src/remote/remote-keys.ts),
+ * so engines sharing a remote tier agree on remote keys whatever their keys.
+ * Block hashes are therefore stable within a process but differ between
+ * processes, unless both set the same key (setBlockHashKey).
  *
  * Hashing runs on the scheduler's hot path (a block completes every
- * blockSize decode steps of every request), so the hex rendering and
- * parsing below work on character codes: one flat string per hash, no
- * intermediate strings.
+ * blockSize decode steps of every request), so the hash works on 32-bit
+ * halves in local state and the hex rendering and parsing below work on
+ * character codes: one flat string per hash, no intermediate strings.
  */
+/** 16 lowercase hex digits: the 64-bit hash, most significant digit first (lane a, then lane b). */
 export type BlockHash = string;
+
+/** The 128-bit block-hash key as four 32-bit words (k0 low, k0 high, k1 low, k1 high). */
+export type BlockHashKey = readonly [number, number, number, number];
 
 const LANE_A_SEED = 0x6b767469; // "kvti"
 const LANE_B_SEED = 0x65723031; // "er01"
 const C1 = 0xcc9e2d51;
 const C2 = 0x1b873593;
 
+/** One murmur3 round: only for the table fingerprint of keys that are not block hashes (computeLane). */
 function round(h: number, k: number): number {
   k = Math.imul(k, C1);
   k = (k << 15) | (k >>> 17);
@@ -25,6 +46,151 @@ function round(h: number, k: number): number {
   h ^= k;
   h = (h << 13) | (h >>> 19);
   return (Math.imul(h, 5) + 0xe6546b64) >>> 0;
+}
+
+// ---------------------------------------------------------------- SipHash-1-3
+
+/** The key, as four uint32 words; drawn at random once per process (thread) until set. */
+let key0 = 0;
+let key1 = 0;
+let key2 = 0;
+let key3 = 0;
+setBlockHashKey(randomKey());
+
+function randomKey(): BlockHashKey {
+  const bytes = randomBytes(16);
+  return [bytes.readUInt32LE(0), bytes.readUInt32LE(4), bytes.readUInt32LE(8), bytes.readUInt32LE(12)];
+}
+
+/** The key this process hashes blocks under (handed to the prompt-hashing pool's threads). */
+export function blockHashKey(): BlockHashKey {
+  return [key0, key1, key2, key3];
+}
+
+/**
+ * Hashes blocks under `key` from now on: for threads that hash for the
+ * scheduler, and for processes that must agree on block hashes (a shared
+ * secret key). Hashes computed before stay under the old key, so it is set
+ * before any engine runs.
+ */
+export function setBlockHashKey(key: BlockHashKey): void {
+  if (key.length !== 4 || !key.every((w) => Number.isInteger(w) && w >= 0 && w <= 0xffffffff)) {
+    throw new RangeError('block hash key: expected four unsigned 32-bit integers');
+  }
+  [key0, key1, key2, key3] = key;
+}
+
+/** The message being hashed: 8-byte words as (low, high) int32 pairs, grown as salts need. */
+let msg = new Int32Array(64);
+
+/** Room for `words` message words. */
+function msgRoom(words: number): void {
+  if (msg.length < 2 * words) msg = new Int32Array(2 * words + 64);
+}
+
+/**
+ * SipHash-1-3 of the first `words` words of `msg`; the 64-bit result is left
+ * in `lanes` (high half first). All arithmetic is on int32 halves in locals
+ * (a 64-bit add carries from the low half to the high one; a rotation by 32
+ * swaps the halves), which keeps V8 on small integers.
+ */
+function sipHash(words: number): void {
+  // k0 = (key1:key0), k1 = (key3:key2); the constants spell "somepseudorandomlygeneratedbytes".
+  let v0h = key1 ^ 0x736f6d65;
+  let v0l = key0 ^ 0x70736575;
+  let v1h = key3 ^ 0x646f7261;
+  let v1l = key2 ^ 0x6e646f6d;
+  let v2h = key1 ^ 0x6c796765;
+  let v2l = key0 ^ 0x6e657261;
+  let v3h = key3 ^ 0x74656462;
+  let v3l = key2 ^ 0x79746573;
+  let lo = 0;
+  let t = 0;
+  // One compression round per word; the last word carries the length in bytes, mod 256, in its top byte.
+  for (let w = 0; w <= words; w++) {
+    const ml = w < words ? msg[2 * w] : 0;
+    const mh = w < words ? msg[2 * w + 1] : ((words * 8) & 0xff) << 24;
+    v3h ^= mh;
+    v3l ^= ml;
+    // SipRound: v0 += v1; v1 <<<= 13; v1 ^= v0; v0 <<<= 32; v2 += v3; v3 <<<= 16; v3 ^= v2;
+    //           v0 += v3; v3 <<<= 21; v3 ^= v0; v2 += v1; v1 <<<= 17; v1 ^= v2; v2 <<<= 32
+    lo = (v0l + v1l) | 0;
+    v0h = (v0h + v1h + (((v0l & v1l) | ((v0l | v1l) & ~lo)) >>> 31)) | 0;
+    v0l = lo;
+    t = (v1h << 13) | (v1l >>> 19);
+    v1l = ((v1l << 13) | (v1h >>> 19)) ^ v0l;
+    v1h = t ^ v0h;
+    t = v0h;
+    v0h = v0l;
+    v0l = t;
+    lo = (v2l + v3l) | 0;
+    v2h = (v2h + v3h + (((v2l & v3l) | ((v2l | v3l) & ~lo)) >>> 31)) | 0;
+    v2l = lo;
+    t = (v3h << 16) | (v3l >>> 16);
+    v3l = ((v3l << 16) | (v3h >>> 16)) ^ v2l;
+    v3h = t ^ v2h;
+    lo = (v0l + v3l) | 0;
+    v0h = (v0h + v3h + (((v0l & v3l) | ((v0l | v3l) & ~lo)) >>> 31)) | 0;
+    v0l = lo;
+    t = (v3h << 21) | (v3l >>> 11);
+    v3l = ((v3l << 21) | (v3h >>> 11)) ^ v0l;
+    v3h = t ^ v0h;
+    lo = (v2l + v1l) | 0;
+    v2h = (v2h + v1h + (((v2l & v1l) | ((v2l | v1l) & ~lo)) >>> 31)) | 0;
+    v2l = lo;
+    t = (v1h << 17) | (v1l >>> 15);
+    v1l = ((v1l << 17) | (v1h >>> 15)) ^ v2l;
+    v1h = t ^ v2h;
+    t = v2h;
+    v2h = v2l;
+    v2l = t;
+    v0h ^= mh;
+    v0l ^= ml;
+  }
+  v2l ^= 0xff;
+  for (let r = 0; r < 3; r++) {
+    lo = (v0l + v1l) | 0;
+    v0h = (v0h + v1h + (((v0l & v1l) | ((v0l | v1l) & ~lo)) >>> 31)) | 0;
+    v0l = lo;
+    t = (v1h << 13) | (v1l >>> 19);
+    v1l = ((v1l << 13) | (v1h >>> 19)) ^ v0l;
+    v1h = t ^ v0h;
+    t = v0h;
+    v0h = v0l;
+    v0l = t;
+    lo = (v2l + v3l) | 0;
+    v2h = (v2h + v3h + (((v2l & v3l) | ((v2l | v3l) & ~lo)) >>> 31)) | 0;
+    v2l = lo;
+    t = (v3h << 16) | (v3l >>> 16);
+    v3l = ((v3l << 16) | (v3h >>> 16)) ^ v2l;
+    v3h = t ^ v2h;
+    lo = (v0l + v3l) | 0;
+    v0h = (v0h + v3h + (((v0l & v3l) | ((v0l | v3l) & ~lo)) >>> 31)) | 0;
+    v0l = lo;
+    t = (v3h << 21) | (v3l >>> 11);
+    v3l = ((v3l << 21) | (v3h >>> 11)) ^ v0l;
+    v3h = t ^ v0h;
+    lo = (v2l + v1l) | 0;
+    v2h = (v2h + v1h + (((v2l & v1l) | ((v2l | v1l) & ~lo)) >>> 31)) | 0;
+    v2l = lo;
+    t = (v1h << 17) | (v1l >>> 15);
+    v1l = ((v1l << 17) | (v1h >>> 15)) ^ v2l;
+    v1h = t ^ v2h;
+    t = v2h;
+    v2h = v2l;
+    v2l = t;
+  }
+  lanes[0] = v0h ^ v1h ^ v2h ^ v3h;
+  lanes[1] = v0l ^ v1l ^ v2l ^ v3l;
+}
+
+/** SipHash-1-3 of the 8-byte words given as (low, high) pairs, under the current key: for checks against reference vectors. */
+export function sipHashWords(words: ArrayLike<number>): BlockHash {
+  const n = words.length >> 1;
+  msgRoom(n);
+  for (let i = 0; i < 2 * n; i++) msg[i] = words[i] | 0;
+  sipHash(n);
+  return renderHash(lanes[0], lanes[1]);
 }
 
 /** Character codes of '0'..'9', 'a'..'f'. */
@@ -91,10 +257,16 @@ export function formatBlockHash(a: number, b: number): BlockHash {
   return renderHash(a >>> 0, b >>> 0);
 }
 
-/** Where chainLanes leaves its result, so the hot loop allocates nothing but the rendered string. */
+/** Where sipHash leaves its result, so the hot loop allocates nothing but the rendered string. */
 const lanes = new Uint32Array(2);
 
-/** Both lanes of the block `tokens[start, end)` chained on a parent's lanes (hasParent false: the first block). */
+/**
+ * Both lanes of the block `tokens[start, end)` chained on a parent's lanes
+ * (hasParent false: the first block). The message is one word of lengths and
+ * flags, the parent, the salt's length, the tokens two to a word, then the
+ * salt's UTF-16 code units four to a word: its fields' lengths come first, so
+ * two different inputs never give the same message. An empty salt is no salt.
+ */
 function chainLanes(
   hasParent: boolean,
   parentA: number,
@@ -104,29 +276,26 @@ function chainLanes(
   end: number,
   extraKey: string | null,
 ): void {
-  let a = LANE_A_SEED;
-  let b = LANE_B_SEED;
-  if (hasParent) {
-    a = round(a, parentA);
-    a = round(a, parentB);
-    b = round(b, parentB);
-    b = round(b, parentA);
-  }
-  for (let i = start; i < end; i++) {
-    const t = tokens[i] >>> 0;
-    a = round(a, t);
-    b = round(b, t ^ 0x5bd1e995);
-  }
-  if (extraKey !== null) {
-    for (let i = 0; i < extraKey.length; i++) {
-      const c = extraKey.charCodeAt(i);
-      a = round(a, c + 0x100);
-      b = round(b, c + 0x200);
-    }
-  }
   const n = end - start;
-  lanes[0] = mix((a ^ n) >>> 0);
-  lanes[1] = mix((b ^ Math.imul(n, 0x27d4eb2f)) >>> 0);
+  const salt = extraKey === null ? 0 : extraKey.length;
+  msgRoom(3 + ((n + 1) >> 1) + ((salt + 3) >> 2));
+  const m = msg;
+  m[0] = n;
+  m[1] = (hasParent ? 1 : 0) | (salt > 0 ? 2 : 0);
+  let at = 2;
+  if (hasParent) {
+    m[at++] = parentA;
+    m[at++] = parentB;
+  }
+  if (salt > 0) {
+    m[at++] = salt;
+    m[at++] = 0;
+  }
+  for (let i = start; i < end; i++) m[at++] = tokens[i];
+  if ((n & 1) === 1) m[at++] = 0;
+  for (let c = 0; c < salt; c += 2) m[at++] = (extraKey as string).charCodeAt(c) | (c + 1 < salt ? (extraKey as string).charCodeAt(c + 1) << 16 : 0);
+  if ((at & 1) === 1) m[at++] = 0;
+  sipHash(at >> 1);
 }
 
 /** Hash of the block of `tokens[start, end)` chained on `parent` (null for the first block). */

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
-import { blockHashes, type BlockHash } from '../core/block-hash.js';
+import { blockHashes, blockHashKey, type BlockHash } from '../core/block-hash.js';
 import type { HashTask } from './hash-task.js';
 import { workerScript } from './worker-path.js';
 
@@ -30,7 +30,7 @@ export class PromptHashPool {
       let end = start;
       let tokens = 0;
       while (end < prompts.length && (end === start || tokens + prompts[end].length <= TASK_TOKENS)) tokens += prompts[end++].length;
-      const task: HashTask = { prompts: prompts.slice(start, end), salts: salts.slice(start, end), blockSize: this.blockSize };
+      const task: HashTask = { prompts: prompts.slice(start, end), salts: salts.slice(start, end), blockSize: this.blockSize, key: blockHashKey() };
       tasks.push(pool.run(task) as Promise<BlockHash[][]>);
       start = end;
     }

@@ -1,5 +1,51 @@
+import { execFileSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { blockHashes, blockHashLane, extendBlockHashes, formatBlockHash, hashBlock } from '../../src/core/block-hash.js';
+import {
+  blockHashes,
+  blockHashKey,
+  blockHashLane,
+  extendBlockHashes,
+  formatBlockHash,
+  hashBlock,
+  setBlockHashKey,
+  sipHashWords,
+  type BlockHashKey,
+} from '../../src/core/block-hash.js';
+
+/** The key of the SipHash reference vectors: bytes 00..0f. */
+const TEST_KEY: BlockHashKey = [0x03020100, 0x07060504, 0x0b0a0908, 0x0f0e0d0c];
+
+const BUILT = pathToFileURL(join(resolve(import.meta.dirname, '../..'), 'dist', 'src', 'core', 'block-hash.js')).href;
+
+/** Runs `body` with block hashes under `key`, then puts the process's key back. */
+function withKey<T>(key: BlockHashKey, body: () => T): T {
+  const before = blockHashKey();
+  setBlockHashKey(key);
+  try {
+    return body();
+  } finally {
+    setBlockHashKey(before);
+  }
+}
+
+describe('the keyed hash under block hashes', () => {
+  it('is SipHash-1-3: the reference vectors for key 00..0f and messages 00.., of 0, 8 and 16 bytes', () => {
+    withKey(TEST_KEY, () => {
+      expect(sipHashWords([])).toBe('abac0158050fc4dc');
+      expect(sipHashWords([0x03020100, 0x07060504])).toBe('369095118d299a8e');
+      expect(sipHashWords([0x03020100, 0x07060504, 0x0b0a0908, 0x0f0e0d0c])).toBe('cc4fdd1a7d908b66');
+    });
+  });
+
+  it('refuses a key that is not four unsigned 32-bit words, keeping the one it had', () => {
+    const before = blockHashKey();
+    expect(() => setBlockHashKey([1, 2, 3] as unknown as BlockHashKey)).toThrow(/four unsigned 32-bit integers/);
+    expect(() => setBlockHashKey([1, 2, 3, 2 ** 32])).toThrow(/four unsigned 32-bit integers/);
+    expect(blockHashKey()).toEqual(before);
+  });
+});
 
 describe('chained block hashes', () => {
   const tokens = Array.from({ length: 64 }, (_, i) => (i * 37) % 1000);
@@ -33,14 +79,41 @@ describe('chained block hashes', () => {
     expect(hashes).toEqual(blockHashes(tokens, 16));
   });
 
-  it('are stable across processes (no random seeds): a fixed input has a fixed hash', () => {
+  it('are stable within the process: a fixed input has a fixed hash however its tokens are held', () => {
     expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toBe(hashBlock(null, Int32Array.from([1, 2, 3, 4]), 0, 4));
-    expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toMatchInlineSnapshot(`"a9cccf004da3919d"`);
+    expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toBe(hashBlock(null, [1, 2, 3, 4], 0, 4));
   });
 
-  it('keep their pinned value when chained on a parent and salted', () => {
-    const parent = hashBlock(null, [7, 8, 9], 0, 3);
-    expect(hashBlock(parent, [1, 2, 3, 4, 5], 1, 5, 'tenant')).toMatchInlineSnapshot(`"d83f0fdbdbddca3e"`);
+  it('keep their pinned value under a fixed key, chained on a parent and salted', () => {
+    withKey(TEST_KEY, () => {
+      // SipHash-1-3 of the words (4 tokens, no flags), (1, 2), (3, 4), as little-endian uint32s.
+      expect(hashBlock(null, [1, 2, 3, 4], 0, 4)).toMatchInlineSnapshot(`"d816a946d542b767"`);
+      const parent = hashBlock(null, [7, 8, 9], 0, 3);
+      expect(hashBlock(parent, [1, 2, 3, 4, 5], 1, 5, 'tenant')).toMatchInlineSnapshot(`"a00a4b6733382565"`);
+    });
+  });
+
+  it('change with the key: without it, no one can compute a block hash or search for a collision', () => {
+    const under = (key: BlockHashKey) => withKey(key, () => blockHashes(tokens, 16, 'tenant-a'));
+    const a = under(TEST_KEY);
+    const b = under([1, 0, 0, 0]);
+    expect(a).toEqual(under(TEST_KEY));
+    a.forEach((hash, i) => expect(hash).not.toBe(b[i]));
+  });
+
+  it('treat an empty salt as no salt, and never let salt characters stand in for tokens', () => {
+    expect(blockHashes(tokens, 16, '')).toEqual(blockHashes(tokens, 16, null));
+    // "ab" packs into one 32-bit word as 0x00620061: as a token it is a different message.
+    expect(hashBlock(null, [1, 2], 0, 2, 'ab')).not.toBe(hashBlock(null, [1, 2, 0x00620061], 0, 3));
+    expect(hashBlock(null, [1, 2], 0, 2, 'ab')).not.toBe(hashBlock(null, [1, 2], 0, 2, 'ab\0'));
+  });
+
+  it('are drawn under a new random key by each process', () => {
+    const hashInChild = () =>
+      execFileSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(BUILT)}); process.stdout.write(m.hashBlock(null, [1, 2, 3, 4], 0, 4));`], { encoding: 'utf8' });
+    const first = hashInChild();
+    expect(first).toMatch(/^[0-9a-f]{16}$/);
+    expect(hashInChild()).not.toBe(first);
   });
 
   it('read a parent written in upper case as the same lanes', () => {
