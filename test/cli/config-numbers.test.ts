@@ -18,6 +18,8 @@ describe('numbers in a run config file', () => {
     ['metricsPort', ' 0 '],
     ['metricsLingerMs', '100'],
     ['remoteTimeoutMs', '300'],
+    ['remoteWriteAttempts', '3'],
+    ['remoteRetryBackoffMs', '100'],
   ])('%s given as the string %j is refused, naming the key', (key, value) => {
     expect(() => parseRunArgs(['--config', configFile({ [key]: value })])).toThrow(new RegExp(`^key "${key}" in .*run\\.json: invalid value .*expected a number`));
   });

@@ -9,6 +9,7 @@ import { RemoteFaults } from '../../src/remote/remote-faults.js';
 import { remoteNamespace, shardKey, type RemoteNamespace } from '../../src/remote/remote-keys.js';
 import type { RemoteTierMetrics } from '../../src/remote/remote-stats.js';
 import { retryDelayMs } from '../../src/remote/write-retry.js';
+import { parseRunArgs } from '../../src/cli/run-config.js';
 import { resolveEngineConfig } from '../../src/runtime/engine-config.js';
 import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
 import { quietEngineMetrics } from '../support/engine-metrics.js';
@@ -103,6 +104,14 @@ describe('retry settings', () => {
     [{ remoteRetryBackoffMs: 2.5 }, 'remoteRetryBackoffMs: invalid value 2.5: expected an integer >= 0'],
   ])('%o is refused naming the key', (bad, message) => {
     expect(() => resolveEngineConfig({ cpuBlocks: 8, remote: 'redis://127.0.0.1:6379', ...bad } as never)).toThrow(`invalid engine config: ${message}`);
+  });
+
+  it.each([
+    [['--remote', 'redis://127.0.0.1:6379', '--remote-write-attempts', '0'], '--remote-write-attempts: invalid value "0": expected a positive integer'],
+    [['--remote', 'redis://127.0.0.1:6379', '--remote-retry-backoff-ms', 'soon'], '--remote-retry-backoff-ms: invalid value "soon"'],
+    [['--remote-write-attempts', '5'], '--remote-write-attempts configures the remote tier: add --remote URL'],
+  ])('the flags %j are refused naming the flag', (args, message) => {
+    expect(() => parseRunArgs(args)).toThrow(message);
   });
 
   it('default to 3 tries and a 100 ms first backoff', () => {
