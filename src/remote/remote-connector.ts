@@ -4,14 +4,14 @@ import type { OffloadingConnector } from '../connector/scheduler-connector.js';
 import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
 import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
-import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobFailure, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
+import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
 import { chainSeed, extendChain, manifestKey, type RemoteNamespace } from './remote-keys.js';
 import { RemoteTierStats } from './remote-stats.js';
 import type { RemoteStore } from './remote-store.js';
 import type { CpuTierObserver, CpuTierTrackingManager } from './tracking-manager.js';
 import type { RemoteFaults } from './remote-faults.js';
 import { encodeManifest } from './value-format.js';
-import { retryableWriteFailure, retryDelayMs, RetryWaits, type RemoteRetrySettings } from './write-retry.js';
+import { RetryWaits, writeWithRetries, type RemoteRetrySettings } from './write-retry.js';
 
 /** When remote writes happen: as soon as a CPU-tier store completed, or when the CPU tier evicts the block. */
 export type RemotePolicy = 'write-through' | 'write-back';
@@ -481,22 +481,12 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
     });
   }
 
-  /** Writes the blocks' manifests; those that fail are tried again after a backoff, up to the configured tries. */
+  /** Writes the blocks' manifests; those that fail transiently are tried again after a backoff, up to the configured tries. */
   private async writeManifests(digests: readonly Buffer[]): Promise<void> {
-    let pending = digests;
-    for (let attempt = 1; ; attempt++) {
-      const outcomes = await Promise.allSettled(pending.map((d) => this.store.set(manifestKey(this.ns, d.toString('hex')), encodeManifest(this.ns, d))));
-      const failed = pending.filter((_, i) => outcomes[i].status === 'rejected');
-      this.stats.manifestsWritten(pending.length - failed.length);
-      if (failed.length === 0) return;
-      const error = (outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult).reason as { kind?: RemoteJobFailure; message?: string };
-      const transient = retryableWriteFailure(error.kind ?? 'server', error.message ?? '');
-      if (!transient || attempt >= this.retry.writeAttempts || !(await this.retryWaits.wait(retryDelayMs(this.retry, attempt)))) {
-        this.stats.manifestsFailed(failed.length);
-        return;
-      }
-      this.stats.manifestsRetried(failed.length);
-      pending = failed;
-    }
+    const write = (d: Buffer) => this.store.set(manifestKey(this.ns, d.toString('hex')), encodeManifest(this.ns, d));
+    const outcome = await writeWithRetries(digests, write, this.retry, this.retryWaits);
+    this.stats.manifestsWritten(outcome.written);
+    this.stats.manifestsRetried(outcome.retried);
+    this.stats.manifestsFailed(outcome.failed);
   }
 }

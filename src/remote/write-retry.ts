@@ -76,3 +76,40 @@ export class RetryWaits {
     return this.cancels.size;
   }
 }
+
+/** What writeWithRetries came to: items written, writes sent again (each time), items that never landed. */
+export interface RetriedWrites {
+  readonly written: number;
+  readonly retried: number;
+  readonly failed: number;
+}
+
+/**
+ * Writes every item with `write`; the items whose write failed transiently
+ * (a RemoteOperationError's kind, or a server error that is not a refusal)
+ * are written again after the backoff, up to the configured tries, unless
+ * `waits` were cancelled (shutdown) meanwhile.
+ */
+export async function writeWithRetries<T>(
+  items: readonly T[],
+  write: (item: T) => Promise<void>,
+  settings: RemoteRetrySettings,
+  waits: RetryWaits,
+): Promise<RetriedWrites> {
+  let written = 0;
+  let retried = 0;
+  let pending = items;
+  for (let attempt = 1; ; attempt++) {
+    const outcomes = await Promise.allSettled(pending.map(write));
+    const failed = pending.filter((_, i) => outcomes[i].status === 'rejected');
+    written += pending.length - failed.length;
+    if (failed.length === 0) return { written, retried, failed: 0 };
+    const error = (outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult).reason as { kind?: RemoteJobFailure; message?: string } | null;
+    const transient = retryableWriteFailure(error?.kind ?? 'server', error?.message ?? '');
+    if (!transient || attempt >= settings.writeAttempts || !(await waits.wait(retryDelayMs(settings, attempt)))) {
+      return { written, retried, failed: failed.length };
+    }
+    retried += failed.length;
+    pending = failed;
+  }
+}

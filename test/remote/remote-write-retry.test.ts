@@ -8,7 +8,8 @@ import { RankRemoteTier } from '../../src/remote/rank-remote.js';
 import { RemoteFaults } from '../../src/remote/remote-faults.js';
 import { remoteNamespace, shardKey, type RemoteNamespace } from '../../src/remote/remote-keys.js';
 import type { RemoteTierMetrics } from '../../src/remote/remote-stats.js';
-import { retryDelayMs } from '../../src/remote/write-retry.js';
+import { RemoteOperationError } from '../../src/remote/remote-store.js';
+import { retryDelayMs, RetryWaits, writeWithRetries } from '../../src/remote/write-retry.js';
 import { parseRunArgs } from '../../src/cli/run-config.js';
 import { resolveEngineConfig } from '../../src/runtime/engine-config.js';
 import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
@@ -125,6 +126,50 @@ describe('retry backoff', () => {
     expect([1, 2, 3, 4].map((r) => retryDelayMs(settings, r))).toEqual([100, 200, 400, 800]);
     expect(retryDelayMs(settings, 19)).toBe(30_000);
     expect(retryDelayMs({ writeAttempts: 3, backoffMs: 0 }, 5)).toBe(0);
+  });
+});
+
+describe('writes retried on the scheduler side (block manifests)', () => {
+  /** A write that fails with `error` the first `failures.get(item)` times it is called for an item, and counts its calls. */
+  function flaky(failures: Map<string, number>, error: () => Error) {
+    const calls = new Map<string, number>();
+    const write = async (item: string): Promise<void> => {
+      const n = (calls.get(item) ?? 0) + 1;
+      calls.set(item, n);
+      if (n <= (failures.get(item) ?? 0)) throw error();
+    };
+    return { write, calls };
+  }
+  const lost = () => new RemoteOperationError('connection', 'Connection is closed.');
+
+  it('an item that failed once is written on its retry and counted as retried', async () => {
+    const { write, calls } = flaky(new Map([['b', 1]]), lost);
+    const outcome = await writeWithRetries(['a', 'b', 'c'], write, { writeAttempts: 3, backoffMs: 0 }, new RetryWaits());
+    expect(outcome).toEqual({ written: 3, retried: 1, failed: 0 });
+    expect([...calls]).toEqual([['a', 1], ['b', 2], ['c', 1]]);
+  });
+
+  it('an item that keeps failing is tried the configured number of times, then counted as failed', async () => {
+    const { write, calls } = flaky(new Map([['a', 99]]), lost);
+    const outcome = await writeWithRetries(['a'], write, { writeAttempts: 4, backoffMs: 0 }, new RetryWaits());
+    expect(outcome).toEqual({ written: 0, retried: 3, failed: 1 });
+    expect(calls.get('a')).toBe(4);
+  });
+
+  it('a refusal (NOPERM) is not retried', async () => {
+    const { write, calls } = flaky(new Map([['a', 1]]), () => new RemoteOperationError('server', "NOPERM User reader has no permissions to run the 'set' command"));
+    expect(await writeWithRetries(['a'], write, { writeAttempts: 4, backoffMs: 0 }, new RetryWaits())).toEqual({ written: 0, retried: 0, failed: 1 });
+    expect(calls.get('a')).toBe(1);
+  });
+
+  it('shutdown cuts a retry short: the waiting item fails at once and is not written again', async () => {
+    const { write, calls } = flaky(new Map([['a', 1]]), lost);
+    const waits = new RetryWaits();
+    const outcome = writeWithRetries(['a'], write, { writeAttempts: 5, backoffMs: NEVER_MS }, waits);
+    while (waits.waiting === 0) await new Promise((resolve) => setImmediate(resolve));
+    waits.cancelAll();
+    expect(await outcome).toEqual({ written: 0, retried: 0, failed: 1 });
+    expect(calls.get('a')).toBe(1);
   });
 });
 
