@@ -21,6 +21,7 @@ export type { EngineGauges, MonitoringSnapshot } from './metrics/gauges.js';
 export type { EngineLogger } from './log/engine-events.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
 export { DeviceError } from './device/errors.js';
+export { BLOCK_HASH_KEY_ENV, blockHashes, setBlockHashKey, type BlockHash, type BlockHashKey } from './core/block-hash.js';
 export { availableBackends, cudaDeviceCount } from './device/native.js';
 export type { BackendName, CopyMethod, KvLayout } from './device/types.js';
 export { FaultPlanError, parseFaultPlan, type FaultPlan, type FaultRule } from './faults/plan.js';

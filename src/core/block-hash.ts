@@ -1,26 +1,26 @@
-import { randomBytes } from 'node:crypto';
 import { mix } from '../model/mix.js';
 
 /**
  * Chained block hashes: h_i = H_k(h_{i-1}, tokens of block i, extra keys),
  * 64 bits rendered as 16 hex digits (the two 32-bit lanes that tables key on).
  *
- * H_k is SipHash-1-3 (the keyed hash hash tables use against crafted keys)
- * under a 128-bit key drawn at random when the process starts. A public,
- * unkeyed 64-bit hash would let anyone who can send prompts search offline for
- * a prompt whose block collides with another tenant's (and a fast non-
- * cryptographic one has structural collisions whatever its seed); under a
- * secret key there is nothing to compute offline, and guessing online takes
- * about 2^64 tries. The cache salt is hashed into every block, so tenants with
- * different salts never share a block.
+ * H_k is SipHash-1-3 under a 128-bit key. The old hash's rounds had
+ * structural collisions (for any two tokens a second pair could be computed
+ * that collided in one lane, leaving about 2^32 work to match a block);
+ * SipHash has none known, so matching a given block takes about 2^64 tries
+ * even under a public key. The key is therefore public by default, and hashes
+ * are deterministic across processes and machines: engines, and a router that
+ * recomputes them from prompts, agree on every block. An engine serving
+ * tenants who must not even search offline sets a secret key
+ * (KVTIER_BLOCK_HASH_KEY, 32 hex digits, or setBlockHashKey) shared by the
+ * processes that must agree. The cache salt is hashed into every block, so
+ * tenants with different salts never share a block.
  *
- * The key stays in this process: every hash the scheduler keys its tables
- * on comes from this module (the prompt-hashing pool's threads are handed
- * the key with each task), the ranks only see block ids, and remote keys
- * are a separate SHA-256 chain over the tokens (src/remote/remote-keys.ts),
- * so engines sharing a remote tier agree on remote keys whatever their keys.
- * Block hashes are therefore stable within a process but differ between
- * processes, unless both set the same key (setBlockHashKey).
+ * Every hash the scheduler keys its tables on comes from this module (the
+ * prompt-hashing pool's threads are handed the key with each task), the
+ * ranks only see block ids, and remote keys are a separate SHA-256 chain over
+ * the tokens (src/remote/remote-keys.ts), so engines sharing a remote tier
+ * agree on remote keys whatever their block-hash keys.
  *
  * Hashing runs on the scheduler's hot path (a block completes every
  * blockSize decode steps of every request), so the hash works on 32-bit
@@ -50,16 +50,40 @@ function round(h: number, k: number): number {
 
 // ---------------------------------------------------------------- SipHash-1-3
 
-/** The key, as four uint32 words; drawn at random once per process (thread) until set. */
+/** The environment variable that sets a secret block-hash key: 32 hex digits (128 bits). */
+export const BLOCK_HASH_KEY_ENV = 'KVTIER_BLOCK_HASH_KEY';
+
+/** The public default key ("kvtier block hash"), so hashes agree across processes unless a secret is set. */
+export const DEFAULT_BLOCK_HASH_KEY: BlockHashKey = [0x6b767469, 0x65722062, 0x6c6f636b, 0x20686173];
+
+/** The key, as four uint32 words. */
 let key0 = 0;
 let key1 = 0;
 let key2 = 0;
 let key3 = 0;
-setBlockHashKey(randomKey());
+setBlockHashKey(DEFAULT_BLOCK_HASH_KEY);
+const environmentKey = parseBlockHashKey(process.env[BLOCK_HASH_KEY_ENV]);
+if (environmentKey instanceof Array) setBlockHashKey(environmentKey);
 
-function randomKey(): BlockHashKey {
-  const bytes = randomBytes(16);
+/**
+ * Reads a key written as 32 hex digits (the first 16 are k0, the rest k1,
+ * each little-endian as SipHash's reference vectors write them). Returns
+ * null when `text` is undefined or empty, and a message naming the problem
+ * when it is not a key.
+ */
+export function parseBlockHashKey(text: string | undefined): BlockHashKey | null | string {
+  if (text === undefined || text === '') return null;
+  const hex = text.trim();
+  if (!/^[0-9a-fA-F]{32}$/.test(hex)) {
+    return `${BLOCK_HASH_KEY_ENV}: expected 32 hex digits (a 128-bit key), got ${hex.length} characters`;
+  }
+  const bytes = Buffer.from(hex, 'hex');
   return [bytes.readUInt32LE(0), bytes.readUInt32LE(4), bytes.readUInt32LE(8), bytes.readUInt32LE(12)];
+}
+
+/** Why the environment's block-hash key was not taken, or null when it is unset or valid. */
+export function blockHashKeyEnvironmentProblem(): string | null {
+  return typeof environmentKey === 'string' ? environmentKey : null;
 }
 
 /** The key this process hashes blocks under (handed to the prompt-hashing pool's threads). */

@@ -1,3 +1,4 @@
+import { blockHashKeyEnvironmentProblem } from '../core/block-hash.js';
 import { ConfigError } from '../core/errors.js';
 import { engineConfigSchema, type EngineConfigInput, type EngineSettings } from '../config/engine-schema.js';
 import { defaultMaxModelLen, engineRuleIssue } from '../config/engine-rules.js';
@@ -41,6 +42,9 @@ export function resolveEngineConfig(input: EngineConfigInput): EngineConfig {
   };
   const parsed = engineConfigSchema.safeParse(input);
   if (!parsed.success) return fail(issueFromZod(parsed.error.issues[0]));
+  // A malformed secret key must stop the engine rather than leave hashes under the public one.
+  const keyProblem = blockHashKeyEnvironmentProblem();
+  if (keyProblem !== null) throw new ConfigError(`invalid environment: ${keyProblem}`);
   const {
     model: modelSetting,
     computeNsPerToken,

@@ -6,9 +6,11 @@ import {
   blockHashes,
   blockHashKey,
   blockHashLane,
+  DEFAULT_BLOCK_HASH_KEY,
   extendBlockHashes,
   formatBlockHash,
   hashBlock,
+  parseBlockHashKey,
   setBlockHashKey,
   sipHashWords,
   type BlockHashKey,
@@ -108,12 +110,39 @@ describe('chained block hashes', () => {
     expect(hashBlock(null, [1, 2], 0, 2, 'ab')).not.toBe(hashBlock(null, [1, 2], 0, 2, 'ab\0'));
   });
 
-  it('are drawn under a new random key by each process', () => {
-    const hashInChild = () =>
-      execFileSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(BUILT)}); process.stdout.write(m.hashBlock(null, [1, 2, 3, 4], 0, 4));`], { encoding: 'utf8' });
-    const first = hashInChild();
+  it('agree across processes under the public key, and differ under a secret one from the environment', () => {
+    const hashInChild = (env: Record<string, string>) =>
+      execFileSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(BUILT)}); process.stdout.write(m.hashBlock(null, [1, 2, 3, 4], 0, 4));`], {
+        encoding: 'utf8',
+        env: { ...process.env, KVTIER_BLOCK_HASH_KEY: '', ...env },
+      });
+    const first = hashInChild({});
     expect(first).toMatch(/^[0-9a-f]{16}$/);
-    expect(hashInChild()).not.toBe(first);
+    expect(hashInChild({})).toBe(first);
+    expect(withKey(DEFAULT_BLOCK_HASH_KEY, () => hashBlock(null, [1, 2, 3, 4], 0, 4))).toBe(first);
+    const secret = '000102030405060708090a0b0c0d0e0f';
+    const keyed = hashInChild({ KVTIER_BLOCK_HASH_KEY: secret });
+    expect(keyed).not.toBe(first);
+    expect(hashInChild({ KVTIER_BLOCK_HASH_KEY: secret })).toBe(keyed);
+    expect(withKey(parseBlockHashKey(secret) as BlockHashKey, () => hashBlock(null, [1, 2, 3, 4], 0, 4))).toBe(keyed);
+  });
+
+  it('read a secret key as 32 hex digits and name the variable when it is anything else', () => {
+    expect(parseBlockHashKey(undefined)).toBeNull();
+    expect(parseBlockHashKey('')).toBeNull();
+    expect(parseBlockHashKey('000102030405060708090a0b0c0d0e0f')).toEqual([0x03020100, 0x07060504, 0x0b0a0908, 0x0f0e0d0c]);
+    expect(parseBlockHashKey('0102')).toMatch(/KVTIER_BLOCK_HASH_KEY: expected 32 hex digits/);
+    expect(parseBlockHashKey('zz0102030405060708090a0b0c0d0e0f')).toMatch(/KVTIER_BLOCK_HASH_KEY/);
+  });
+
+  it('refuse to configure an engine while the environment holds a malformed secret key', () => {
+    const configModule = pathToFileURL(join(resolve(import.meta.dirname, '../..'), 'dist', 'src', 'runtime', 'engine-config.js')).href;
+    const out = execFileSync(
+      process.execPath,
+      ['--input-type=module', '-e', `const m = await import(${JSON.stringify(configModule)}); try { m.resolveEngineConfig({}); process.stdout.write('accepted'); } catch (e) { process.stdout.write(e.message); }`],
+      { encoding: 'utf8', env: { ...process.env, KVTIER_BLOCK_HASH_KEY: 'not-a-key' } },
+    );
+    expect(out).toMatch(/^invalid environment: KVTIER_BLOCK_HASH_KEY: expected 32 hex digits/);
   });
 
   it('read a parent written in upper case as the same lanes', () => {

@@ -6,8 +6,8 @@ import { TINY_NO_COMPUTE } from '../support/tiny.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine, runEngineProcess } from './remote-helpers.js';
 
 /**
- * Local block hashes are keyed with a key of the process's own (random
- * unless set), so two processes name the same prefix differently. Remote
+ * Local block hashes may be keyed with a secret of the process's own
+ * (KVTIER_BLOCK_HASH_KEY), so two processes name the same prefix differently. Remote
  * keys must not follow them: engines sharing a server (with the same secret)
  * derive the same remote key for the same tokens whatever their local keys.
  */
@@ -65,12 +65,12 @@ describe.skipIf(!haveRedis)('engines under different block-hash keys sharing a s
     expect(second.remote.hitTokens).toBe(PROMPTS.length * 128);
   }, 60_000);
 
-  it('two processes, each with a random key of its own, share prefixes through the server', async () => {
+  it('two processes, each under a secret block-hash key of its own, share prefixes through the server', async () => {
     const s = await startRedis();
     servers.push(s);
     const config = remoteConfig(s.url, { remoteSecret: SECRET });
-    await runEngineProcess(config, asRequests(PROMPTS, 'first'));
-    const second = await runEngineProcess(config, asRequests(PROMPTS, 'second', 16));
+    await runEngineProcess(config, asRequests(PROMPTS, 'first'), {}, { KVTIER_BLOCK_HASH_KEY: '0f1e2d3c4b5a69788796a5b4c3d2e1f0' });
+    const second = await runEngineProcess(config, asRequests(PROMPTS, 'second', 16), {}, { KVTIER_BLOCK_HASH_KEY: 'f0e1d2c3b4a5968778695a4b3c2d1e0f' });
     expectAllCorrect(second, PROMPTS.length);
     expect(second.remote.hitTokens).toBe(PROMPTS.length * 128);
   }, 60_000);
