@@ -5,14 +5,12 @@ import { MODEL_PRESETS } from '../model/presets.js';
 import { referenceGenerate } from '../model/reference.js';
 import type { ModelShape } from '../model/shape.js';
 import type { OffloadingConnector } from '../connector/scheduler-connector.js';
-import { createOffloadingConnector } from '../connector/create-connector.js';
-import type { OffloadingManager } from '../offload/manager.js';
+import { kvGeometry } from '../core/kv-geometry.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import { createRequest, type Request } from '../scheduler/request.js';
-import { Scheduler } from '../scheduler/scheduler.js';
 import { PositionSums } from '../sim/position-sums.js';
-import { SimulatedRanks } from '../sim/simulated-ranks.js';
+import { assembleSimulatedEngine } from '../sim/assemble-simulated.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { defaultReplayClock, describeReplayClock, modelledParts, type ReplayClock } from './replay-clock.js';
 import { summarizeReplayLoad, type ReplayLoad, type ReplayedRequestTimes } from '../report/replay-load.js';
@@ -182,39 +180,23 @@ export async function replay(
     vocabSize: MODEL.vocabSize,
     enablePrefixCaching: options.enablePrefixCaching ?? true,
   });
-  let connector: OffloadingConnector | null = null;
-  let manager: OffloadingManager | null = null;
-  if (configuration !== null) {
-    const parts = createOffloadingConnector({
-      model: MODEL,
-      tp: 1,
-      blockSize: options.blockSize,
-      offloadFactor: options.offloadFactor,
-      cpuBlocks: options.cpuBlocks,
-      eviction: configuration.eviction,
-      storePolicy: configuration.storePolicy,
-    });
-    connector = wrapConnector === undefined ? parts.connector : wrapConnector(parts.connector);
-    manager = parts.manager;
-  }
   const clock = options.clock ?? defaultReplayClock();
   const modelled = modelledParts(clock, options.blockSize);
   const latency = options.transferLatencySteps ?? 1;
-  const ranks = new SimulatedRanks({
-    shape: MODEL,
-    blockSize: options.blockSize,
-    numGpuBlocks: options.gpuBlocks,
-    numCpuBlocks: configuration === null ? 0 : options.cpuBlocks,
-    offloadFactor: options.offloadFactor,
-    loadLatencySteps: latency,
-    storeLatencySteps: latency,
-    positionSums,
-    link: modelled?.link,
-  });
   // The replay's time in ms since the first arrival: what the step clock says each step took, or a fixed step.
   let nowMs = 0;
-  const scheduler = new Scheduler(config, { connector, now: () => nowMs, stepClock: modelled?.stepClock ?? null });
-  connector?.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
+  const { scheduler, ranks, tiers } = assembleSimulatedEngine(
+    kvGeometry({ model: MODEL, tp: 1, blockSize: options.blockSize, offloadFactor: options.offloadFactor }),
+    { scheduler: config, cpuTier: configuration === null ? null : { cpuBlocks: options.cpuBlocks, ...configuration } },
+    {
+      // No monitoring: the replay reads the scheduler's and the tier's own counters.
+      scheduler: { now: () => nowMs, stepClock: modelled?.stepClock ?? null, observer: null },
+      hooks: { replaceConnector: wrapConnector },
+    },
+    { loadLatencySteps: latency, storeLatencySteps: latency, positionSums, link: modelled?.link },
+  );
+  const connector = tiers.offloading?.connector ?? null;
+  const manager = tiers.offloading?.manager ?? null;
 
   // Requests not finished yet, with the tokens they have so far.
   const live = new Map<string, { readonly request: Request; readonly tokens: number[] }>();

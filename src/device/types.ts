@@ -9,11 +9,8 @@ import type { JobResult, TransferDirection } from '../protocol/step-protocol.js'
  */
 export type BackendName = 'host' | 'cuda';
 
-/**
- * `cross-layer`: a GPU block is one contiguous region holding every layer's K
- * and V. `per-layer`: each layer's part of a block is its own region.
- */
-export type KvLayout = 'cross-layer' | 'per-layer';
+export type { KvLayout } from '../core/kv-geometry.js';
+import type { KvLayout } from '../core/kv-geometry.js';
 
 /**
  * How transfer jobs move blocks on the CUDA backend. `dma`: the copy engines

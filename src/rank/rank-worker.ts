@@ -50,17 +50,18 @@ export class RankWorker implements RankWorkerApi {
   async init(init: RankInit): Promise<RankReady> {
     const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
     this.rank = init.rank;
+    const { geometry } = init;
     const device = await this.host.openDevice({
       backend: init.backend,
       rank: init.rank,
-      tp: init.tp,
+      tp: geometry.tp,
       deviceIndex,
-      model: init.model,
-      blockSize: init.blockSize,
-      layout: init.layout,
+      model: geometry.model,
+      blockSize: geometry.blockSize,
+      layout: geometry.layout,
       numGpuBlocks: init.numGpuBlocks,
       numCpuBlocks: init.numCpuBlocks,
-      offloadFactor: init.offloadFactor,
+      offloadFactor: geometry.offloadFactor,
       copyMethod: init.copyMethod,
       ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
@@ -70,7 +71,7 @@ export class RankWorker implements RankWorkerApi {
       // Loaded only with a remote tier: the client library costs every rank thread start-up time otherwise.
       const { RankRemoteTier } = await import('../remote/rank-remote.js');
       const remoteFaults = new RemoteFaults(init.faultRules, init.faultSeed, init.rank);
-      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
+      this.remote = new RankRemoteTier(device, init.rank, geometry.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
       await this.remote.start();
     }
     this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
