@@ -53,14 +53,10 @@ export class RankWorker implements RankWorkerApi {
     const device = await this.host.openDevice({
       backend: init.backend,
       rank: init.rank,
-      tp: geometry.tp,
       deviceIndex,
-      model: geometry.model,
-      blockSize: geometry.blockSize,
-      layout: geometry.layout,
+      geometry,
       numGpuBlocks: init.numGpuBlocks,
       numCpuBlocks: init.numCpuBlocks,
-      offloadFactor: geometry.offloadFactor,
       copyMethod: init.copyMethod,
       ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
