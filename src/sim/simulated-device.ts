@@ -131,7 +131,7 @@ export class SimulatedDevice implements Device {
     this.blockSize = geometry.blockSize;
     this.numGpuBlocks = options.numGpuBlocks;
     const numCpuBlocks = options.numCpuBlocks ?? 0;
-    this.cpu = new SimulatedCpuTier(numCpuBlocks, offloadFactor, geometry.blockSize);
+    this.cpu = new SimulatedCpuTier(numCpuBlocks, geometry);
     this.loadLatency = options.loadLatencySteps ?? 1;
     this.storeLatency = options.storeLatencySteps ?? 1;
     this.loadFaultInjector = options.loadFaults ?? null;
@@ -189,7 +189,7 @@ export class SimulatedDevice implements Device {
     const gpuBlockIds = Int32Array.from(job.gpuBlockIds);
     const cpuBlockIds = Int32Array.from(job.cpuBlockIds);
     const firstSubBlock = job.firstSubBlock ?? 0;
-    const f = this.cpu.offloadFactor;
+    const f = this.cpu.geometry.offloadFactor;
     if (job.direction === 'gpuToCpu' && firstSubBlock !== 0) {
       throw new RangeError(`store job ${job.jobId}: firstSubBlock must be 0, got ${firstSubBlock}`);
     }
@@ -285,7 +285,7 @@ export class SimulatedDevice implements Device {
   }
 
   writeCpuBlock(blockId: number, data: Uint8Array): void {
-    this.cpu.writeBlock(blockId, bufferToStates(data, this.cpu.offloadFactor * this.blockSize));
+    this.cpu.writeBlock(blockId, bufferToStates(data, this.cpu.geometry.offloadFactor * this.blockSize));
   }
 
   readCpuBlockInto(blockId: number, target: Uint8Array, offset = 0): number {
@@ -378,7 +378,7 @@ export class SimulatedDevice implements Device {
   }
 
   private landStore(job: SimJob): void {
-    const f = this.cpu.offloadFactor;
+    const f = this.cpu.geometry.offloadFactor;
     const bs = this.blockSize;
     for (let k = 0; k < job.gpuBlockIds.length; k++) {
       const dst = this.cpu.subBlock(job.cpuBlockIds[(k / f) | 0], k % f);
@@ -394,7 +394,7 @@ export class SimulatedDevice implements Device {
   }
 
   private landLoad(job: SimJob): void {
-    const f = this.cpu.offloadFactor;
+    const f = this.cpu.geometry.offloadFactor;
     const bs = this.blockSize;
     const failed = new Set(job.failedGpuBlockIds);
     for (let k = 0; k < job.gpuBlockIds.length; k++) {
@@ -488,7 +488,7 @@ export class SimulatedDevice implements Device {
 
   /** Bytes of a CPU block's image here: its positions' chain states (see the class comment), not bytesPerCpuBlock. */
   private cpuImageBytes(): number {
-    return this.cpu.offloadFactor * this.blockSize * 4;
+    return this.cpu.geometry.offloadFactor * this.blockSize * 4;
   }
 
   private assertOpen(): void {
