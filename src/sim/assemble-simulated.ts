@@ -28,5 +28,5 @@ export function assembleSimulatedEngine(
   const parts = assembleLocalEngine(geometry, { ...config, remote: null, device: { backend: 'host' } }, options, {
     start: (setups, aggregator) => new SimulatedRanks({ ...simulation, setups, aggregator }),
   });
-  return { ...parts, engine: new SimulatedEngine(parts.scheduler, parts.ranks) };
+  return { ...parts, engine: new SimulatedEngine(parts.scheduler, parts.ranks, parts.observer) };
 }
