@@ -5,7 +5,7 @@ import { MODEL_PRESETS } from '../model/presets.js';
 import { referenceGenerate } from '../model/reference.js';
 import type { ModelShape } from '../model/shape.js';
 import type { OffloadingConnector } from '../connector/scheduler-connector.js';
-import { kvGeometry } from '../core/kv-geometry.js';
+import { kvGeometry, type KvGeometry } from '../core/kv-geometry.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import { createRequest, type Request } from '../scheduler/request.js';
@@ -134,9 +134,10 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
   const { requests, expected } = slice;
 
   const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
+  const replayOptions: ReplayOptions = { ...options, geometry: replayGeometry(options.blockSize, options.offloadFactor) };
   const results: PolicyResult[] = [];
   for (const configuration of runs) {
-    const result = await replay(options, requests, expected, configuration, slice.positionSums);
+    const result = await replay(replayOptions, requests, expected, configuration, slice.positionSums);
     options.onResult?.(result);
     results.push(result);
   }
@@ -145,10 +146,16 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
 }
 
 /** The replay settings one run needs (ComparePoliciesOptions without the slice and configurations). */
+/** What one replay runs with: the KV geometry whole (replayGeometry), the pools and the pacing. */
 export type ReplayOptions = Pick<
   ComparePoliciesOptions,
-  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock' | 'enablePrefixCaching'
->;
+  'gpuBlocks' | 'cpuBlocks' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock' | 'enablePrefixCaching'
+> & { readonly geometry: KvGeometry };
+
+/** The geometry every replay runs in: the bench model on one rank, GPU blocks of `blockSize` tokens grouped `offloadFactor` to an offloaded block. */
+export function replayGeometry(blockSize: number, offloadFactor: number): KvGeometry {
+  return kvGeometry({ model: MODEL, tp: 1, blockSize, offloadFactor });
+}
 
 /**
  * Replays the requests through one configuration (null: no CPU tier);
@@ -164,15 +171,17 @@ export async function replay(
   wrapConnector?: (built: OffloadingConnector) => OffloadingConnector,
   onFinished?: (id: string, times: ReplayedRequestTimes) => void,
 ): Promise<PolicyResult> {
+  const { geometry } = options;
+  const { blockSize } = geometry;
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   // The engine's maxModelLen rule, worded for the slice: the user set the pool, not a model length.
-  if (modelLenIssue(longest, options.gpuBlocks, options.blockSize) !== null) {
+  if (modelLenIssue(longest, options.gpuBlocks, blockSize) !== null) {
     throw new ConfigError(
-      `gpuBlocks ${options.gpuBlocks} cannot hold the slice's longest request (${longest} tokens in blocks of ${options.blockSize})`,
+      `gpuBlocks ${options.gpuBlocks} cannot hold the slice's longest request (${longest} tokens in blocks of ${blockSize})`,
     );
   }
   const config = parseSchedulerConfig({
-    blockSize: options.blockSize,
+    blockSize,
     numGpuBlocks: options.gpuBlocks,
     maxNumBatchedTokens: options.maxNumBatchedTokens ?? ENGINE_DEFAULTS.maxNumBatchedTokens,
     maxNumSeqs: options.maxNumSeqs ?? 64,
@@ -181,12 +190,12 @@ export async function replay(
     enablePrefixCaching: options.enablePrefixCaching ?? true,
   });
   const clock = options.clock ?? defaultReplayClock();
-  const modelled = modelledParts(clock, options.blockSize);
+  const modelled = modelledParts(clock, blockSize);
   const latency = options.transferLatencySteps ?? 1;
   // The replay's time in ms since the first arrival: what the step clock says each step took, or a fixed step.
   let nowMs = 0;
   const { scheduler, ranks, tiers } = assembleSimulatedEngine(
-    kvGeometry({ model: MODEL, tp: 1, blockSize: options.blockSize, offloadFactor: options.offloadFactor }),
+    geometry,
     { scheduler: config, cpuTier: configuration === null ? null : { cpuBlocks: options.cpuBlocks, ...configuration } },
     {
       // No monitoring: the replay reads the scheduler's and the tier's own counters.
