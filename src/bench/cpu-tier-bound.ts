@@ -1,7 +1,7 @@
 import { defaultReplayClock, describeReplayClock, type ReplayClock } from './replay-clock.js';
 import type { CpuTierBoundAnalysis } from '../analysis/analyze.js';
 import type { Trace } from '../workload/trace.js';
-import { replaySliceOf, type ReplayOptions, type ReplaySlice } from './policies.js';
+import { replayGeometry, replaySliceOf, type ReplayOptions, type ReplaySlice } from './policies.js';
 import { tierStreamBound, tierStreamCeiling, tierStreamProvenBound } from './tier-stream-belady.js';
 import { recordTierStream } from './tier-stream-replay.js';
 
@@ -63,7 +63,7 @@ export async function cpuTierBoundAnalysis(trace: Trace, settings: CpuTierBoundS
   const { gpuBlocks, cpuBlocks, blockSize, offloadFactor } = settings;
   const clock = settings.clock ?? defaultReplayClock();
   const slice = replaySliceOf(trace);
-  const bounds = await cpuTierBounds(slice, { gpuBlocks, blockSize, offloadFactor, clock }, [cpuBlocks]);
+  const bounds = await cpuTierBounds(slice, { gpuBlocks, geometry: replayGeometry(blockSize, offloadFactor), clock }, [cpuBlocks]);
   const { hitTokens, provenBoundTokens } = bounds.bound[0];
   const ceiling = bounds.ceilingHitTokens;
   return {

@@ -2,7 +2,7 @@ import { SeededRandom } from '../core/prng.js';
 import { MODEL_PRESETS } from '../model/presets.js';
 import { referenceGenerate } from '../model/reference.js';
 import { gpuProfile, type GpuProfileName } from '../timing/gpu-profiles.js';
-import { replay, type ReplayOptions, type ReplayRequest } from './policies.js';
+import { replay, replayGeometry, type ReplayOptions, type ReplayRequest } from './policies.js';
 import type { ReplayClock } from './replay-clock.js';
 import type { ReplayedRequestTimes } from '../report/replay-load.js';
 
@@ -133,7 +133,7 @@ async function singleRequestTtft(clock: ReplayClock, promptTokens: number, fromC
   const blocks = Math.ceil(promptTokens / BLOCK) + 8;
   const requests = fromCpu ? [replayRequest('warm', prompt, 0, 1), replayRequest('measured', prompt, MEASURED_ARRIVAL_MS, 1)] : [replayRequest('measured', prompt, 0, 1)];
   const [times] = await replayMeasured(
-    { gpuBlocks: blocks, cpuBlocks: blocks, blockSize: BLOCK, offloadFactor: 1, clock, enablePrefixCaching: false, maxNumBatchedTokens, maxNumSeqs: 256 },
+    { gpuBlocks: blocks, cpuBlocks: blocks, geometry: replayGeometry(BLOCK, 1), clock, enablePrefixCaching: false, maxNumBatchedTokens, maxNumSeqs: 256 },
     requests,
     new Set(['measured']),
   );
@@ -164,8 +164,7 @@ async function prefillThroughput(clock: ReplayClock, hitRate: number, options: F
     {
       gpuBlocks: 16_384,
       cpuBlocks: options.throughputRequests * blocksPerRequest,
-      blockSize: BLOCK,
-      offloadFactor: 1,
+      geometry: replayGeometry(BLOCK, 1),
       clock,
       enablePrefixCaching: false,
       maxNumBatchedTokens: options.maxNumBatchedTokens,

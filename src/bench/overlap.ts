@@ -1,3 +1,4 @@
+import { kvGeometry } from '../core/kv-geometry.js';
 import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
@@ -196,14 +197,10 @@ async function benchOneDevice(
   const device = await openDevice({
     backend: options.backend,
     rank: 0,
-    tp,
     deviceIndex: options.deviceIndex ?? 0,
-    model,
-    blockSize: blockTokens,
-    layout,
+    geometry: kvGeometry({ model, tp, blockSize: blockTokens, layout }),
     numGpuBlocks: forwardBlocks + 2 * regions.ring,
     numCpuBlocks: 2 * regions.ring,
-    offloadFactor: 1,
     // One chunk, so the contiguous copy that measures the limit has room for a whole ring.
     cpuChunkBytes: 2 * regions.ring * blockBytes,
     copyMethod,

@@ -5,14 +5,12 @@ import { MODEL_PRESETS } from '../model/presets.js';
 import { referenceGenerate } from '../model/reference.js';
 import type { ModelShape } from '../model/shape.js';
 import type { OffloadingConnector } from '../connector/scheduler-connector.js';
-import { createOffloadingConnector } from '../connector/create-connector.js';
-import type { OffloadingManager } from '../offload/manager.js';
+import { kvGeometry, type KvGeometry } from '../core/kv-geometry.js';
 import type { EvictionPolicyName } from '../runtime/engine-types.js';
 import { parseSchedulerConfig } from '../scheduler/config.js';
 import { createRequest, type Request } from '../scheduler/request.js';
-import { Scheduler } from '../scheduler/scheduler.js';
 import { PositionSums } from '../sim/position-sums.js';
-import { SimulatedRanks } from '../sim/simulated-ranks.js';
+import { assembleSimulatedEngine } from '../sim/assemble-simulated.js';
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { defaultReplayClock, describeReplayClock, modelledParts, type ReplayClock } from './replay-clock.js';
 import { summarizeReplayLoad, type ReplayLoad, type ReplayedRequestTimes } from '../report/replay-load.js';
@@ -136,9 +134,10 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
   const { requests, expected } = slice;
 
   const runs: (PolicyConfiguration | null)[] = [...(options.baseline === false ? [] : [null]), ...options.configurations];
+  const replayOptions: ReplayOptions = { ...options, geometry: replayGeometry(options.blockSize, options.offloadFactor) };
   const results: PolicyResult[] = [];
   for (const configuration of runs) {
-    const result = await replay(options, requests, expected, configuration, slice.positionSums);
+    const result = await replay(replayOptions, requests, expected, configuration, slice.positionSums);
     options.onResult?.(result);
     results.push(result);
   }
@@ -147,10 +146,16 @@ export async function comparePolicies(options: ComparePoliciesOptions): Promise<
 }
 
 /** The replay settings one run needs (ComparePoliciesOptions without the slice and configurations). */
+/** What one replay runs with: the KV geometry whole (replayGeometry), the pools and the pacing. */
 export type ReplayOptions = Pick<
   ComparePoliciesOptions,
-  'gpuBlocks' | 'cpuBlocks' | 'blockSize' | 'offloadFactor' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock' | 'enablePrefixCaching'
->;
+  'gpuBlocks' | 'cpuBlocks' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'transferLatencySteps' | 'clock' | 'enablePrefixCaching'
+> & { readonly geometry: KvGeometry };
+
+/** The geometry every replay runs in: the bench model on one rank, GPU blocks of `blockSize` tokens grouped `offloadFactor` to an offloaded block. */
+export function replayGeometry(blockSize: number, offloadFactor: number): KvGeometry {
+  return kvGeometry({ model: MODEL, tp: 1, blockSize, offloadFactor });
+}
 
 /**
  * Replays the requests through one configuration (null: no CPU tier);
@@ -166,15 +171,17 @@ export async function replay(
   wrapConnector?: (built: OffloadingConnector) => OffloadingConnector,
   onFinished?: (id: string, times: ReplayedRequestTimes) => void,
 ): Promise<PolicyResult> {
+  const { geometry } = options;
+  const { blockSize } = geometry;
   const longest = Math.max(1, ...requests.map((r) => r.prompt.length + r.maxTokens));
   // The engine's maxModelLen rule, worded for the slice: the user set the pool, not a model length.
-  if (modelLenIssue(longest, options.gpuBlocks, options.blockSize) !== null) {
+  if (modelLenIssue(longest, options.gpuBlocks, blockSize) !== null) {
     throw new ConfigError(
-      `gpuBlocks ${options.gpuBlocks} cannot hold the slice's longest request (${longest} tokens in blocks of ${options.blockSize})`,
+      `gpuBlocks ${options.gpuBlocks} cannot hold the slice's longest request (${longest} tokens in blocks of ${blockSize})`,
     );
   }
   const config = parseSchedulerConfig({
-    blockSize: options.blockSize,
+    blockSize,
     numGpuBlocks: options.gpuBlocks,
     maxNumBatchedTokens: options.maxNumBatchedTokens ?? ENGINE_DEFAULTS.maxNumBatchedTokens,
     maxNumSeqs: options.maxNumSeqs ?? 64,
@@ -182,39 +189,23 @@ export async function replay(
     vocabSize: MODEL.vocabSize,
     enablePrefixCaching: options.enablePrefixCaching ?? true,
   });
-  let connector: OffloadingConnector | null = null;
-  let manager: OffloadingManager | null = null;
-  if (configuration !== null) {
-    const parts = createOffloadingConnector({
-      model: MODEL,
-      tp: 1,
-      blockSize: options.blockSize,
-      offloadFactor: options.offloadFactor,
-      cpuBlocks: options.cpuBlocks,
-      eviction: configuration.eviction,
-      storePolicy: configuration.storePolicy,
-    });
-    connector = wrapConnector === undefined ? parts.connector : wrapConnector(parts.connector);
-    manager = parts.manager;
-  }
   const clock = options.clock ?? defaultReplayClock();
-  const modelled = modelledParts(clock, options.blockSize);
+  const modelled = modelledParts(clock, blockSize);
   const latency = options.transferLatencySteps ?? 1;
-  const ranks = new SimulatedRanks({
-    shape: MODEL,
-    blockSize: options.blockSize,
-    numGpuBlocks: options.gpuBlocks,
-    numCpuBlocks: configuration === null ? 0 : options.cpuBlocks,
-    offloadFactor: options.offloadFactor,
-    loadLatencySteps: latency,
-    storeLatencySteps: latency,
-    positionSums,
-    link: modelled?.link,
-  });
   // The replay's time in ms since the first arrival: what the step clock says each step took, or a fixed step.
   let nowMs = 0;
-  const scheduler = new Scheduler(config, { connector, now: () => nowMs, stepClock: modelled?.stepClock ?? null });
-  connector?.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
+  const { scheduler, ranks, tiers } = assembleSimulatedEngine(
+    geometry,
+    { scheduler: config, cpuTier: configuration === null ? null : { cpuBlocks: options.cpuBlocks, ...configuration } },
+    {
+      // No monitoring: the replay reads the scheduler's and the tier's own counters.
+      scheduler: { now: () => nowMs, stepClock: modelled?.stepClock ?? null, observer: null },
+      hooks: { replaceConnector: wrapConnector },
+    },
+    { loadLatencySteps: latency, storeLatencySteps: latency, positionSums, link: modelled?.link },
+  );
+  const connector = tiers.offloading?.connector ?? null;
+  const manager = tiers.offloading?.manager ?? null;
 
   // Requests not finished yet, with the tokens they have so far.
   const live = new Map<string, { readonly request: Request; readonly tokens: number[] }>();

@@ -1,3 +1,4 @@
+import { kvGeometry } from '../core/kv-geometry.js';
 import { performance } from 'node:perf_hooks';
 import { startPrivateServer } from './private-server.js';
 import { openDevice } from '../device/device.js';
@@ -167,14 +168,10 @@ async function openBenchDevice(backend: BackendName, model: ModelShape, blockTok
   return openDevice({
     backend,
     rank: 0,
-    tp: 1,
     deviceIndex: 0,
-    model,
-    blockSize: blockTokens,
-    layout: 'cross-layer',
+    geometry: kvGeometry({ model, tp: 1, blockSize: blockTokens }),
     numGpuBlocks: 1,
     numCpuBlocks: cpuBlocks,
-    offloadFactor: 1,
   });
 }
 

@@ -2,7 +2,9 @@ import { performance } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
 import { AllocationProbe } from './allocation-probe.js';
 import { median } from './stats.js';
-import { EngineMonitor } from '../metrics/engine-monitor.js';
+import { kvGeometry } from '../core/kv-geometry.js';
+import type { EngineMonitor } from '../metrics/engine-monitor.js';
+import { MODEL_PRESETS } from '../model/presets.js';
 import { readGauges } from '../metrics/gauges.js';
 import type { OffloadingManagerStats } from '../offload/manager.js';
 import type { EngineMetrics } from '../runtime/engine-types.js';
@@ -11,7 +13,9 @@ import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.
 import type { SchedulerConnector } from '../scheduler/connector.js';
 import { NO_TOKEN, type JobResult, type ModelRunnerOutput, type RankStepOutput, type SchedulerOutput, type TransferJobSpec } from '../protocol/step-protocol.js';
 import { createRequest } from '../scheduler/request.js';
-import { Scheduler } from '../scheduler/scheduler.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import { assembleLocalEngine } from '../runtime/assembly/assemble-engine.js';
+import type { CpuTierConfig } from '../runtime/assembly/tier-stack.js';
 
 /**
  * Scheduler bench (docs/architecture.md, "Benchmarks"): CPU time of one schedule() +
@@ -36,7 +40,9 @@ export interface SchedulerBenchOptions {
   /** Default 16. */
   readonly blockSize?: number;
   readonly vocabSize?: number;
-  /** Builds the connector to measure with (offloading on); none by default. */
+  /** The CPU tier to measure with, for each size's scheduler config (built by the engine's assembly); none by default. */
+  readonly cpuTier?: (config: SchedulerConfig) => CpuTierConfig;
+  /** A connector of the caller's own to measure with instead (no CPU tier then); none by default. */
   readonly connector?: (config: SchedulerConfig) => SchedulerConnector;
   /** Called once the scheduler exists, before the first step (e.g. to hand the connector the GPU prefix cache). */
   readonly onSchedulerCreated?: (scheduler: Scheduler) => void;
@@ -53,16 +59,14 @@ export interface SchedulerBenchOptions {
    * scheduler-only step times of 0.1 to 5 ms.
    */
   readonly scrapeEverySteps?: number;
-  /** The CPU tier's stats, for the registry's gauges (the connector's manager). */
-  readonly cpuTierStats?: () => OffloadingManagerStats | null;
   /** Untimed steps after the timed ones whose heap allocation is read (allocBytesPerRequestStep). Default 64. */
   readonly allocationProbeSteps?: number;
 }
 
 type ResolvedBenchOptions = Required<
-  Omit<SchedulerBenchOptions, 'runningRequests' | 'connector' | 'onSchedulerCreated' | 'cpuTierStats'>
+  Omit<SchedulerBenchOptions, 'runningRequests' | 'cpuTier' | 'connector' | 'onSchedulerCreated'>
 > &
-  Pick<SchedulerBenchOptions, 'connector' | 'onSchedulerCreated' | 'cpuTierStats'>;
+  Pick<SchedulerBenchOptions, 'cpuTier' | 'connector' | 'onSchedulerCreated'>;
 
 export interface SchedulerBenchRow {
   readonly runningRequests: number;
@@ -283,9 +287,20 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
     maxModelLen,
     vocabSize,
   });
-  const monitor = withMetrics ? new EngineMonitor(1) : null;
-  const scheduler = new Scheduler(config, { connector: options.connector?.(config) ?? null, observer: monitor });
-  const monitoring = monitor === null ? null : new BenchMonitoring(monitor, scheduler, options.cpuTierStats ?? (() => null));
+  const { connector } = options;
+  const parts = assembleLocalEngine(
+    kvGeometry({ model: { ...MODEL_PRESETS.tiny, vocabSize }, tp: 1, blockSize }),
+    { scheduler: config, cpuTier: options.cpuTier?.(config) ?? null, remote: null, device: { backend: 'host' } },
+    {
+      // Without metrics nothing observes the scheduler; with them the assembly's monitor does, as in the engine.
+      scheduler: withMetrics ? {} : { observer: null },
+      ...(connector ? { customTier: { numCpuBlocks: 0, connector: () => connector(config) } } : {}),
+    },
+    { start: () => new TrivialWorkers(vocabSize) },
+  );
+  const { scheduler, ranks: workers } = parts;
+  const cpuTier = parts.tiers.offloading?.manager ?? null;
+  const monitoring = withMetrics ? new BenchMonitoring(parts.monitor, scheduler, () => cpuTier?.stats() ?? null) : null;
   options.onSchedulerCreated?.(scheduler);
   for (let i = 0; i < n; i++) {
     const request = createRequest(
@@ -294,7 +309,6 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
     );
     scheduler.addRequest(request);
   }
-  const workers = new TrivialWorkers(vocabSize);
   const runStep = (): void => {
     const so = scheduler.schedule();
     monitoring?.stepStarted(so);
@@ -378,7 +392,7 @@ async function measure(n: number, options: ResolvedBenchOptions, withMetrics: bo
       p99WallUsPerStep: mode.wall[Math.min(mode.wall.length - 1, Math.floor(mode.wall.length * 0.99))],
       scheduleShare: Number(mode.scheduleNs) / Number(mode.totalNs),
       tokensPerStep: mode.tokens / mode.steps,
-      withConnector: options.connector !== undefined,
+      withConnector: options.connector !== undefined || options.cpuTier !== undefined,
       withMetrics: metrics,
       metricsOverhead: null,
       monitoringUsPerStep: metrics && monitoring !== null ? (monitoring.ownMs * 1000) / mode.steps : null,
@@ -444,7 +458,7 @@ export async function runSchedulerBench(options: SchedulerBenchOptions = {}): Pr
     onSchedulerCreated: options.onSchedulerCreated,
     withMetrics: options.withMetrics ?? false,
     scrapeEverySteps: options.scrapeEverySteps ?? 1000,
-    cpuTierStats: options.cpuTierStats,
+    cpuTier: options.cpuTier,
     allocationProbeSteps: options.allocationProbeSteps ?? 64,
   };
   const counts: Array<[string, number, number]> = [

@@ -8,7 +8,7 @@ import type { EvictionPolicyName, StorePolicyName } from '../runtime/engine-type
 import { loadTrace, type Trace } from '../workload/trace.js';
 import { checkArrivalSpan } from '../workload/trace-workload.js';
 import { replay as replayOnEngine, runFailure } from './e2e.js';
-import { replay as replaySimulated, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
+import { replay as replaySimulated, replayGeometry, replaySliceOf, type PolicyConfiguration, type PolicyResult, type ReplaySlice } from './policies.js';
 import { defaultReplayClock, describeReplayClock, fixedReplayClock, type ReplayClock } from './replay-clock.js';
 import type { ReplayLoad } from '../report/replay-load.js';
 import { cpuTierBounds, type CpuTierBoundPoint } from './cpu-tier-bound.js';
@@ -171,7 +171,8 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   // Refused before any point runs, by the rule every replay applies.
   if (options.engine != null) checkArrivalSpan(trace, options.engine.speedup);
   if (trace.records.length === 0) throw new ConfigError(`sweep: ${options.traceFile} holds no requests`);
-  const geometry = { blockSize: options.blockSize, offloadFactor: options.offloadFactor };
+  const kv = replayGeometry(options.blockSize, options.offloadFactor);
+  const geometry = { blockSize: kv.blockSize, offloadFactor: kv.offloadFactor };
   const largest = Math.max(...options.cpuBlocks);
   const profile = analyzeLoadedTrace(trace, { cpuBlocks: largest, ...geometry });
   const gpuCpuOptimum = options.cpuBlocks.map((cpuBlocks) => ({
@@ -181,7 +182,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
 
   const slice = replaySliceOf(trace);
   const clock = sweepClock(options);
-  const bounds = await cpuTierBounds(slice, { gpuBlocks: options.gpuBlocks, clock, ...geometry }, options.cpuBlocks);
+  const bounds = await cpuTierBounds(slice, { gpuBlocks: options.gpuBlocks, clock, geometry: kv }, options.cpuBlocks);
 
   const run = options.engine == null ? simulatedRunner(options, slice, clock) : engineRunner(options, trace);
   const baseline = await run(null, 0);
@@ -264,7 +265,7 @@ function sweepClock(options: SweepOptions): ReplayClock {
 
 function simulatedRunner(options: SweepOptions, slice: ReplaySlice, clock: ReplayClock): PointRunner {
   return async (policy, cpuBlocks) => {
-    const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), blockSize: options.blockSize, offloadFactor: options.offloadFactor, clock };
+    const replayOptions = { gpuBlocks: options.gpuBlocks, cpuBlocks: Math.max(1, cpuBlocks), geometry: replayGeometry(options.blockSize, options.offloadFactor), clock };
     const result: PolicyResult = await replaySimulated(replayOptions, slice.requests, slice.expected, policy, slice.positionSums);
     return {
       cpuHitTokens: result.cpuHitTokens,

@@ -40,7 +40,7 @@ export async function replayRecordingTierStream(
  * on no capacity.
  */
 export async function recordTierStream(slice: ReplaySlice, options: Omit<ReplayOptions, 'cpuBlocks'>): Promise<TierStream> {
-  const blockTokens = options.blockSize * options.offloadFactor;
+  const blockTokens = options.geometry.offloadedBlockTokens;
   let cpuBlocks = 1;
   for (const r of slice.requests) cpuBlocks += Math.floor((r.prompt.length + r.maxTokens) / blockTokens);
   return (await replayRecordingTierStream(slice, { ...options, cpuBlocks }, { eviction: 'lru', storePolicy: 'on-compute' }, false)).stream;

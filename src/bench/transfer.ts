@@ -1,3 +1,4 @@
+import { kvGeometry } from '../core/kv-geometry.js';
 import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../core/errors.js';
 import { openDevice } from '../device/device.js';
@@ -153,14 +154,10 @@ async function benchOneShape(options: TransferBenchOptions, shape: BenchShape): 
   const device = await openDevice({
     backend: options.backend,
     rank: 0,
-    tp,
     deviceIndex: options.deviceIndex ?? 0,
-    model,
-    blockSize: blockTokens,
-    layout,
+    geometry: kvGeometry({ model, tp, blockSize: blockTokens, layout }),
     numGpuBlocks: 2 * blocks,
     numCpuBlocks: 2 * blocks,
-    offloadFactor: 1,
     cpuChunkBytes: 2 * blocks * blockBytes,
     copyMethod,
   });

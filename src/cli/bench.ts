@@ -13,10 +13,8 @@ import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { runGpuBench, type GpuGoal, type GpuOverlapRow } from '../bench/gpu.js';
 import type { RemoteBenchAuth, RemoteBenchRow } from '../bench/remote.js';
 import type { ShareBenchRow } from '../bench/share.js';
-import { createOffloadingConnector } from '../connector/create-connector.js';
 import { totalmem } from 'node:os';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
-import type { OffloadingManager } from '../offload/manager.js';
 import { ENGINE_DEFAULTS, engineField, engineIntRange } from '../config/engine-schema.js';
 import { tpIssue } from '../config/engine-rules.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
@@ -130,7 +128,6 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     // 0 (default): 4 x the GPU pool, which the bench never fills; a smaller tier makes stores evict.
     const cpuBlocks = options.engineInt('cpuBlocks', 'cpuBlocks', 0);
     options.finish();
-    let cpuTier: OffloadingManager | null = null;
     return runSchedulerBench({
       runningRequests,
       steps,
@@ -138,21 +135,8 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
       promptTokens,
       withMetrics,
       scrapeEverySteps,
-      cpuTierStats: () => cpuTier?.stats() ?? null,
-      connector: offload
-        ? (config) => {
-            const setup = createOffloadingConnector({
-              model: MODEL_PRESETS.tiny,
-              tp: 1,
-              blockSize: config.blockSize,
-              offloadFactor: 1,
-              cpuBlocks: cpuBlocks === 0 ? config.numGpuBlocks * 4 : cpuBlocks,
-              eviction,
-              storePolicy: 'on-compute',
-            });
-            cpuTier = setup.manager;
-            return setup.connector;
-          }
+      cpuTier: offload
+        ? (config) => ({ cpuBlocks: cpuBlocks === 0 ? config.numGpuBlocks * 4 : cpuBlocks, eviction, storePolicy: 'on-compute' })
         : undefined,
     });
   },

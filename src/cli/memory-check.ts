@@ -1,6 +1,7 @@
 import { totalmem } from 'node:os';
 import { MODEL_PRESETS } from '../model/presets.js';
 import { bytesPerGpuBlock } from '../model/shape.js';
+import { kvGeometry } from '../core/kv-geometry.js';
 import { cpuTierGeometry } from '../offload/geometry.js';
 import { formatBytes } from '../core/byte-size.js';
 import type { ResolvedRunConfig } from './run-config.js';
@@ -29,13 +30,10 @@ export function runMemory(config: ResolvedRunConfig): RunMemory {
   let cpuTierBytes = 0;
   // --compare implies offload (its second run has the tier on).
   if (config.offload) {
-    const geometry = cpuTierGeometry({
-      model,
-      tp: config.tp,
-      blockSize: config.blockSize,
-      offloadFactor: config.offloadFactor,
-      ...(config.cpuBytes !== null ? { cpuBytes: config.cpuBytes } : { cpuBlocks: config.cpuBlocks ?? undefined }),
-    });
+    const geometry = cpuTierGeometry(
+      kvGeometry({ model, tp: config.tp, blockSize: config.blockSize, offloadFactor: config.offloadFactor }),
+      config.cpuBytes !== null ? { cpuBytes: config.cpuBytes } : { cpuBlocks: config.cpuBlocks ?? undefined },
+    );
     cpuTierBytes = geometry.capacityBlocks * geometry.bytesPerCpuBlockAllRanks;
   }
   const hostBytes = cpuTierBytes + (config.backend === 'host' ? gpuPoolBytes : 0);

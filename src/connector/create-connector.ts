@@ -1,15 +1,17 @@
 import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import { OffloadingConnector } from './scheduler-connector.js';
 import { createOffloadingManager } from '../offload/create-manager.js';
-import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from '../offload/geometry.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
+import { cpuTierGeometry, type CpuTierCapacity, type CpuTierGeometry } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import { StoreOnComputePolicy } from '../offload/policies/on-compute.js';
 import { StoreOnEvictPolicy } from '../offload/policies/on-evict.js';
 import { parseStorePolicyName } from '../config/store-policy-name.js';
-import { offloadGeometry, type StorePolicy } from '../offload/policies/store-policy.js';
+import type { StorePolicy } from '../offload/policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */
-export interface OffloadingConnectorConfig extends CpuTierGeometryInput {
+export interface OffloadingConnectorConfig extends CpuTierCapacity {
+  readonly geometry: KvGeometry;
   readonly eviction: EvictionPolicyName;
   /** 'on-compute' | 'on-evict' | 'reuse:K' (on-compute behind a reuse filter of threshold K). */
   readonly storePolicy: string;
@@ -32,27 +34,19 @@ export interface OffloadingSetup {
  */
 export function createOffloadingConnector(config: OffloadingConnectorConfig): OffloadingSetup {
   const policySpec = parseStorePolicyName(config.storePolicy);
-  const geometry = cpuTierGeometry({
-    model: config.model,
-    tp: config.tp,
-    blockSize: config.blockSize,
-    offloadFactor: config.offloadFactor,
-    cpuBlocks: config.cpuBlocks,
-    cpuBytes: config.cpuBytes,
-  });
+  const geometry = cpuTierGeometry(config.geometry, { cpuBlocks: config.cpuBlocks, cpuBytes: config.cpuBytes });
   const tierManager = createOffloadingManager({
     eviction: config.eviction,
     capacityBlocks: geometry.capacityBlocks,
     reuseThreshold: policySpec.kind === 'on-compute' ? (policySpec.reuseThreshold ?? undefined) : undefined,
   });
   const manager = config.wrapManager ? config.wrapManager(tierManager) : tierManager;
-  const blocks = offloadGeometry(config.blockSize, config.offloadFactor);
-  const policy: StorePolicy = policySpec.kind === 'on-evict' ? new StoreOnEvictPolicy(blocks) : new StoreOnComputePolicy(blocks);
+  const policy: StorePolicy = policySpec.kind === 'on-evict' ? new StoreOnEvictPolicy(geometry) : new StoreOnComputePolicy(geometry);
   const connector = new OffloadingConnector({
     manager,
     policy,
-    geometry: blocks,
-    bytesPerGpuBlock: geometry.bytesPerGpuBlockPerRank * config.tp,
+    geometry,
+    bytesPerGpuBlock: geometry.bytesPerGpuBlockPerRank * geometry.tp,
   });
   return { connector, manager, geometry };
 }

@@ -8,6 +8,7 @@ import type {
   DeviceInfo,
   DeviceJobResult,
   DeviceOptions,
+  NativeDeviceOptions,
   FaultCounters,
   ForwardBatch,
   ForwardOptions,
@@ -26,10 +27,13 @@ export async function openDevice(options: DeviceOptions): Promise<Device> {
   if (options.copyMethod !== undefined && !COPY_METHODS.includes(options.copyMethod)) {
     throw new DeviceError(`copyMethod = '${String(options.copyMethod)}' must be 'kernel', 'dma' or 'auto'`);
   }
+  if (options.geometry === null || typeof options.geometry !== 'object') {
+    throw new DeviceError(`geometry = ${String(options.geometry)} must be the KV geometry (model, tp, blockSize, offloadFactor, layout)`);
+  }
   const addon = loadAddon(options.backend);
   let native: NativeDevice;
   try {
-    native = new addon.Device(options);
+    native = new addon.Device(nativeOptions(options));
   } catch (error) {
     throw toDeviceError(error);
   }
@@ -40,6 +44,12 @@ export async function openDevice(options: DeviceOptions): Promise<Device> {
     throw toDeviceError(error);
   }
   return new AddonDevice(native);
+}
+
+/** The addon reads one flat object: the geometry's fields beside the others. */
+function nativeOptions({ geometry, ...rest }: DeviceOptions): NativeDeviceOptions {
+  const { model, tp, blockSize, offloadFactor, layout } = geometry;
+  return { ...rest, model, tp, blockSize, offloadFactor, layout };
 }
 
 const INT32_MIN = -(2 ** 31);

@@ -9,7 +9,7 @@ import type {
   DeviceFaults,
   DeviceInfo,
   DeviceJobResult,
-  DeviceOptions,
+  NativeDeviceOptions,
   FaultCounters,
   ForwardBatch,
 } from './types.js';
@@ -64,7 +64,7 @@ export interface CudaDeviceProperties {
 }
 
 export interface NativeAddon {
-  readonly Device: new (options: DeviceOptions) => NativeDevice;
+  readonly Device: new (options: NativeDeviceOptions) => NativeDevice;
   readonly withCuda: boolean;
   cudaDeviceCount(): number;
   cudaDeviceProperties(deviceIndex: number): CudaDeviceProperties;

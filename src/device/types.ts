@@ -9,11 +9,8 @@ import type { JobResult, TransferDirection } from '../protocol/step-protocol.js'
  */
 export type BackendName = 'host' | 'cuda';
 
-/**
- * `cross-layer`: a GPU block is one contiguous region holding every layer's K
- * and V. `per-layer`: each layer's part of a block is its own region.
- */
-export type KvLayout = 'cross-layer' | 'per-layer';
+export type { KvLayout } from '../core/kv-geometry.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
 
 /**
  * How transfer jobs move blocks on the CUDA backend. `dma`: the copy engines
@@ -29,20 +26,22 @@ export type CopyMethod = 'kernel' | 'dma' | 'auto';
 
 export const COPY_METHODS: readonly CopyMethod[] = ['kernel', 'dma', 'auto'];
 
+/**
+ * The part of a KvGeometry a device is opened with: the model, tp, tokens
+ * per GPU block, GPU blocks per offloaded block and the layout. The device
+ * checks them and derives its block sizes itself; a whole KvGeometry is one.
+ */
+export type DeviceGeometry = Pick<KvGeometry, 'model' | 'tp' | 'blockSize' | 'offloadFactor' | 'layout'>;
+
 export interface DeviceOptions {
   readonly backend: BackendName;
   readonly rank: number;
-  readonly tp: number;
   /** CUDA device ordinal (ignored by the host backend). */
   readonly deviceIndex: number;
-  readonly model: ModelShape;
-  /** Tokens per GPU block. */
-  readonly blockSize: number;
-  readonly layout: KvLayout;
+  readonly geometry: DeviceGeometry;
   readonly numGpuBlocks: number;
-  /** Offloaded (CPU) blocks; each holds `offloadFactor` GPU blocks. May be 0. */
+  /** Offloaded (CPU) blocks; each holds `geometry.offloadFactor` GPU blocks. May be 0. */
   readonly numCpuBlocks: number;
-  readonly offloadFactor: number;
   /** Size of each CPU tier allocation (pinned on CUDA); default 1 GiB. */
   readonly cpuChunkBytes?: number;
   /** Transfer path on the CUDA backend (default `auto`); see CopyMethod. */
@@ -56,6 +55,9 @@ export interface DeviceOptions {
   /** Called as CPU tier chunks are allocated. */
   readonly onAllocProgress?: (allocatedBytes: number, totalBytes: number) => void;
 }
+
+/** What the addon's Device constructor reads: the options with the geometry's fields at the top level. */
+export type NativeDeviceOptions = Omit<DeviceOptions, 'geometry'> & DeviceGeometry;
 
 export interface DeviceInfo {
   readonly backend: BackendName;

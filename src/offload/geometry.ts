@@ -1,29 +1,17 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ConfigError } from '../core/errors.js';
-import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
 
-export interface CpuTierGeometryInput {
-  readonly model: ModelShape;
-  readonly tp: number;
-  /** Tokens per GPU block. */
-  readonly blockSize: number;
-  /** GPU blocks per offloaded (CPU) block, f >= 1. */
-  readonly offloadFactor: number;
-  /** Capacity in offloaded blocks. Give exactly one of cpuBlocks and cpuBytes. */
+/** How large the CPU tier is: give exactly one of the two. */
+export interface CpuTierCapacity {
+  /** Capacity in offloaded blocks. */
   readonly cpuBlocks?: number;
   /** Capacity in bytes over all ranks together (each rank holds its 1/tp shard of every block). */
   readonly cpuBytes?: number;
 }
 
-export interface CpuTierGeometry {
-  readonly offloadFactor: number;
-  /** Tokens per offloaded block: offloadFactor x blockSize. */
-  readonly offloadedBlockTokens: number;
-  readonly bytesPerGpuBlockPerRank: number;
-  /** One rank's shard of one offloaded block. */
-  readonly bytesPerCpuBlockPerRank: number;
-  /** One offloaded block over all ranks. */
-  readonly bytesPerCpuBlockAllRanks: number;
+/** The KV geometry of the tier's blocks, and how many of them it holds. */
+export interface CpuTierGeometry extends KvGeometry {
   /** Offloaded blocks the tier holds; every rank holds its shard of each at the same id. */
   readonly capacityBlocks: number;
   /** Host memory each rank allocates for its shard of the tier. */
@@ -36,25 +24,14 @@ function requireInteger(field: string, value: number, min: number): void {
   }
 }
 
-/** Sizes of the CPU tier's blocks and how many fit; errors name the field and value. */
-export function cpuTierGeometry(input: CpuTierGeometryInput): CpuTierGeometry {
-  const { model, tp, blockSize, offloadFactor, cpuBlocks, cpuBytes } = input;
-  requireInteger('tp', tp, 1);
-  if (model.kvHeads % tp !== 0) {
-    throw new ConfigError(`tp (${tp}) must divide the model's kvHeads (${model.kvHeads})`);
-  }
-  requireInteger('blockSize', blockSize, 1);
-  requireInteger('offloadFactor', offloadFactor, 1);
+/** How many offloaded blocks of `kv` the capacity holds; errors name the field and value. */
+export function cpuTierGeometry(kv: KvGeometry, capacity: CpuTierCapacity): CpuTierGeometry {
+  const { cpuBlocks, cpuBytes } = capacity;
   if ((cpuBlocks === undefined) === (cpuBytes === undefined)) {
     throw new ConfigError(
       `give exactly one of cpuBlocks and cpuBytes, got cpuBlocks=${String(cpuBlocks)} and cpuBytes=${String(cpuBytes)}`,
     );
   }
-
-  const bytesPerGpuBlockPerRank = bytesPerGpuBlock(model, tp, blockSize);
-  const bytesPerCpuBlockPerRank = offloadFactor * bytesPerGpuBlockPerRank;
-  const bytesPerCpuBlockAllRanks = tp * bytesPerCpuBlockPerRank;
-
   let capacityBlocks: number;
   if (cpuBlocks !== undefined) {
     requireInteger('cpuBlocks', cpuBlocks, 1);
@@ -62,23 +39,14 @@ export function cpuTierGeometry(input: CpuTierGeometryInput): CpuTierGeometry {
   } else {
     const bytes = cpuBytes as number;
     requireInteger('cpuBytes', bytes, 0);
-    capacityBlocks = Math.floor(bytes / bytesPerCpuBlockAllRanks);
+    capacityBlocks = Math.floor(bytes / kv.bytesPerCpuBlockAllRanks);
     if (capacityBlocks < 1) {
       throw new ConfigError(
-        `cpuBytes (${bytes}) holds no offloaded block: one block takes ${bytesPerCpuBlockAllRanks} bytes over ${tp} rank(s)`,
+        `cpuBytes (${bytes}) holds no offloaded block: one block takes ${kv.bytesPerCpuBlockAllRanks} bytes over ${kv.tp} rank(s)`,
       );
     }
   }
-
-  return {
-    offloadFactor,
-    offloadedBlockTokens: offloadFactor * blockSize,
-    bytesPerGpuBlockPerRank,
-    bytesPerCpuBlockPerRank,
-    bytesPerCpuBlockAllRanks,
-    capacityBlocks,
-    cpuBytesPerRank: capacityBlocks * bytesPerCpuBlockPerRank,
-  };
+  return { ...kv, capacityBlocks, cpuBytesPerRank: capacityBlocks * kv.bytesPerCpuBlockPerRank };
 }
 
 /**

@@ -1,7 +1,7 @@
-import type { BackendName, CopyMethod, FaultCounters, KvLayout } from '../device/types.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
+import type { BackendName, CopyMethod, FaultCounters } from '../device/types.js';
 import type { RankFaultHistory } from '../faults/fault-ledger.js';
 import type { FaultRule } from '../faults/plan.js';
-import type { ModelShape } from '../model/shape.js';
 import type { HostLinkProfile } from '../timing/gpu-profiles.js';
 import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { RemoteRankInit } from '../protocol/remote-jobs.js';
@@ -15,14 +15,12 @@ import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.
 /** A rank's setup, with the fault history its earlier devices left (src/faults/fault-ledger.ts). */
 export interface RankInit extends RankFaultHistory {
   readonly rank: number;
-  readonly tp: number;
+  /** The KV cache's shape: the model, tp, block size, offload factor and layout. */
+  readonly geometry: KvGeometry;
   readonly backend: BackendName;
-  readonly model: ModelShape;
-  readonly blockSize: number;
-  readonly layout: KvLayout;
   readonly numGpuBlocks: number;
+  /** Offloaded blocks of this rank's CPU shard (0 without offloading). */
   readonly numCpuBlocks: number;
-  readonly offloadFactor: number;
   /** Transfer path on the CUDA backend (default auto). */
   readonly copyMethod?: CopyMethod;
   /** Host backend: the GPU host link its transfer jobs are held to (docs/architecture.md, "The step clock"). */

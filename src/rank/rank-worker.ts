@@ -1,13 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { WorkerConnector, type TransferLogEntry } from '../connector/worker-connector.js';
+import type { TransferLogEntry } from '../connector/worker-connector.js';
 import { cudaDeviceCount } from '../device/native.js';
 import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { InjectedLoadFailures } from '../faults/fault-ledger.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
-import type { RankRemoteTier } from '../remote/rank-remote.js';
-import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
+import { RankTiers } from './rank-tiers.js';
 
 /** How long an idle step waits for an in-flight transfer before answering. */
 const IDLE_WAIT_MS = 2;
@@ -36,9 +35,9 @@ export interface RankWorkerHost {
  */
 export class RankWorker implements RankWorkerApi {
   private device: Device | null = null;
-  private connector: WorkerConnector | null = null;
+  /** The tiers below the GPU: the CPU tier's worker side and the remote tier, composed. */
+  private tiers: RankTiers | null = null;
   private faults: RankFaults | null = null;
-  private remote: RankRemoteTier | null = null;
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
@@ -50,29 +49,19 @@ export class RankWorker implements RankWorkerApi {
   async init(init: RankInit): Promise<RankReady> {
     const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
     this.rank = init.rank;
+    const { geometry } = init;
     const device = await this.host.openDevice({
       backend: init.backend,
       rank: init.rank,
-      tp: init.tp,
       deviceIndex,
-      model: init.model,
-      blockSize: init.blockSize,
-      layout: init.layout,
+      geometry,
       numGpuBlocks: init.numGpuBlocks,
       numCpuBlocks: init.numCpuBlocks,
-      offloadFactor: init.offloadFactor,
       copyMethod: init.copyMethod,
       ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
     this.device = device;
-    this.connector = new WorkerConnector(device, init.testSwitches ?? {});
-    if (init.remote) {
-      // Loaded only with a remote tier: the client library costs every rank thread start-up time otherwise.
-      const { RankRemoteTier } = await import('../remote/rank-remote.js');
-      const remoteFaults = new RemoteFaults(init.faultRules, init.faultSeed, init.rank);
-      this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
-      await this.remote.start();
-    }
+    this.tiers = await RankTiers.open(device, init);
     this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
     await this.die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
     const info = device.info;
@@ -91,31 +80,29 @@ export class RankWorker implements RankWorkerApi {
 
   async executeStep(step: SchedulerOutput): Promise<RankStepOutput> {
     const device = this.requireDevice();
-    const connector = this.connector!;
+    const tiers = this.tiers!;
     const started = performance.now();
     await this.applyFaults(step.step);
 
     const meta = step.offload;
-    // Remote writes copy their (ready) CPU blocks out before any transfer of this step can reuse them.
-    if (meta?.remote) this.remote?.startStep(meta.remote, step.step);
-    // a. Preempted requests' stores read their blocks before anything can overwrite them.
-    if (meta) await connector.flushPreempted(step.step, meta.flushReqIds);
+    // a. The tiers take the step's metadata; preempted requests' stores read their blocks before anything can overwrite them.
+    await tiers.beginStep(step.step, meta);
     for (const reqId of step.preemptedReqIds) this.tables.delete(reqId);
     for (const reqId of step.finishedReqIds) this.tables.delete(reqId);
-    connector.markFinished(step.finishedReqIds);
+    tiers.markFinished(step.finishedReqIds);
 
     // b. Last step's stores, fenced write-backs, then this step's loads.
-    const fenced = meta ? connector.startTransfers(step.step, meta) : [];
+    const fenced = meta ? tiers.startTransfers(step.step, meta) : [];
 
     // c. The forward waits (on the device) for fenced stores and for loads writing blocks it reads.
     const enteringBlocks = this.updateTables(step.requests);
-    const after = [...fenced, ...connector.loadsWriting(enteringBlocks)];
+    const after = [...fenced, ...tiers.loadsWriting(enteringBlocks)];
     let forwardMs = 0;
     let digests: Uint32Array | null = null;
     const forward = step.requests.length > 0 ? this.forward(device, step.requests, after, step.computeNs) : null;
 
     // d. This step's stores, submitted at the next step's start.
-    if (meta) connector.queueStores(step.step, meta);
+    if (meta) tiers.queueStores(step.step, meta);
 
     if (forward) {
       const t0 = performance.now();
@@ -123,16 +110,11 @@ export class RankWorker implements RankWorkerApi {
       forwardMs = performance.now() - t0;
     } else {
       const idleWaitMs = this.host.idleWaitMs ?? IDLE_WAIT_MS;
-      if (idleWaitMs > 0) {
-        // Copies and remote reads progress independently: wait for both at once, each bounded by idleWaitMs.
-        await Promise.all([connector.waitForProgress(idleWaitMs), this.remote?.waitForProgress(idleWaitMs)]);
-      }
+      if (idleWaitMs > 0) await tiers.waitForProgress(idleWaitMs);
     }
 
     // e. Report.
-    const collected = connector.collect();
-    const health = this.remote?.healthChange() ?? null;
-    const output = this.remote ? { ...collected, remoteJobs: this.remote.collect(), ...(health ? { remoteHealth: health } : {}) } : collected;
+    const output = tiers.collect();
     let failedBlocks = 0;
     for (const job of output.finishedJobs) failedBlocks += job.failedGpuBlockIds.length;
     let injectedLoadFailures = 0;
@@ -161,17 +143,16 @@ export class RankWorker implements RankWorkerApi {
 
   async reset(resetCount: number): Promise<void> {
     if (this.faults) await this.die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
-    await this.connector?.drainAndReset();
-    await this.remote?.drainAndReset();
+    await this.tiers?.drainAndReset();
     this.tables.clear();
   }
 
   async pendingJobs(): Promise<number> {
-    return (this.connector?.pendingCount() ?? 0) + (this.remote?.pendingCount() ?? 0);
+    return this.tiers?.pendingCount() ?? 0;
   }
 
   async state(): Promise<RankState> {
-    const connector = this.connector?.state();
+    const connector = this.tiers?.state();
     return {
       tables: this.tables.size,
       inFlightJobs: connector?.inFlightJobs ?? 0,
@@ -183,7 +164,7 @@ export class RankWorker implements RankWorkerApi {
   }
 
   async transferLog(): Promise<TransferLogEntry[]> {
-    return [...(this.connector?.transferLog() ?? [])];
+    return [...(this.tiers?.transferLog() ?? [])];
   }
 
   async faultStats(): Promise<RankFaultStats> {
@@ -192,13 +173,11 @@ export class RankWorker implements RankWorkerApi {
 
   async shutdown(): Promise<void> {
     if (!this.device) return;
-    await this.connector?.drainAndReset();
-    await this.remote?.close();
-    this.remote = null;
+    await this.tiers?.close();
+    this.tiers = null;
     await this.device.synchronize();
     this.device.close();
     this.device = null;
-    this.connector = null;
   }
 
   private async die(death: RankDeath | null, when: string): Promise<void> {

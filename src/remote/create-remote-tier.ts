@@ -1,5 +1,4 @@
-import type { KvLayout } from '../device/types.js';
-import type { ModelShape } from '../model/shape.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
 import type { OffloadingSetup } from '../connector/create-connector.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import { RemoteTierConnector } from './remote-connector.js';
@@ -17,14 +16,6 @@ import type { RemoteFaults } from './remote-faults.js';
 const MAX_WRITE_BLOCKS_IN_FLIGHT_PER_RANK = 1024;
 /** Write jobs the scheduler side keeps in flight; more are dropped and counted. */
 const MAX_WRITE_JOBS_IN_FLIGHT = 512;
-
-export interface RemoteTierShape {
-  readonly model: ModelShape;
-  readonly layout: KvLayout;
-  readonly blockSize: number;
-  readonly offloadFactor: number;
-  readonly tp: number;
-}
 
 /**
  * A remote tier being set up: the server was reached (so an unreachable one
@@ -44,7 +35,7 @@ export interface RemoteTierPlan {
 /** Reaches the server (throws RemoteUnavailableError naming the masked URL) and plans the tier. */
 export async function planRemoteTier(
   settings: RemoteTierSettings,
-  shape: RemoteTierShape,
+  geometry: KvGeometry,
   switches: RemoteTestSwitches = {},
   faults: RemoteFaults | null = null,
   logger: EngineLogger | null = null,
@@ -53,7 +44,7 @@ export async function planRemoteTier(
   routeClientWarnings((message) => logger?.warn({ event: 'remote_client_warning', url: settings.address.masked }, `remote tier: ${message}`));
   const { cluster } = await probeRemote(settings.address, settings.timeoutMs);
   const useCluster = cluster && !switches.ignoreCluster;
-  const namespace = remoteNamespace({ namespace: settings.namespace, ...shape }, settings.secret, settings.encrypt ? 'encrypt' : 'mac');
+  const namespace = remoteNamespace({ namespace: settings.namespace, ...geometry }, settings.secret, settings.encrypt ? 'encrypt' : 'mac');
   const store = new RemoteStore({ address: settings.address, timeoutMs: settings.timeoutMs, cluster: useCluster });
   await store.connect();
   let tracking: CpuTierTrackingManager | null = null;

@@ -1,5 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
-import type { ModelShape } from '../model/shape.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
 import { RemoteConfigError } from './errors.js';
 import { deriveRemoteAuth, type RemoteAuth, type RemoteAuthMode } from './value-auth.js';
 
@@ -21,14 +21,9 @@ import { deriveRemoteAuth, type RemoteAuth, type RemoteAuthMode } from './value-
 export const REMOTE_FORMAT_VERSION = 3;
 
 /** What two engines must agree on to share remote blocks. */
-export interface RemoteNamespaceInput {
+export interface RemoteNamespaceInput extends Pick<KvGeometry, 'model' | 'layout' | 'blockSize' | 'offloadFactor' | 'tp'> {
   /** Operator-chosen name; defaults to the model's name. */
   readonly namespace: string;
-  readonly model: ModelShape;
-  readonly layout: string;
-  readonly blockSize: number;
-  readonly offloadFactor: number;
-  readonly tp: number;
 }
 
 export interface RemoteNamespace {

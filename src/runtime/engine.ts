@@ -2,12 +2,11 @@ import { performance } from 'node:perf_hooks';
 import { EngineError, RankError, RequestError } from '../core/errors.js';
 import { resolveBackend } from '../device/native.js';
 import type { BackendName } from '../device/types.js';
-import { parseFaultPlan, rulesForRank, validateFaultPlanBlocks, validateFaultPlanRanks } from '../faults/plan.js';
-import { createOffloadingConnector, type OffloadingSetup } from '../connector/create-connector.js';
-import { parseSchedulerConfig } from '../scheduler/config.js';
+import { parseFaultPlan } from '../faults/plan.js';
+import type { OffloadingSetup } from '../connector/create-connector.js';
 import { Request, validateRequestParams, type RequestParams } from '../scheduler/request.js';
-import { Scheduler, type RequestUpdate } from '../scheduler/scheduler.js';
-import { KVOutputAggregator } from './aggregator.js';
+import type { RequestUpdate, Scheduler } from '../scheduler/scheduler.js';
+import type { KVOutputAggregator } from './aggregator.js';
 import { resolveEngineConfig, type EngineConfig } from './engine-config.js';
 import { behaviourSwitchesOf, registerEngineParts, type EngineSwitches } from './engine-internals.js';
 import type {
@@ -20,15 +19,17 @@ import type {
 } from './engine-types.js';
 import { Executor } from './executor.js';
 import { PromptHashPool } from './hash-pool.js';
-import { TransferMetrics } from './metrics.js';
-import { EngineMonitor } from '../metrics/engine-monitor.js';
+import type { TransferMetrics } from './metrics.js';
+import type { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
-import { EngineEventLog, type EngineLogger } from '../log/engine-events.js';
-import type { RankReady, RankSetup } from '../rank/rank-protocol.js';
-import { RemoteFaults } from '../remote/remote-faults.js';
+import type { EngineEventLog, EngineLogger } from '../log/engine-events.js';
+import type { RankReady } from '../rank/rank-protocol.js';
 import { stepClockFor } from '../timing/step-cost.js';
 import { chooseGpuProfile, describeStepClock, type GpuProfileChoice } from './gpu-profile-choice.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
+import { assembleEngine, type EngineAssembly } from './assembly/assemble-engine.js';
+import { engineAssemblyConfig, engineGeometry } from './assembly/engine-config-parts.js';
+import type { StepObserver } from './step-observer.js';
 
 export interface EngineOptions {
   /** Called as each rank finished opening its device at start (to show start-up progress). */
@@ -77,12 +78,20 @@ function describeValue(value: unknown): string {
 export class Engine {
   private readonly live = new Map<string, Request>();
   private readonly pendingFinished: FinishedRequest[] = [];
-  private readonly transfers = new TransferMetrics();
   private nextId = 0;
   private promptTokens = 0;
   private rankRestarts = 0;
   private stopped: EngineStoppedError | null = null;
   private closed = false;
+  private readonly scheduler: Scheduler;
+  private readonly offloading: OffloadingSetup | null;
+  private readonly remote: RemoteTierConnector | null;
+  private readonly executor: Executor;
+  private readonly aggregator: KVOutputAggregator;
+  private readonly monitor: EngineMonitor;
+  private readonly transfers: TransferMetrics;
+  private readonly events: EngineEventLog;
+  private readonly observer: StepObserver;
 
   private constructor(
     readonly config: EngineConfig,
@@ -91,128 +100,59 @@ export class Engine {
     readonly gpu: GpuProfileChoice,
     /** How reports name the step clock (describeStepClock). */
     private readonly stepClockDescription: string,
-    private readonly scheduler: Scheduler,
-    private readonly offloading: OffloadingSetup | null,
-    private readonly executor: Executor,
-    private readonly aggregator: KVOutputAggregator,
+    private readonly parts: EngineAssembly<Executor>,
     private readonly hashPool: PromptHashPool,
     private readonly startedAt: number,
     private readonly switches: EngineSwitches,
-    private readonly monitor: EngineMonitor,
-    private readonly events: EngineEventLog,
-    private readonly remote: RemoteTierConnector | null = null,
   ) {
-    registerEngineParts(this, { scheduler, offloading, executor, aggregator });
+    this.scheduler = parts.scheduler;
+    this.offloading = parts.tiers.offloading;
+    this.remote = parts.tiers.remote;
+    this.executor = parts.ranks;
+    this.aggregator = parts.aggregator;
+    this.monitor = parts.monitor;
+    this.transfers = parts.transfers;
+    this.events = parts.events;
+    this.observer = parts.observer;
+    registerEngineParts(this, { scheduler: this.scheduler, offloading: this.offloading, executor: this.executor, aggregator: this.aggregator });
   }
 
   static async create(input: EngineConfigInput = {}, options: EngineOptions = {}): Promise<Engine> {
     const config = resolveEngineConfig(input);
     const switches = behaviourSwitchesOf(options);
     const backend = resolveBackend(config.backend);
-    const plan = parseFaultPlan(config.faults, config.faultSeed);
-    validateFaultPlanRanks(plan, config.tp);
-    validateFaultPlanBlocks(plan, config.gpuBlocks);
-
-    // An unreachable remote stops the engine here, before any rank starts.
-    const remotePlan =
-      config.remote && config.offload
-        ? await (await import('../remote/create-remote-tier.js')).planRemoteTier(
-            config.remote,
-            { model: config.model, layout: config.layout, blockSize: config.blockSize, offloadFactor: config.offloadFactor, tp: config.tp },
-            switches.remote,
-            new RemoteFaults(plan.rules, plan.seed, null),
-            options.logger ?? null,
-          )
-        : null;
-    const offloading = config.offload
-      ? createOffloadingConnector({
-          model: config.model,
-          tp: config.tp,
-          blockSize: config.blockSize,
-          offloadFactor: config.offloadFactor,
-          cpuBlocks: config.cpuBlocks,
-          cpuBytes: config.cpuBytes,
-          eviction: config.eviction,
-          storePolicy: config.storePolicy,
-          wrapManager: remotePlan?.wrapManager,
-        })
-      : null;
-    const remote = remotePlan && offloading ? remotePlan.attach(offloading) : null;
-    const schedulerConfig = parseSchedulerConfig({
-      blockSize: config.blockSize,
-      numGpuBlocks: config.gpuBlocks,
-      maxNumBatchedTokens: config.maxNumBatchedTokens,
-      maxNumSeqs: config.maxNumSeqs,
-      maxModelLen: config.maxModelLen,
-      enableChunkedPrefill: config.enableChunkedPrefill,
-      enablePrefixCaching: config.enablePrefixCaching,
-      failurePolicy: config.failurePolicy,
-      vocabSize: config.model.vocabSize,
-    });
+    const faults = parseFaultPlan(config.faults, config.faultSeed);
     const gpu = chooseGpuProfile(config.gpu, backend);
     const stepClock = stepClockFor(config.model, gpu.profile, config.tp);
+    // Without a GPU, transfers take as long as the profile's host link would.
+    const hostLink = backend === 'host' ? gpu.profile.link : null;
     const startedAt = performance.now();
-    const monitor = new EngineMonitor(config.tp);
-    const scheduler = new Scheduler(schedulerConfig, {
-      connector: remote ?? offloading?.connector ?? null,
-      now: () => performance.now() - startedAt,
-      stepClock,
-      testOnly: switches.scheduler,
-      observer: monitor,
-    });
-    // Write-back of offloaded blocks larger than one GPU block reads the GPU prefix cache.
-    offloading?.connector.attachGpuPrefixCache(scheduler.kvCacheManager.pool);
-
-    const ranks: RankSetup[] = [];
-    for (let rank = 0; rank < config.tp; rank++) {
-      ranks.push({
-        rank,
-        tp: config.tp,
-        backend,
-        model: config.model,
-        blockSize: config.blockSize,
-        layout: config.layout,
-        numGpuBlocks: config.gpuBlocks,
-        numCpuBlocks: offloading?.geometry.capacityBlocks ?? 0,
-        offloadFactor: config.offloadFactor,
-        copyMethod: config.copyMethod,
-        // Without a GPU, transfers take as long as the profile's host link would.
-        ...(backend === 'host' ? { hostLink: gpu.profile.link } : {}),
-        faultRules: rulesForRank(plan, rank),
-        faultSeed: plan.seed,
-        testSwitches: switches.worker,
-        remote: remotePlan?.rankInit,
-      });
-    }
-    let executor: Executor;
-    try {
-      executor = await Executor.start({
-        ranks,
-        stepDeadlineMs: config.stepDeadlineMs,
-        initDeadlineMs: config.startDeadlineMs,
-        onRankOpened: options.onRankOpened,
-      });
-    } catch (error) {
-      await remote?.close();
-      throw error;
-    }
-    const engine = new Engine(
+    // An unreachable remote stops the engine here, before any rank starts.
+    const parts = await assembleEngine(
+      engineGeometry(config),
+      engineAssemblyConfig(config, backend, faults, hostLink),
+      {
+        switches,
+        logger: options.logger ?? null,
+        slowStepMs: options.slowStepMs,
+        scheduler: { now: () => performance.now() - startedAt, stepClock },
+      },
+      {
+        start: (ranks) =>
+          Executor.start({ ranks, stepDeadlineMs: config.stepDeadlineMs, initDeadlineMs: config.startDeadlineMs, onRankOpened: options.onRankOpened }),
+        stop: (executor) => executor.terminateAll(),
+      },
+    );
+    return new Engine(
       config,
       backend,
       gpu,
       describeStepClock(stepClock, gpu),
-      scheduler,
-      offloading,
-      executor,
-      new KVOutputAggregator(config.tp, config.model.vocabSize),
+      parts,
       new PromptHashPool(config.blockSize),
       startedAt,
       switches.engine ?? {},
-      monitor,
-      new EngineEventLog(options.logger ?? null, plan.rules.length > 0 ? plan : null, { slowStepMs: options.slowStepMs }),
-      remote,
     );
-    return engine;
   }
 
   /** What each rank opened (device name, bytes per block, memory). */
@@ -295,7 +235,7 @@ export class Engine {
     this.assertUsable();
     const started = performance.now();
     const schedulerOutput = this.scheduler.schedule();
-    this.monitor.stepScheduled(schedulerOutput);
+    this.observer.stepScheduled(schedulerOutput);
     let outputs;
     try {
       outputs = await this.executor.executeStep(schedulerOutput);
@@ -304,12 +244,9 @@ export class Engine {
       throw error;
     }
     const output = this.aggregator.aggregate(outputs, schedulerOutput);
-    this.transfers.record(output.finishedJobs);
-    this.monitor.stepAnswered(outputs, output.finishedJobs);
+    this.observer.stepAnswered(outputs, output);
     const updates = this.scheduler.updateFromOutput(schedulerOutput, output);
-    const wallMs = performance.now() - started;
-    this.monitor.stepFinished(wallMs);
-    this.events.stepFinished(schedulerOutput.step, wallMs, outputs);
+    this.observer.stepFinished(schedulerOutput.step, performance.now() - started, outputs);
     return this.report(schedulerOutput.step, updates);
   }
 
@@ -390,7 +327,7 @@ export class Engine {
     await this.hashPool.close();
     if (this.stopped) await this.executor.terminateAll();
     else await this.executor.shutdown();
-    await this.remote?.close();
+    await this.parts.close();
   }
 
   private assertUsable(): void {
@@ -523,7 +460,7 @@ export class Engine {
         continue;
       }
       this.scheduler.resetForRankLoss();
-      this.monitor.transfersDropped();
+      this.observer.transfersDropped();
       // Reports of the lost state must not count toward jobs or requests of the new one.
       if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
       this.rankRestarts += 1;
@@ -548,7 +485,7 @@ export class Engine {
     await this.executor.terminateAll();
     // The devices are gone with their threads: nothing holds blocks or transfers anymore.
     this.scheduler.resetForRankLoss();
-    this.monitor.transfersDropped();
+    this.observer.transfersDropped();
     this.aggregator.reset();
     throw this.stopped;
   }

@@ -12,7 +12,8 @@ import type {
 } from '../device/types.js';
 import { mix } from '../model/mix.js';
 import { chainInit, chainNext } from '../model/reference.js';
-import { bytesPerGpuBlock, type ModelShape } from '../model/shape.js';
+import type { ModelShape } from '../model/shape.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
 import { SimulatedCpuTier } from './cpu-tier.js';
 import type { HostLinkProfile } from '../timing/gpu-profiles.js';
 import { LinkSchedule } from '../timing/link-model.js';
@@ -42,13 +43,11 @@ import { PositionSums } from './position-sums.js';
 export type DeviceLoadFaults = (job: TransferSubmission, step: number) => readonly number[];
 
 export interface SimulatedDeviceOptions {
-  readonly shape: ModelShape;
+  /** The KV cache's shape; this device holds rank `rank`'s heads of it. */
+  readonly geometry: KvGeometry;
   readonly rank?: number;
-  readonly tp?: number;
-  readonly blockSize: number;
   readonly numGpuBlocks: number;
   readonly numCpuBlocks?: number;
-  readonly offloadFactor?: number;
   /** Steps from a load's submission to its completion when nothing waits for it (0: the same step). Default 1. */
   readonly loadLatencySteps?: number;
   /** Steps from a store's submission to its completion when nothing waits for it. Default 1. */
@@ -123,36 +122,32 @@ export class SimulatedDevice implements Device {
   private counters = { loadBlocksFailed: 0, storesFailed: 0, jobsDelayed: 0 };
 
   constructor(options: SimulatedDeviceOptions) {
-    const tp = options.tp ?? 1;
+    const { geometry } = options;
+    const { tp, model: shape, offloadFactor } = geometry;
     const rank = options.rank ?? 0;
-    const shape = options.shape;
-    if (!Number.isInteger(tp) || tp < 1 || shape.kvHeads % tp !== 0) {
-      throw new RangeError(`tp ${tp} must be a positive divisor of the model's ${shape.kvHeads} KV heads`);
-    }
     if (!Number.isInteger(rank) || rank < 0 || rank >= tp) throw new RangeError(`rank ${rank} is outside [0, ${tp})`);
     this.rank = rank;
     this.shape = shape;
-    this.blockSize = options.blockSize;
+    this.blockSize = geometry.blockSize;
     this.numGpuBlocks = options.numGpuBlocks;
-    const offloadFactor = options.offloadFactor ?? 1;
     const numCpuBlocks = options.numCpuBlocks ?? 0;
-    this.cpu = new SimulatedCpuTier(numCpuBlocks, offloadFactor, options.blockSize);
+    this.cpu = new SimulatedCpuTier(numCpuBlocks, geometry);
     this.loadLatency = options.loadLatencySteps ?? 1;
     this.storeLatency = options.storeLatencySteps ?? 1;
     this.loadFaultInjector = options.loadFaults ?? null;
     this.linkSizes = options.link ?? null;
     this.link = options.link === undefined ? null : new LinkSchedule(options.link.profile);
-    const headCount = shape.kvHeads / tp;
+    const headCount = geometry.kvHeadsPerRank;
     const sums = options.positionSums ?? new PositionSums(shape, { firstHead: rank * headCount, headCount });
     if (sums.modelShape !== shape || sums.firstHead !== rank * headCount || sums.headCount !== headCount) {
       throw new RangeError(`positionSums cover other heads than rank ${rank} of ${tp} holds`);
     }
     this.sums = sums;
-    this.gpu = new Uint32Array(options.numGpuBlocks * options.blockSize);
+    this.gpu = new Uint32Array(options.numGpuBlocks * geometry.blockSize);
     this.slotState = new Uint32Array(this.gpu.length);
     this.slotSum = new Uint32Array(this.gpu.length);
     this.slotSumValid = new Uint8Array(this.gpu.length);
-    const blockBytes = bytesPerGpuBlock(shape, tp, options.blockSize);
+    const blockBytes = geometry.bytesPerGpuBlockPerRank;
     this.info = {
       backend: 'host',
       deviceName: 'simulated (step-clocked)',
@@ -194,7 +189,7 @@ export class SimulatedDevice implements Device {
     const gpuBlockIds = Int32Array.from(job.gpuBlockIds);
     const cpuBlockIds = Int32Array.from(job.cpuBlockIds);
     const firstSubBlock = job.firstSubBlock ?? 0;
-    const f = this.cpu.offloadFactor;
+    const f = this.cpu.geometry.offloadFactor;
     if (job.direction === 'gpuToCpu' && firstSubBlock !== 0) {
       throw new RangeError(`store job ${job.jobId}: firstSubBlock must be 0, got ${firstSubBlock}`);
     }
@@ -290,7 +285,7 @@ export class SimulatedDevice implements Device {
   }
 
   writeCpuBlock(blockId: number, data: Uint8Array): void {
-    this.cpu.writeBlock(blockId, bufferToStates(data, this.cpu.offloadFactor * this.blockSize));
+    this.cpu.writeBlock(blockId, bufferToStates(data, this.cpu.geometry.offloadFactor * this.blockSize));
   }
 
   readCpuBlockInto(blockId: number, target: Uint8Array, offset = 0): number {
@@ -383,7 +378,7 @@ export class SimulatedDevice implements Device {
   }
 
   private landStore(job: SimJob): void {
-    const f = this.cpu.offloadFactor;
+    const f = this.cpu.geometry.offloadFactor;
     const bs = this.blockSize;
     for (let k = 0; k < job.gpuBlockIds.length; k++) {
       const dst = this.cpu.subBlock(job.cpuBlockIds[(k / f) | 0], k % f);
@@ -399,7 +394,7 @@ export class SimulatedDevice implements Device {
   }
 
   private landLoad(job: SimJob): void {
-    const f = this.cpu.offloadFactor;
+    const f = this.cpu.geometry.offloadFactor;
     const bs = this.blockSize;
     const failed = new Set(job.failedGpuBlockIds);
     for (let k = 0; k < job.gpuBlockIds.length; k++) {
@@ -493,7 +488,7 @@ export class SimulatedDevice implements Device {
 
   /** Bytes of a CPU block's image here: its positions' chain states (see the class comment), not bytesPerCpuBlock. */
   private cpuImageBytes(): number {
-    return this.cpu.offloadFactor * this.blockSize * 4;
+    return this.cpu.geometry.offloadFactor * this.blockSize * 4;
   }
 
   private assertOpen(): void {

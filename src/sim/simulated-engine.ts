@@ -1,5 +1,7 @@
+import { performance } from 'node:perf_hooks';
 import type { ModelRunnerOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 import type { RequestUpdate, Scheduler } from '../scheduler/scheduler.js';
+import type { StepObserver } from '../runtime/step-observer.js';
 import type { SimulatedRanks } from './simulated-ranks.js';
 
 /**
@@ -24,12 +26,18 @@ export class SimulatedEngine {
   constructor(
     readonly scheduler: Scheduler,
     readonly ranks: SimulatedRanks,
+    /** Told about every step, as the engine tells its observer; none by default. */
+    private readonly observer: StepObserver | null = null,
   ) {}
 
   async step(): Promise<SimulatedStep> {
+    const started = performance.now();
     const scheduled = this.scheduler.schedule();
+    this.observer?.stepScheduled(scheduled);
     const output = await this.ranks.execute(scheduled);
+    this.observer?.stepAnswered(this.ranks.rankOutputs, output);
     const updates = this.scheduler.updateFromOutput(scheduled, output);
+    this.observer?.stepFinished(scheduled.step, performance.now() - started, this.ranks.rankOutputs);
     return { scheduled, output, updates };
   }
 
@@ -40,5 +48,6 @@ export class SimulatedEngine {
   async loseRanks(): Promise<void> {
     await this.ranks.restart();
     this.scheduler.resetForRankLoss();
+    this.observer?.transfersDropped();
   }
 }

@@ -1,9 +1,8 @@
-import type { WorkerConnectorSwitches } from '../connector/worker-connector-switches.js';
+import type { KvGeometry } from '../core/kv-geometry.js';
 import type { TransferSubmission } from '../device/types.js';
-import { rulesForRank, type FaultPlan } from '../faults/plan.js';
 import type { RankDeath } from '../faults/rank-faults.js';
-import type { ModelShape } from '../model/shape.js';
 import type { ModelRunnerOutput, RankStepOutput, SchedulerOutput, TransferJobSpec } from '../protocol/step-protocol.js';
+import type { RankSetup } from '../rank/rank-protocol.js';
 import { RankWorker, type RankWorkerHost } from '../rank/rank-worker.js';
 import { KVOutputAggregator } from '../runtime/aggregator.js';
 import type { PositionSums } from './position-sums.js';
@@ -16,23 +15,20 @@ export type LoadFaultInjector = (job: TransferJobSpec, step: number, rank: numbe
 export type PerRank<T> = T | readonly T[];
 
 export interface SimulatedRanksOptions {
-  readonly shape: ModelShape;
-  /** Tensor-parallel ranks (default 1). */
-  readonly tp?: number;
-  readonly blockSize: number;
-  readonly numGpuBlocks: number;
-  readonly numCpuBlocks?: number;
-  readonly offloadFactor?: number;
+  /**
+   * One setup per rank, as the assembly builds them (rankSetups): the
+   * geometry, pool sizes, each rank's fault rules, the worker-side switches.
+   */
+  readonly setups: readonly RankSetup[];
+  /** Merges the ranks' outputs; a fresh one by default. */
+  readonly aggregator?: KVOutputAggregator;
   /** Steps a load takes when nothing waits for it (default 1); per rank, ranks can finish a job in different steps. */
   readonly loadLatencySteps?: PerRank<number>;
   /** Steps a store takes when nothing waits for it (default 1). */
   readonly storeLatencySteps?: PerRank<number>;
   readonly loadFaults?: LoadFaultInjector | null;
-  /** A fault plan (parseFaultPlan): each rank gets its rules, as the engine gives them. */
-  readonly faultPlan?: FaultPlan;
   /** Position sums to share between runs (tp = 1 only: they cover every head). */
   readonly positionSums?: PositionSums;
-  readonly switches?: WorkerConnectorSwitches;
   /** Transfers on a modelled host link (SimulatedDevice's `link`); each rank has its own link. */
   readonly link?: SimulatedLink;
 }
@@ -58,6 +54,7 @@ export class SimulatedRankDeath extends Error {
  */
 export class SimulatedRanks {
   readonly tp: number;
+  readonly geometry: KvGeometry;
   private readonly options: SimulatedRanksOptions;
   private workers: RankWorker[] = [];
   private deviceList: SimulatedDevice[] = [];
@@ -71,16 +68,21 @@ export class SimulatedRanks {
 
   constructor(options: SimulatedRanksOptions) {
     this.options = options;
-    this.tp = options.tp ?? 1;
-    if (!Number.isInteger(this.tp) || this.tp < 1) throw new RangeError(`tp ${this.tp} must be a positive integer`);
+    const first = options.setups[0];
+    if (first === undefined) throw new RangeError('setups: give one setup per rank, got none');
+    this.geometry = first.geometry;
+    this.tp = this.geometry.tp;
+    if (options.setups.length !== this.tp || options.setups.some((s, rank) => s.rank !== rank || s.geometry !== this.geometry)) {
+      throw new RangeError(`setups: give one setup per rank 0..${this.tp - 1}, in rank order and of one geometry`);
+    }
     if (options.positionSums !== undefined && this.tp !== 1) throw new RangeError('shared positionSums cover every head: tp must be 1');
     this.loadFaults = options.loadFaults ?? null;
-    this.aggregator = new KVOutputAggregator(this.tp, options.shape.vocabSize);
+    this.aggregator = options.aggregator ?? new KVOutputAggregator(this.tp, this.geometry.model.vocabSize);
     this.ready = this.open();
   }
 
   get blockSize(): number {
-    return this.options.blockSize;
+    return this.geometry.blockSize;
   }
 
   /** The ranks' devices, in rank order (replaced by restart()). */
@@ -169,15 +171,13 @@ export class SimulatedRanks {
     this.openCount += 1;
     const devices: SimulatedDevice[] = [];
     const workers: RankWorker[] = [];
-    for (let rank = 0; rank < this.tp; rank++) {
+    for (const setup of o.setups) {
+      const rank = setup.rank;
       const device = new SimulatedDevice({
-        shape: o.shape,
+        geometry: setup.geometry,
         rank,
-        tp: this.tp,
-        blockSize: o.blockSize,
-        numGpuBlocks: o.numGpuBlocks,
-        numCpuBlocks: o.numCpuBlocks ?? 0,
-        offloadFactor: o.offloadFactor ?? 1,
+        numGpuBlocks: setup.numGpuBlocks,
+        numCpuBlocks: setup.numCpuBlocks,
         loadLatencySteps: perRank(o.loadLatencySteps, rank, 1),
         storeLatencySteps: perRank(o.storeLatencySteps, rank, 1),
         loadFaults: (job, step) => this.injectedFailures(job, step, rank),
@@ -189,23 +189,8 @@ export class SimulatedRanks {
     }
     this.deviceList = devices;
     this.workers = workers;
-    for (let rank = 0; rank < this.tp; rank++) {
-      await workers[rank].init({
-        rank,
-        tp: this.tp,
-        backend: 'host',
-        model: o.shape,
-        blockSize: o.blockSize,
-        layout: 'cross-layer',
-        numGpuBlocks: o.numGpuBlocks,
-        numCpuBlocks: o.numCpuBlocks ?? 0,
-        offloadFactor: o.offloadFactor ?? 1,
-        faultRules: o.faultPlan ? rulesForRank(o.faultPlan, rank) : [],
-        faultSeed: o.faultPlan?.seed ?? 0,
-        openCount: this.openCount,
-        loadFailuresBefore: 0,
-        testSwitches: o.switches,
-      });
+    for (const setup of o.setups) {
+      await workers[setup.rank].init({ ...setup, openCount: this.openCount, loadFailuresBefore: 0 });
     }
   }
 

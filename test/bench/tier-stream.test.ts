@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseSweepPolicy, runSweep } from '../../src/bench/sweep.js';
-import { replaySliceOf } from '../../src/bench/policies.js';
+import { replayGeometry, replaySliceOf } from '../../src/bench/policies.js';
 import { recordTierStream } from '../../src/bench/tier-stream-replay.js';
 import { tierStreamBound, tierStreamCeiling, tierStreamProvenBound } from '../../src/bench/tier-stream-belady.js';
 import type { TierEvent } from '../../src/bench/tier-stream.js';
@@ -162,7 +162,7 @@ describe('the stream recorded from a replay', () => {
   it('counts one lookup per request and flags the lookups of requests resumed after a preemption', async () => {
     const trace = await loadTrace(traceFile(busyConversationLines(1)), { maxRequests: BUSY.maxRequests, tokenScale: BUSY.tokenScale });
     const slice = replaySliceOf(trace);
-    const recorded = await recordTierStream(slice, { gpuBlocks: 40, blockSize: BUSY.blockSize, offloadFactor: BUSY.offloadFactor });
+    const recorded = await recordTierStream(slice, { gpuBlocks: 40, geometry: replayGeometry(BUSY.blockSize, BUSY.offloadFactor) });
     const lookups = recorded.events.filter((e) => e.kind === 'lookup');
     expect(lookups.filter((l) => !l.readmission).length).toBeLessThanOrEqual(slice.requests.length);
     // The pool is small enough that requests are preempted and look their prefix up again.

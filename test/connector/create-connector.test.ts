@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../src/core/block-hash.js';
 import { ConfigError } from '../../src/core/errors.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 import { ForwardingManager } from '../../src/offload/forwarding-manager.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
 import { ArcOffloadingManager } from '../../src/offload/arc-manager.js';
@@ -11,8 +12,10 @@ import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
 import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { bareRequest, promptOf, TINY } from './helpers.js';
 
-function config(overrides: Partial<OffloadingConnectorConfig> = {}): OffloadingConnectorConfig {
-  return { model: TINY, tp: 2, blockSize: 4, offloadFactor: 1, cpuBlocks: 16, eviction: 'lru', storePolicy: 'on-compute', ...overrides };
+/** A tier over TINY at tp 2 with blocks of 4 tokens; `offloadFactor` goes into the geometry. */
+function config({ offloadFactor = 1, ...overrides }: Partial<Omit<OffloadingConnectorConfig, 'geometry'>> & { offloadFactor?: number } = {}): OffloadingConnectorConfig {
+  const geometry = kvGeometry({ model: TINY, tp: 2, blockSize: 4, offloadFactor });
+  return { geometry, cpuBlocks: 16, eviction: 'lru', storePolicy: 'on-compute', ...overrides };
 }
 
 describe('createOffloadingConnector', () => {

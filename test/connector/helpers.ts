@@ -4,7 +4,8 @@ import { blockHashes, type BlockHash } from '../../src/core/block-hash.js';
 import { TINY } from '../support/tiny.js';
 import { chainStates, referenceGenerate } from '../../src/model/reference.js';
 import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
-import { createOffloadingConnector } from '../../src/connector/create-connector.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
+import { assembleSimulatedEngine } from '../../src/sim/assemble-simulated.js';
 import { offloadKeys } from '../../src/offload/geometry.js';
 import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../src/offload/manager.js';
@@ -195,35 +196,27 @@ export class OffloadHarness {
 
   constructor(options: OffloadHarnessOptions = {}) {
     const config = tinyConfig(options.scheduler);
-    const offloadFactor = options.offloadFactor ?? 1;
-    const parts = createOffloadingConnector({
-      model: TINY,
-      tp: 1,
-      blockSize: config.blockSize,
-      offloadFactor,
-      cpuBlocks: options.cpuBlocks ?? 64,
-      eviction: options.eviction ?? 'lru',
-      storePolicy: options.storePolicy ?? 'on-compute',
-      wrapManager: options.wrapManager,
-    });
-    this.connector = parts.connector;
-    this.manager = parts.manager;
-    this.ranks = new SimulatedRanks({
-      shape: TINY,
-      tp: options.tp ?? 1,
-      blockSize: config.blockSize,
-      numGpuBlocks: config.numGpuBlocks,
-      numCpuBlocks: parts.geometry.capacityBlocks,
-      offloadFactor,
-      loadLatencySteps: options.loadLatencySteps ?? 1,
-      storeLatencySteps: options.storeLatencySteps ?? 1,
-      switches: options.switches,
-    });
+    const geometry = kvGeometry({ model: TINY, tp: options.tp ?? 1, blockSize: config.blockSize, offloadFactor: options.offloadFactor });
     let clock = 0;
-    const seen = options.wrapConnector ? options.wrapConnector(this.connector) : this.connector;
-    this.scheduler = new Scheduler(config, { connector: seen, now: () => clock++ });
-    this.connector.attachGpuPrefixCache(this.scheduler.kvCacheManager.pool);
-    this.engine = new SimulatedEngine(this.scheduler, this.ranks);
+    const parts = assembleSimulatedEngine(
+      geometry,
+      {
+        scheduler: config,
+        cpuTier: { cpuBlocks: options.cpuBlocks ?? 64, eviction: options.eviction ?? 'lru', storePolicy: options.storePolicy ?? 'on-compute' },
+      },
+      {
+        switches: { worker: options.switches },
+        scheduler: { now: () => clock++ },
+        hooks: { wrapManager: options.wrapManager, wrapConnector: options.wrapConnector },
+      },
+      { loadLatencySteps: options.loadLatencySteps ?? 1, storeLatencySteps: options.storeLatencySteps ?? 1 },
+    );
+    const offloading = parts.tiers.offloading!;
+    this.connector = offloading.connector;
+    this.manager = offloading.manager;
+    this.ranks = parts.ranks;
+    this.scheduler = parts.scheduler;
+    this.engine = parts.engine;
   }
 
   add(id: string, sketch: RequestSketch): Request {

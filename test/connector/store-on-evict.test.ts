@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 import type { SchedulerConnector, StepView } from '../../src/scheduler/connector.js';
 import type { OffloadStepMetadata } from '../../src/protocol/step-protocol.js';
 import { OffloadHarness, offloadedKeysOf, promptOf, TINY, type OffloadHarnessOptions } from './helpers.js';
@@ -88,7 +89,7 @@ describe('store on evict (write-back)', () => {
 
   it('needs the GPU prefix cache when an offloaded block spans several GPU blocks', async () => {
     const { connector } = createOffloadingConnector({
-      model: TINY, tp: 1, blockSize: 4, offloadFactor: 2, cpuBlocks: 8, eviction: 'lru', storePolicy: 'on-evict',
+      geometry: kvGeometry({ model: TINY, tp: 1, blockSize: 4, offloadFactor: 2 }), cpuBlocks: 8, eviction: 'lru', storePolicy: 'on-evict',
     });
     expect(() => connector.buildConnectorMeta({ step: 0, scheduled: [], preemptedReqIds: [] })).toThrow(
       /attachGpuPrefixCache/,

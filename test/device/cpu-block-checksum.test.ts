@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 import { crc32c } from '../../src/core/crc32c.js';
 import { DeviceError } from '../../src/device/errors.js';
 import { cudaDeviceCount } from '../../src/device/native.js';
@@ -32,7 +33,11 @@ async function addonDevice(layout: KvLayout, backend: BackendName = 'host'): Pro
 }
 
 function simulatedDevice(): Device {
-  const d = new SimulatedDevice({ shape: TINY_NO_COMPUTE, blockSize: 4, numGpuBlocks: 4, numCpuBlocks: 4, offloadFactor: 2 });
+  const d = new SimulatedDevice({
+    geometry: kvGeometry({ model: TINY_NO_COMPUTE, tp: 1, blockSize: 4, offloadFactor: 2 }),
+    numGpuBlocks: 4,
+    numCpuBlocks: 4,
+  });
   devices.push(d);
   return d;
 }

@@ -1,27 +1,29 @@
 import { mix } from '../../src/model/mix.js';
 import { SeededRandom } from '../../src/core/prng.js';
 import { openDevice } from '../../src/device/device.js';
-import type { Device, DeviceOptions, ForwardBatch, TransferSubmission } from '../../src/device/types.js';
+import type { Device, DeviceGeometry, DeviceOptions, ForwardBatch, TransferSubmission } from '../../src/device/types.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
 
 export { TINY_NO_COMPUTE };
 
-export type TestDeviceOptions = Partial<DeviceOptions>;
+/** Device options with the geometry's fields given one by one (any of them may be overridden). */
+export type TestDeviceOptions = Partial<Omit<DeviceOptions, 'geometry'> & DeviceGeometry>;
 
-/** A small host device: tiny model, 4-token blocks, 16 GPU blocks, 8 CPU blocks. */
+/**
+ * A small host device: tiny model, 4-token blocks, 16 GPU blocks, 8 CPU
+ * blocks. The geometry is passed as given, unresolved, so the device's own
+ * checks of it are what a bad value meets.
+ */
 export function openTestDevice(overrides: TestDeviceOptions = {}): Promise<Device> {
+  const { model = TINY_NO_COMPUTE, tp = 1, blockSize = 4, offloadFactor = 1, layout = 'cross-layer', ...rest } = overrides;
   return openDevice({
     backend: 'host',
     rank: 0,
-    tp: 1,
     deviceIndex: 0,
-    model: TINY_NO_COMPUTE,
-    blockSize: 4,
-    layout: 'cross-layer',
     numGpuBlocks: 16,
     numCpuBlocks: 8,
-    offloadFactor: 1,
-    ...overrides,
+    ...rest,
+    geometry: { model, tp, blockSize, offloadFactor, layout },
   });
 }
 

@@ -10,6 +10,7 @@ import { parseRemoteUrl } from '../../src/remote/remote-url.js';
 import { HEADER_BYTES } from '../../src/remote/value-format.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
 import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 
 /**
  * One rank's remote tier on the host device against a real server: blocks of
@@ -48,14 +49,10 @@ describe.skipIf(!haveRedis)("a rank's remote tier", () => {
     device = await openDevice({
       backend: 'host',
       rank: 0,
-      tp: 1,
       deviceIndex: 0,
-      model: TINY_NO_COMPUTE,
-      blockSize: BLOCK_TOKENS,
-      layout: 'per-layer',
+      geometry: kvGeometry({ model: TINY_NO_COMPUTE, tp: 1, blockSize: BLOCK_TOKENS, layout: 'per-layer' }),
       numGpuBlocks: 1,
       numCpuBlocks: CPU_BLOCKS,
-      offloadFactor: 1,
     });
     ns = remoteNamespace({ namespace: 'rank-test', model: TINY_NO_COMPUTE, layout: 'per-layer', blockSize: BLOCK_TOKENS, offloadFactor: 1, tp: 1 });
     tier = new RankRemoteTier(device, 0, 1, {

@@ -11,6 +11,7 @@ import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
 import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine } from './remote-helpers.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 
 /**
  * Each rank moves its own shards over its own connection, so the scheduler's
@@ -70,8 +71,8 @@ describe.skipIf(!haveRedis)("the ranks' standing with the remote tier", () => {
 
   it('a rank that cannot reach the server reports itself not connected, with the reason, once', async () => {
     const device = await openDevice({
-      backend: 'host', rank: 0, tp: 1, deviceIndex: 0, model: TINY_NO_COMPUTE, blockSize: 16, layout: 'per-layer',
-      numGpuBlocks: 1, numCpuBlocks: 2, offloadFactor: 1,
+      backend: 'host', rank: 0, deviceIndex: 0, geometry: kvGeometry({ model: TINY_NO_COMPUTE, tp: 1, blockSize: 16, layout: 'per-layer' }),
+      numGpuBlocks: 1, numCpuBlocks: 2,
     });
     const ns = remoteNamespace({ namespace: 'health', model: TINY_NO_COMPUTE, layout: 'per-layer', blockSize: 16, offloadFactor: 1, tp: 1 });
     const tier = new RankRemoteTier(device, 0, 1, {

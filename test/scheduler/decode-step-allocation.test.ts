@@ -3,6 +3,7 @@ import { AllocationProbe } from '../../src/bench/allocation-probe.js';
 import { median } from '../../src/bench/stats.js';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 import { parseSchedulerConfig } from '../../src/scheduler/config.js';
 import type { JobResult, ModelRunnerOutput, SchedulerOutput } from '../../src/protocol/step-protocol.js';
 import { createRequest } from '../../src/scheduler/request.js';
@@ -25,10 +26,7 @@ function decodingScheduler(n: number, offload: boolean): { scheduler: Scheduler;
   });
   const connector = offload
     ? createOffloadingConnector({
-        model: MODEL_PRESETS.tiny,
-        tp: 1,
-        blockSize: BLOCK_SIZE,
-        offloadFactor: 1,
+        geometry: kvGeometry({ model: MODEL_PRESETS.tiny, tp: 1, blockSize: BLOCK_SIZE }),
         cpuBlocks: config.numGpuBlocks * 4,
         eviction: 'lru',
         storePolicy: 'on-compute',

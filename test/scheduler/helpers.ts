@@ -17,10 +17,12 @@ import {
   type TransferJobSpec,
 } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request, type RequestParams } from '../../src/scheduler/request.js';
-import { Scheduler, type RequestUpdate, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
-import { SimulatedEngine, type SimulatedStep } from '../../src/sim/simulated-engine.js';
+import type { RequestUpdate, Scheduler, SchedulerOptions } from '../../src/scheduler/scheduler.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
+import { assembleSimulatedEngine } from '../../src/sim/assemble-simulated.js';
+import type { SimulatedEngine, SimulatedStep } from '../../src/sim/simulated-engine.js';
 import { kept } from '../support/kept-step.js';
-import { SimulatedRanks, type LoadFaultInjector, type PerRank } from '../../src/sim/simulated-ranks.js';
+import type { LoadFaultInjector, PerRank, SimulatedRanks } from '../../src/sim/simulated-ranks.js';
 
 export { TINY };
 
@@ -212,23 +214,20 @@ export class Harness {
 
   constructor(options: HarnessOptions = {}) {
     const config = tinyConfig(options.config);
-    this.ranks = new SimulatedRanks({
-      shape: TINY,
-      tp: options.tp ?? 1,
-      blockSize: config.blockSize,
-      numGpuBlocks: config.numGpuBlocks,
-      numCpuBlocks: options.numCpuBlocks ?? 256,
-      loadLatencySteps: options.loadLatencySteps ?? 1,
-      loadFaults: options.loadFaults,
-    });
-    this.connector = options.connector ? options.connector(this.ranks) : null;
     let clock = 0;
-    this.scheduler = new Scheduler(config, {
-      ...options.schedulerOptions,
-      connector: this.connector,
-      now: () => clock++,
-    });
-    this.engine = new SimulatedEngine(this.scheduler, this.ranks);
+    const parts = assembleSimulatedEngine(
+      kvGeometry({ model: TINY, tp: options.tp ?? 1, blockSize: config.blockSize }),
+      { scheduler: config, cpuTier: null },
+      {
+        scheduler: { ...options.schedulerOptions, now: () => clock++ },
+        ...(options.connector ? { customTier: { numCpuBlocks: options.numCpuBlocks ?? 256, connector: options.connector } } : {}),
+      },
+      { loadLatencySteps: options.loadLatencySteps ?? 1, loadFaults: options.loadFaults },
+    );
+    this.ranks = parts.ranks;
+    this.connector = parts.connector;
+    this.scheduler = parts.scheduler;
+    this.engine = parts.engine;
   }
 
   add(id: string, sketch: RequestSketch): Request {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ScheduledRequest, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
-import { parseFaultPlan } from '../../src/faults/plan.js';
+import { kvGeometry } from '../../src/core/kv-geometry.js';
+import { parseFaultPlan, type FaultPlan } from '../../src/faults/plan.js';
+import { rankSetups } from '../../src/runtime/assembly/rank-setups.js';
 import { SimulatedRanks, type SimulatedRanksOptions } from '../../src/sim/simulated-ranks.js';
 import { promptOf, referenceTokens, TINY } from '../scheduler/helpers.js';
 
@@ -12,8 +14,12 @@ import { promptOf, referenceTokens, TINY } from '../scheduler/helpers.js';
 
 const BLOCK = 4;
 
-function ranks(options: Partial<SimulatedRanksOptions> = {}): SimulatedRanks {
-  return new SimulatedRanks({ shape: TINY, blockSize: BLOCK, numGpuBlocks: 16, numCpuBlocks: 8, ...options });
+type RanksOptions = Omit<SimulatedRanksOptions, 'setups'> & { readonly tp?: number; readonly faultPlan?: FaultPlan };
+
+/** Ranks over TINY in blocks of 4 tokens, 16 GPU and 8 CPU blocks each, set up as the assembly sets them up. */
+function ranks({ tp = 1, faultPlan = parseFaultPlan(''), ...options }: RanksOptions = {}): SimulatedRanks {
+  const geometry = kvGeometry({ model: TINY, tp, blockSize: BLOCK });
+  return new SimulatedRanks({ setups: rankSetups(geometry, 16, { backend: 'host' }, { numCpuBlocks: 8 }, faultPlan), ...options });
 }
 
 function compute(reqId: string, table: number[] | null, start: number, tokens: number[], sample = true): ScheduledRequest {

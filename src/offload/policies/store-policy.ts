@@ -1,5 +1,6 @@
 import type { BlockHash } from '../../core/block-hash.js';
 import { ConfigError } from '../../core/errors.js';
+import type { KvGeometry } from '../../core/kv-geometry.js';
 import type { StepView } from '../../scheduler/connector.js';
 import type { TransferJobSpec } from '../../protocol/step-protocol.js';
 import type { Request } from '../../scheduler/request.js';
@@ -12,15 +13,8 @@ import type { Request } from '../../scheduler/request.js';
  * accepted (stored now, or already held).
  */
 
-/** The block geometry policies work in. */
-export interface OffloadGeometry {
-  /** Tokens per GPU block. */
-  readonly blockSize: number;
-  /** GPU blocks per offloaded block (f >= 1). */
-  readonly offloadFactor: number;
-  /** Tokens per offloaded block: offloadFactor x blockSize. */
-  readonly offloadedBlockTokens: number;
-}
+/** The block geometry policies work in (a KvGeometry is one). */
+export type OffloadGeometry = Pick<KvGeometry, 'blockSize' | 'offloadFactor' | 'offloadedBlockTokens'>;
 
 /** The geometry of GPU blocks of `blockSize` tokens grouped `offloadFactor` to an offloaded block. */
 export function offloadGeometry(blockSize: number, offloadFactor: number): OffloadGeometry {

@@ -4,7 +4,15 @@ import { blockHashes } from '../../../src/core/block-hash.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { MODEL_PRESETS } from '../../../src/model/presets.js';
 import type { ModelShape } from '../../../src/model/shape.js';
-import { cpuTierGeometry, offloadKeyOf, offloadKeys, type CpuTierGeometryInput } from '../../../src/offload/geometry.js';
+import { kvGeometry, type KvGeometryInput } from '../../../src/core/kv-geometry.js';
+import { cpuTierGeometry, offloadKeyOf, offloadKeys, type CpuTierCapacity } from '../../../src/offload/geometry.js';
+
+type GeometryInput = KvGeometryInput & CpuTierCapacity;
+
+/** The tier's geometry from the KV geometry and the capacity, given as one object. */
+function tierGeometry({ cpuBlocks, cpuBytes, ...kv }: GeometryInput) {
+  return cpuTierGeometry(kvGeometry(kv), { cpuBlocks, cpuBytes });
+}
 
 const llama8b: ModelShape = MODEL_PRESETS['llama-8b'];
 
@@ -13,9 +21,9 @@ function shardBytes(model: ModelShape, tp: number, tokens: number): number {
   return model.layers * 2 * (model.kvHeads / tp) * model.headDim * 2 * tokens;
 }
 
-function geometryError(input: Partial<CpuTierGeometryInput> & Record<string, unknown>): string {
+function geometryError(input: Partial<GeometryInput> & Record<string, unknown>): string {
   try {
-    cpuTierGeometry({ model: TINY, tp: 2, blockSize: 16, offloadFactor: 1, cpuBlocks: 8, ...input });
+    tierGeometry({ model: TINY, tp: 2, blockSize: 16, offloadFactor: 1, cpuBlocks: 8, ...input });
   } catch (error) {
     expect(error).toBeInstanceOf(ConfigError);
     return (error as Error).message;
@@ -25,10 +33,16 @@ function geometryError(input: Partial<CpuTierGeometryInput> & Record<string, unk
 
 describe('CPU tier geometry', () => {
   it('sizes an offloaded block as f GPU blocks, per rank and over all ranks', () => {
-    const geometry = cpuTierGeometry({ model: llama8b, tp: 4, blockSize: 16, offloadFactor: 4, cpuBlocks: 10 });
+    const geometry = tierGeometry({ model: llama8b, tp: 4, blockSize: 16, offloadFactor: 4, cpuBlocks: 10 });
     const gpuBlockPerRank = shardBytes(llama8b, 4, 16);
     expect(geometry).toEqual({
+      model: llama8b,
+      tp: 4,
+      blockSize: 16,
       offloadFactor: 4,
+      layout: 'cross-layer',
+      kvHeadsPerRank: llama8b.kvHeads / 4,
+      elementBytes: 2,
       offloadedBlockTokens: 64,
       bytesPerGpuBlockPerRank: gpuBlockPerRank,
       bytesPerCpuBlockPerRank: 4 * gpuBlockPerRank,
@@ -42,7 +56,7 @@ describe('CPU tier geometry', () => {
 
   it('fits as many whole offloaded blocks as the total bytes over all ranks allow', () => {
     const perBlockAllRanks = shardBytes(TINY, 2, 16 * 3) * 2;
-    const geometry = cpuTierGeometry({
+    const geometry = tierGeometry({
       model: TINY,
       tp: 2,
       blockSize: 16,
@@ -55,8 +69,8 @@ describe('CPU tier geometry', () => {
   });
 
   it('does not depend on tp for the whole tier: more ranks hold smaller shards of the same blocks', () => {
-    const one = cpuTierGeometry({ model: TINY, tp: 1, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
-    const four = cpuTierGeometry({ model: TINY, tp: 4, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
+    const one = tierGeometry({ model: TINY, tp: 1, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
+    const four = tierGeometry({ model: TINY, tp: 4, blockSize: 16, offloadFactor: 2, cpuBytes: 1 << 20 });
     expect(four.capacityBlocks).toBe(one.capacityBlocks);
     expect(four.bytesPerCpuBlockPerRank * 4).toBe(one.bytesPerCpuBlockPerRank);
   });
