@@ -1,3 +1,4 @@
+import { kvGeometry } from '../../src/core/kv-geometry.js';
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDevice } from '../../src/device/device.js';
@@ -60,8 +61,9 @@ interface OpenTier {
 
 async function openTier(url: string, retry: { writeAttempts: number; backoffMs: number }, faults: RemoteFaults | null = null): Promise<OpenTier> {
   const device = await openDevice({
-    backend: 'host', rank: 0, tp: 1, deviceIndex: 0, model: TINY_NO_COMPUTE, blockSize: BLOCK_TOKENS, layout: 'per-layer',
-    numGpuBlocks: 1, numCpuBlocks: 8, offloadFactor: 1,
+    backend: 'host', rank: 0, deviceIndex: 0,
+    geometry: kvGeometry({ model: TINY_NO_COMPUTE, tp: 1, blockSize: BLOCK_TOKENS, layout: 'per-layer', offloadFactor: 1 }),
+    numGpuBlocks: 1, numCpuBlocks: 8,
   });
   const ns = remoteNamespace({ namespace: 'retry-test', model: TINY_NO_COMPUTE, layout: 'per-layer', blockSize: BLOCK_TOKENS, offloadFactor: 1, tp: 1 });
   const tier = new RankRemoteTier(
