@@ -29,6 +29,8 @@ import { RemoteFaults } from '../remote/remote-faults.js';
 import { stepClockFor } from '../timing/step-cost.js';
 import { chooseGpuProfile, describeStepClock, type GpuProfileChoice } from './gpu-profile-choice.js';
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
+import { KvEventRecorder, type KvEventListener } from '../events/kv-event-recorder.js';
+import { KvEventStream, type KvEventStreamOptions } from '../events/kv-event-stream.js';
 
 export interface EngineOptions {
   /** Called as each rank finished opening its device at start (to show start-up progress). */
@@ -83,6 +85,8 @@ export class Engine {
   private rankRestarts = 0;
   private stopped: EngineStoppedError | null = null;
   private closed = false;
+  /** KV events: recorded from the first listener on (an engine nobody listens to reports nothing). */
+  private kvEventRecorder: KvEventRecorder | null = null;
 
   private constructor(
     readonly config: EngineConfig,
@@ -307,6 +311,7 @@ export class Engine {
     this.transfers.record(output.finishedJobs);
     this.monitor.stepAnswered(outputs, output.finishedJobs);
     const updates = this.scheduler.updateFromOutput(schedulerOutput, output);
+    this.kvEventRecorder?.flush();
     const wallMs = performance.now() - started;
     this.monitor.stepFinished(wallMs);
     this.events.stepFinished(schedulerOutput.step, wallMs, outputs);
@@ -362,6 +367,27 @@ export class Engine {
         forwardMs: this.monitor.computeClock.forwardMs,
       },
     };
+  }
+
+  /**
+   * Calls `listener` with each step's KV events (blocks entering and leaving
+   * the GPU prefix cache and the CPU tier, see src/events); returns the
+   * function that stops it. Events are recorded from the first listener on:
+   * add it before the first request so the events describe every block.
+   */
+  addKvEventListener(listener: KvEventListener): () => void {
+    if (this.kvEventRecorder === null) {
+      const recorder = new KvEventRecorder();
+      this.scheduler.kvCacheManager.pool.setEventSink(recorder.sinkFor('GPU', this.config.blockSize));
+      this.offloading?.manager.setEventSink?.(recorder.sinkFor('CPU', this.config.blockSize * this.config.offloadFactor));
+      this.kvEventRecorder = recorder;
+    }
+    return this.kvEventRecorder.addListener(listener);
+  }
+
+  /** The KV event batches as an async iterator (see addKvEventListener for when recording starts). */
+  kvEvents(options?: KvEventStreamOptions): KvEventStream {
+    return new KvEventStream(this, options);
   }
 
   /** Latency histograms and live gauges (what createMetricsRegistry exports besides metrics()). Cheap: read at scrape time. */
@@ -523,6 +549,7 @@ export class Engine {
         continue;
       }
       this.scheduler.resetForRankLoss();
+      this.kvEventRecorder?.flush();
       this.monitor.transfersDropped();
       // Reports of the lost state must not count toward jobs or requests of the new one.
       if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
@@ -548,6 +575,7 @@ export class Engine {
     await this.executor.terminateAll();
     // The devices are gone with their threads: nothing holds blocks or transfers anymore.
     this.scheduler.resetForRankLoss();
+    this.kvEventRecorder?.flush();
     this.monitor.transfersDropped();
     this.aggregator.reset();
     throw this.stopped;
