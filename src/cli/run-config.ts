@@ -40,6 +40,7 @@ import {
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { createRunCommand } from './run-flags.js';
 import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring.js';
+import { kvEventsConfig, kvEventsInputFields, type KvEventsConfig } from './run-kv-events.js';
 import { UsageError } from './usage-error.js';
 import { RemoteConfigError } from '../remote/errors.js';
 import { checkNamespaceName } from '../remote/remote-keys.js';
@@ -105,6 +106,7 @@ export const runInputSchema = z
     remoteSecretFile: engineSetting('remoteSecretFile'),
     remoteEncrypt: engineSetting('remoteEncrypt'),
     ...monitoringInputFields,
+    ...kvEventsInputFields,
   })
   .partial()
   .strict();
@@ -171,6 +173,8 @@ export interface RunConfig {
   readonly gpu: GpuProfileName | null;
   /** The /metrics endpoint and the logs. */
   readonly monitoring: RunMonitoringConfig;
+  /** Where KV events are published; null: nowhere. */
+  readonly kvEvents: KvEventsConfig | null;
   /** The remote tier's engine keys (remote, remotePolicy, remoteTimeoutMs, remoteNamespace); null without --remote. */
   readonly remote: RemoteRunConfig | null;
 }
@@ -282,6 +286,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     copyMethod: given.copyMethod ?? null,
     gpu: given.gpu ?? null,
     monitoring: monitoringConfig(given, input),
+    kvEvents: kvEventsConfig(given, input),
     remote: remoteRunConfig(given, input),
   };
 }

@@ -66,5 +66,9 @@ export function createRunCommand(): Command {
     .option('--log-level <level>', `${LOG_LEVELS.join(' | ')} (default ${MONITORING_DEFAULTS.logLevel}); logs go to stderr`)
     .option('--log-format <format>', `pretty | json (one JSON object per line) (default ${MONITORING_DEFAULTS.logFormat})`)
     .option('--slow-step-ms <ms>', 'log a warning for every engine step slower than this (wall time)')
+    .option('--kv-events-endpoint <endpoint>', "publish KV cache events (vLLM's format) on a ZeroMQ PUB socket: tcp://*:5557 binds, tcp://HOST:PORT connects to a subscriber that binds")
+    .option('--kv-events-topic <topic>', 'topic frame of every KV event message (default "", as vLLM)')
+    .option('--kv-events-replay-endpoint <endpoint>', 'ZeroMQ ROUTER endpoint where subscribers ask for missed KV event batches by sequence number')
+    .option('--kv-events-encoding <encoding>', "map (vLLM's current event encoding) | array (the positional encoding of earlier vLLM releases) (default map)")
     .allowExcessArguments(false);
 }

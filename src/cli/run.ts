@@ -14,6 +14,7 @@ import { formatComparison, formatRunReport } from '../report/report-format.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
 import { RunMonitor } from './run-monitor.js';
+import { CommandKvEvents } from './run-kv-events.js';
 import type { TimelineInterval } from '../report/html/run-report.js';
 import { RunTimeline } from './run-timeline.js';
 import { StartupProgress } from './startup-progress.js';
@@ -41,25 +42,35 @@ export async function runCommand(config: RunConfig): Promise<number> {
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
   if (resolved.html !== null) await checkOutputFile('--html', resolved.html);
   const monitor = await RunMonitor.start(resolved.monitoring);
+  let kvEvents: CommandKvEvents | null = null;
   try {
-    const code = await withInterrupts((interrupts) => runAndReport(resolved, interrupts, monitor));
+    kvEvents = await CommandKvEvents.start(resolved.kvEvents);
+    const sinks: RunSinks = { monitor, kvEvents };
+    const code = await withInterrupts((interrupts) => runAndReport(resolved, interrupts, sinks));
     await monitor.linger();
     return code;
   } finally {
+    await kvEvents?.close();
     await monitor.close();
   }
 }
 
-async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts, monitor: RunMonitor): Promise<number> {
+/** Where a run's engines report besides the report: the monitor (logs, /metrics) and the KV event publisher. */
+interface RunSinks {
+  readonly monitor: RunMonitor;
+  readonly kvEvents: CommandKvEvents;
+}
+
+async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts, sinks: RunSinks): Promise<number> {
   if (resolved.compare) {
-    const off = await runOnce(resolved, false, interrupts, monitor);
-    const on = await runOnce(resolved, true, interrupts, monitor);
+    const off = await runOnce(resolved, false, interrupts, sinks);
+    const on = await runOnce(resolved, true, interrupts, sinks);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     await writeHtml(resolved.html, [['offload off', off], ['offload on', on]]);
     return reportFailures([off, on]);
   }
-  const outcome = await runOnce(resolved, resolved.offload, interrupts, monitor);
+  const outcome = await runOnce(resolved, resolved.offload, interrupts, sinks);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   await writeHtml(resolved.html, [[resolved.offload ? 'offload on' : 'offload off', outcome]]);
@@ -87,7 +98,8 @@ function reportFailures(outcomes: readonly RunOutcome[]): number {
   return EXIT_REQUESTS_FAILED;
 }
 
-async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts, monitor: RunMonitor): Promise<RunOutcome> {
+async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts, sinks: RunSinks): Promise<RunOutcome> {
+  const { monitor, kvEvents } = sinks;
   const engineConfig = toEngineConfig(config, { offload });
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
@@ -103,6 +115,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
     forgetStartup();
   }
   monitor.attach(engine);
+  kvEvents.attach(engine);
   const forgetEngine = interrupts.onInterrupt(async () => {
     progress?.stop();
     await engine.shutdown();

@@ -1,4 +1,4 @@
-import { Publisher, Router } from 'zeromq';
+import type { Publisher, Router } from 'zeromq';
 import { KvtierError } from '../core/errors.js';
 import type { KvEventBatch } from './kv-cache-events.js';
 import type { KvEventSource } from './kv-event-stream.js';
@@ -44,6 +44,8 @@ export class KvEventPublisherError extends KvtierError {
 
 const DEFAULT_BUFFER_STEPS = 10_000;
 const DEFAULT_HWM = 100_000;
+/** How long closing waits for queued messages to reach connected subscribers (ms). */
+const CLOSE_LINGER_MS = 1_000;
 const ENDPOINT_PATTERN = /^(tcp|ipc|inproc):\/\/.+/;
 
 /** The end-of-replay marker: sequence -1 as 8 signed bytes. */
@@ -111,7 +113,9 @@ export class KvEventPublisher {
     }
     checkCount('dataParallelRank', options.dataParallelRank, 0, 0);
     checkCount('bufferSteps', options.bufferSteps, DEFAULT_BUFFER_STEPS, 1);
-    const pub = new Publisher({ sendHighWaterMark: checkCount('hwm', options.hwm, DEFAULT_HWM, 1), linger: 0 });
+    // Loaded here, not at import: an engine that publishes nothing never loads ZeroMQ's native addon.
+    const zmq = await import('zeromq');
+    const pub = new zmq.Publisher({ sendHighWaterMark: checkCount('hwm', options.hwm, DEFAULT_HWM, 1), linger: CLOSE_LINGER_MS });
     let router: Router | null = null;
     try {
       let bound = endpoint;
@@ -123,7 +127,7 @@ export class KvEventPublisher {
       }
       let replayBound: string | null = null;
       if (replay !== null) {
-        router = new Router({ linger: 0 });
+        router = new zmq.Router({ linger: 0 });
         await router.bind(replay);
         replayBound = router.lastEndpoint ?? replay;
       }

@@ -20,7 +20,7 @@ import type { KvCacheEvent, KvEventBatch } from './kv-cache-events.js';
  */
 export type KvEventEncoding = 'map' | 'array';
 
-export const KV_EVENT_ENCODINGS: readonly KvEventEncoding[] = ['map', 'array'];
+export const KV_EVENT_ENCODINGS = ['map', 'array'] as const satisfies readonly KvEventEncoding[];
 
 const UINT64_BITS = 64;
 
