@@ -104,7 +104,9 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
   const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
-  const startup = new StartupProgress(config.tp, limits.startDeadlineMs);
+  // --compare makes two runs: each progress line says which one it is.
+  const label = config.compare ? (offload ? 'offload on' : 'offload off') : null;
+  const startup = new StartupProgress(config.tp, limits.startDeadlineMs, label);
   const forgetStartup = interrupts.onInterrupt(() => startup.stop());
   startup.start();
   let engine: Engine;
@@ -129,7 +131,10 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   try {
     integrity = new IntegrityChecker(engine.config.model);
     const checker = integrity;
-    progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
+    progress = new ProgressLine({
+      snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests),
+      ...(label === null ? {} : { label }),
+    });
     progress.start();
     timeline.start();
     const drive = await driveWorkload(engine, workload, (f) => {

@@ -50,6 +50,13 @@ describe('kvtier run on the built-in multi-turn workload', () => {
     expect(withTier.stdout).toMatch(/^ +integrity: 16\/16$/m);
     expect(withTier.stdout).toMatch(/^ +leaks: 0 GPU blocks, 0 CPU blocks$/m);
     expect(withoutTier.stdout).toMatch(/offload off/);
-    expect(withTier.stderr).toBe('');
+  });
+
+  it('keeps progress off stdout: stdout is the report alone, stderr holds only progress lines', () => {
+    expect(withTier.stdout).toMatch(/^kvtier run: /);
+    expect(withTier.stdout).not.toMatch(/^\[[\d.]+s\] requests/m);
+    const progress = withTier.stderr.split('\n').filter((line) => line !== '');
+    expect(progress.length).toBeGreaterThan(0);
+    for (const line of progress) expect(line).toMatch(/^\[[\d.]+s\] requests \d+\/\d+ \|/);
   });
 });
