@@ -10,6 +10,7 @@ import { checkHostMemory } from './memory-check.js';
 import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
+import { runConfiguration } from '../report/run-configuration.js';
 import { formatComparison, formatRunReport } from '../report/report-format.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
@@ -160,6 +161,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
     tp: engine.config.tp,
     offload,
     workload: workload.description,
+    configuration: runConfiguration(engine.config, engine.gpu, metrics.stepClock.description),
   });
   if (failure === null && summary.mismatches > 0) {
     failure = `integrity check failed: ${summary.mismatches} of ${summary.checked} requests differ from the reference model`;
