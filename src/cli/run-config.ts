@@ -52,7 +52,7 @@ export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
 
 /**
- * Everything `kvtier run` accepts, from flags or a JSON config file (one
+ * Everything `kvtier run` accepts, from flags or a JSON or YAML config file (one
  * schema for both; flags override the file; unknown keys are errors). The
  * engine's settings are the engine schema's own fields (engineSetting), so
  * their types, limits and messages are the engine's.

@@ -16,7 +16,7 @@ import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
 export function createRunCommand(): Command {
   return new Command('run')
     .description('serve a workload (built-in multi-turn chat or a Mooncake trace) through the engine and report what offloading bought')
-    .option('--config <file>', 'JSON file of settings; keys are the flags\' camelCase names (e.g. "gpuBlocks", "offload": false); flags override it; relative paths in it are relative to the file')
+    .option('--config <file>', 'JSON or YAML file of settings (.json, .yaml, .yml; else told by its content); keys are the flags\' camelCase names (e.g. "gpuBlocks", "offload": false); flags override it; relative paths in it are relative to the file')
     .option('--backend <name>', 'auto | host | cuda (default auto: cuda when a GPU is found, else host)')
     .option('--tp <n>', 'tensor-parallel ranks (default: CUDA device count with cuda, 2 on host)')
     .option('--model <name>', `model preset: ${MODEL_PRESET_NAMES.join(' | ')} (default ${RUN_DEFAULTS.model})`)
