@@ -91,7 +91,10 @@ export class CommandKvEvents {
     this.publisher.attach(engine);
   }
 
+  /** Sends what is queued, closes the sockets and says how many batches went out (the last sequence number + 1). */
   async close(): Promise<void> {
-    await this.publisher?.close();
+    if (this.publisher === null) return;
+    await this.publisher.close();
+    process.stderr.write(`kvtier: published ${this.publisher.published} KV event batches at ${this.publisher.endpoint}\n`);
   }
 }

@@ -111,6 +111,9 @@ export class KvEventPublisher {
     if (options.encoding !== undefined && options.encoding !== 'map' && options.encoding !== 'array') {
       throw new KvEventPublisherError(`encoding must be 'map' or 'array', got ${JSON.stringify(options.encoding)}`);
     }
+    if (options.topic !== undefined && typeof options.topic !== 'string') {
+      throw new KvEventPublisherError(`topic must be text (may be empty), got ${JSON.stringify(options.topic)}`);
+    }
     checkCount('dataParallelRank', options.dataParallelRank, 0, 0);
     checkCount('bufferSteps', options.bufferSteps, DEFAULT_BUFFER_STEPS, 1);
     // Loaded here, not at import: an engine that publishes nothing never loads ZeroMQ's native addon.

@@ -191,3 +191,14 @@ describe('KV event contents', () => {
     );
   });
 });
+
+describe('KV event publisher options', () => {
+  it.each([
+    [{ endpoint: 'localhost:5557' }, /endpoint must be a ZeroMQ endpoint .* got "localhost:5557"/],
+    [{ endpoint: 'tcp://*:0', replayEndpoint: 'udp://x' }, /replayEndpoint must be a ZeroMQ endpoint/],
+    [{ endpoint: 'tcp://*:0', encoding: 'json' as KvEventEncoding }, /encoding must be 'map' or 'array', got "json"/],
+    [{ endpoint: 'tcp://*:0', bufferSteps: 0 }, /bufferSteps must be an integer >= 1, got 0/],
+  ])('refuses %o with a KvEventPublisherError naming the option', async (options, message) => {
+    await expect(KvEventPublisher.start(options)).rejects.toMatchObject({ code: 'ERR_KVTIER_KV_EVENTS_PUBLISHER', message: expect.stringMatching(message) });
+  });
+});
