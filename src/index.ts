@@ -19,6 +19,17 @@ export { resolveEngineConfig, type EngineConfig } from './runtime/engine-config.
 export { createMetricsRegistry, type MetricsSource } from './runtime/prometheus.js';
 export type { EngineGauges, MonitoringSnapshot } from './metrics/gauges.js';
 export type { EngineLogger } from './log/engine-events.js';
+export type {
+  AllBlocksClearedEvent,
+  BlockRemovedEvent,
+  BlockStoredEvent,
+  KvCacheEvent,
+  KvEventBatch,
+  KvMedium,
+} from './events/kv-cache-events.js';
+export { KvEventStream, KvEventOverflowError, type KvEventStreamOptions } from './events/kv-event-stream.js';
+export { KvEventPublisher, KvEventPublisherError, type KvEventPublisherOptions } from './events/kv-event-publisher.js';
+export { eventBlockHash, KvEventWireEncoder, type KvEventEncoding } from './events/vllm-wire.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
 export { DeviceError } from './device/errors.js';
 export { BLOCK_HASH_KEY_ENV, blockHashes, setBlockHashKey, type BlockHash, type BlockHashKey } from './core/block-hash.js';

@@ -3,8 +3,13 @@
 // from the local install (npm's nodedir, or the include/ beside this node).
 //
 //   kvtier_host  always
-//   kvtier_cuda  too when nvcc is found ($CUDA_HOME/bin, /usr/local/cuda/bin,
-//                PATH), unless KVTIER_NO_CUDA=1
+//   kvtier_cuda  too where it can run or when asked: a GPU is present
+//                (`nvidia-smi -L` lists one, or /dev/nvidia0 exists), or
+//                KVTIER_BUILD_CUDA=1, or --require-cuda; and nvcc is found
+//                ($CUDA_HOME/bin, /usr/local/cuda/bin, PATH). nvcc alone is
+//                not enough: compiling the CUDA addon takes minutes, which an
+//                install on a machine without a GPU should not pay.
+//                KVTIER_BUILD_CUDA=0 (or KVTIER_NO_CUDA=1) never builds it.
 //
 // A failing CUDA build only warns, so users without a working toolkit can
 // still install. `--require-cuda` makes a missing nvcc or a failing CUDA
@@ -20,7 +25,8 @@ import { fileURLToPath } from 'node:url';
 const nativeDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const releaseDir = path.join(nativeDir, 'build', 'Release');
 const requireCuda = process.argv.includes('--require-cuda');
-const skipCuda = process.env.KVTIER_NO_CUDA === '1';
+const skipCuda = process.env.KVTIER_NO_CUDA === '1' || process.env.KVTIER_BUILD_CUDA === '0';
+const askedForCuda = requireCuda || process.env.KVTIER_BUILD_CUDA === '1';
 
 function log(message) {
   process.stdout.write(`kvtier native: ${message}\n`);
@@ -54,6 +60,13 @@ function findOnPath(name) {
     if (dir && existsSync(path.join(dir, name))) return path.join(dir, name);
   }
   return null;
+}
+
+// A GPU this machine could run the CUDA addon on: the driver lists one, or its device node exists.
+function gpuPresent() {
+  if (existsSync('/dev/nvidia0')) return true;
+  const listed = spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 15_000 });
+  return listed.status === 0 && /^GPU \d+/m.test(listed.stdout ?? '');
 }
 
 function findNvcc() {
@@ -165,8 +178,12 @@ if (!nodeGyp) fail('node-gyp not found (it ships with npm); install npm or node-
 const nodedir = findNodeHeaders();
 if (!nodedir) log('no local Node headers found; node-gyp will fetch them');
 
-if (requireCuda && skipCuda) fail('--require-cuda conflicts with KVTIER_NO_CUDA=1');
-const nvcc = skipCuda ? null : findNvcc();
+if (requireCuda && skipCuda) fail('--require-cuda conflicts with KVTIER_NO_CUDA=1 / KVTIER_BUILD_CUDA=0');
+const wantCuda = !skipCuda && (askedForCuda || gpuPresent());
+const nvcc = wantCuda ? findNvcc() : null;
+if (!skipCuda && !wantCuda && findNvcc()) {
+  log('nvcc found but no GPU here: building the host addon only (KVTIER_BUILD_CUDA=1 builds the CUDA addon too)');
+}
 if (requireCuda && !nvcc) fail('--require-cuda: nvcc not found ($CUDA_HOME/bin, /usr/local/cuda/bin or PATH)');
 const toolkit = nvcc ? findCudaToolkit(nvcc) : null;
 if (nvcc && !toolkit) {
@@ -190,7 +207,7 @@ if (toolkit) {
   }
   if (requireCuda) fail('--require-cuda: the CUDA build failed (see the output above)');
   log('warning: the CUDA build failed; building the host addon only (the cuda backend will be unavailable)');
-} else if (!skipCuda && !requireCuda) {
+} else if (wantCuda && !requireCuda) {
   log('nvcc not found; building the host addon only');
 }
 

@@ -2,6 +2,7 @@ import type { GpuProfileName } from '../timing/gpu-profiles.js';
 import { analyzeLoadedTrace } from '../analysis/analyze.js';
 import { IntegrityChecker } from '../report/integrity.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
+import { runConfiguration } from '../report/run-configuration.js';
 import { checkIntegerAtLeast } from './stats.js';
 import { DEFAULT_MODEL, ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { ConfigError, EngineError } from '../core/errors.js';
@@ -194,15 +195,17 @@ export async function replay(options: E2eBenchOptions, trace: Trace, offload: bo
     await engine.shutdown();
   }
   const summary = integrity === null ? { checked: 0, mismatches: 0, examples: [] } : await integrity.finish();
+  const metrics = engine.metrics();
   return buildRunReport({
     finished,
-    metrics: engine.metrics(),
+    metrics,
     integrity: summary,
     wallSeconds,
     backend: engine.backend,
     tp: engine.config.tp,
     offload,
     workload: `trace ${trace.file}`,
+    configuration: runConfiguration(engine.config, engine.gpu, metrics.stepClock.description),
   });
 }
 

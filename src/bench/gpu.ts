@@ -3,6 +3,7 @@ import type { BackendName, CopyMethod, KvLayout } from '../device/types.js';
 import { MODEL_PRESETS, type ModelPresetName } from '../model/presets.js';
 import { IntegrityChecker } from '../report/integrity.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
+import { runConfiguration } from '../report/run-configuration.js';
 import { Engine } from '../runtime/engine.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import { driveWorkload } from '../workload/drive.js';
@@ -322,15 +323,17 @@ async function compareOffload(options: GpuBenchOptions, sizes: Sizes): Promise<G
       await engine.shutdown();
     }
     const summary = await integrity.finish();
+    const metrics = engine.metrics();
     report = buildRunReport({
       finished,
-      metrics: engine.metrics(),
+      metrics,
       integrity: summary,
       wallSeconds,
       backend: engine.backend,
       tp: 1,
       offload,
       workload: 'gpu bench multiturn',
+      configuration: runConfiguration(engine.config, engine.gpu, metrics.stepClock.description),
     });
     return {
       requests: report.requests.total,

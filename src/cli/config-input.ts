@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
+import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { describeConfigIssue, invalidSetting, issueFromZod, showValue, type ConfigIssue, type SettingNaming } from '../config/issues.js';
 import { jsonErrorSummary, printable, withoutBom } from '../core/safe-text.js';
@@ -8,25 +9,29 @@ import { canonicalPath } from './output-file.js';
 import { UsageError } from './usage-error.js';
 
 /**
- * Command input from two layers, a JSON config file and flags (flags win),
+ * Command input from two layers, a config file (JSON or YAML) and flags (flags win),
  * validated by one zod object schema. Every value remembers where it came
  * from, so an error names the flag (`--tp`) or the file and key that set it.
  * Config file keys are the flags' camelCase names (`--gpu-blocks` ->
  * "gpuBlocks"; `--no-offload` -> "offload": false).
  */
 
-export type ValueOrigin = { readonly kind: 'flag'; readonly flag: string } | { readonly kind: 'file'; readonly file: string; readonly key: string };
+export type ValueOrigin =
+  | { readonly kind: 'flag'; readonly flag: string }
+  /** `line`: where a YAML file sets the key (1-based); null when not known (JSON). */
+  | { readonly kind: 'file'; readonly file: string; readonly key: string; readonly line?: number | null };
 
 export interface LayeredInput {
   readonly values: Readonly<Record<string, unknown>>;
   readonly origins: ReadonlyMap<string, ValueOrigin>;
 }
 
-/** Where `key`'s value came from: "--tp" or 'key "tp" in run.json'. */
+/** Where `key`'s value came from: "--tp", 'key "tp" in run.json' or 'key "tp" in run.yaml:3'. */
 export function originOf(input: LayeredInput, key: string): string {
   const origin = input.origins.get(key);
   if (origin === undefined) return `"${key}"`;
-  return origin.kind === 'flag' ? origin.flag : `key "${origin.key}" in ${origin.file}`;
+  if (origin.kind === 'flag') return origin.flag;
+  return `key "${origin.key}" in ${origin.file}${origin.line == null ? '' : `:${origin.line}`}`;
 }
 
 /** Rejects two settings that must not both be given, e.g. --cpu-blocks and --cpu-bytes. */
@@ -51,7 +56,7 @@ export function layeredNaming(input: LayeredInput): SettingNaming {
     },
     unknownKey: (key) => {
       const origin = input.origins.get(key);
-      const where = origin?.kind === 'file' ? `${origin.file}: ` : '';
+      const where = origin?.kind === 'file' ? `${origin.file}${origin.line == null ? '' : `:${origin.line}`}: ` : '';
       return `${where}unknown key "${printable(key, 40)}" (keys are the flags' camelCase names, e.g. "gpuBlocks")`;
     },
   };
@@ -93,9 +98,56 @@ export function checkNotAnInput(input: LayeredInput, key: string, output: string
 }
 
 
+/** A config file's settings as parsed, and the line each top-level key is on (YAML only). */
+interface ParsedConfig {
+  readonly value: unknown;
+  readonly format: 'JSON' | 'YAML';
+  readonly keyLines: ReadonlyMap<string, number>;
+}
+
 /**
- * Reads a JSON config file holding one object. Keys in `pathKeys` hold file
- * paths; relative ones are taken relative to the config file's folder.
+ * Which language a config file is in: by extension (.json; .yaml, .yml),
+ * else by content (an object starting with "{" is JSON, anything else YAML).
+ */
+function configFormat(file: string, text: string): 'JSON' | 'YAML' {
+  const lower = file.toLowerCase();
+  if (lower.endsWith('.json')) return 'JSON';
+  if (lower.endsWith('.yaml') || lower.endsWith('.yml')) return 'YAML';
+  return text.trimStart().startsWith('{') ? 'JSON' : 'YAML';
+}
+
+/** Parses YAML (1.2, core schema: "no" and "on" stay text); errors name the file and line, never echo the text. */
+function parseYaml(file: string, text: string): ParsedConfig {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines });
+  const error = doc.errors[0];
+  if (error !== undefined) {
+    const { line, col } = lines.linePos(error.pos[0]);
+    const message = error.code === 'MULTIPLE_DOCS' ? 'the file holds several YAML documents; give one' : error.message;
+    throw new UsageError(`--config ${file}:${line}:${col}: invalid YAML: ${printable(message, 160)}`);
+  }
+  const keyLines = new Map<string, number>();
+  if (isMap(doc.contents)) {
+    for (const pair of doc.contents.items) {
+      if (isScalar(pair.key) && typeof pair.key.value === 'string' && pair.key.range) keyLines.set(pair.key.value, lines.linePos(pair.key.range[0]).line);
+    }
+  }
+  return { value: doc.toJS({ maxAliasCount: 100 }), format: 'YAML', keyLines };
+}
+
+function parseConfigText(file: string, text: string): ParsedConfig {
+  if (configFormat(file, text) === 'YAML') return parseYaml(file, text);
+  try {
+    return { value: JSON.parse(text), format: 'JSON', keyLines: new Map() };
+  } catch (err) {
+    throw new UsageError(`--config ${file}: invalid JSON: ${jsonErrorSummary(err)}`);
+  }
+}
+
+/**
+ * Reads a config file holding one object of settings, in JSON or YAML (see
+ * configFormat). Keys in `pathKeys` hold file paths; relative ones are taken
+ * relative to the config file's folder.
  */
 export function readConfigFile(file: string, pathKeys: readonly string[] = []): LayeredInput {
   let text: string;
@@ -104,14 +156,9 @@ export function readConfigFile(file: string, pathKeys: readonly string[] = []): 
   } catch (err) {
     throw new UsageError(`--config ${file}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(withoutBom(text));
-  } catch (err) {
-    throw new UsageError(`--config ${file}: invalid JSON: ${jsonErrorSummary(err)}`);
-  }
+  const { value: parsed, format, keyLines } = parseConfigText(file, withoutBom(text));
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new UsageError(`--config ${file}: expected a JSON object of settings`);
+    throw new UsageError(`--config ${file}: expected a ${format} object of settings`);
   }
   const keys = Object.keys(parsed);
   const reserved = keys.find((key) => RESERVED_KEYS.includes(key));
@@ -120,7 +167,7 @@ export function readConfigFile(file: string, pathKeys: readonly string[] = []): 
   const values: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, parsed);
   const origins = new Map<string, ValueOrigin>();
   for (const key of keys) {
-    origins.set(key, { kind: 'file', file, key });
+    origins.set(key, { kind: 'file', file, key, line: keyLines.get(key) ?? null });
     if (pathKeys.includes(key) && typeof values[key] === 'string' && values[key] !== '') {
       values[key] = resolve(dirname(file), values[key] as string);
     }

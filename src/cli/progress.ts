@@ -3,10 +3,11 @@ import type { EngineMetrics } from '../runtime/engine-types.js';
 import { formatRate } from '../core/byte-size.js';
 
 /**
- * The live progress line of `kvtier run`. On a terminal one line is redrawn
- * about four times a second; otherwise (a log file, CI) a plain line is
- * printed every few seconds. It reads numbers through a snapshot function,
- * so it knows nothing of the engine.
+ * The live progress line of `kvtier run`, on stderr so that stdout carries
+ * the report alone (`kvtier run > report.txt` keeps no progress). On a
+ * terminal one line is redrawn about four times a second; otherwise (a log
+ * file, CI) a plain line is printed every few seconds. It reads numbers
+ * through a snapshot function, so it knows nothing of the engine.
  */
 
 /** Cumulative counters at one moment. */
@@ -60,13 +61,16 @@ export function ratesBetween(before: ProgressSnapshot, after: ProgressSnapshot, 
   };
 }
 
-/** One progress line, e.g. "[12.3s] requests 120/256 | 1,234 tok/s | hits GPU 34.1% CPU 38.0% | GPU->CPU 1.20 GB/s CPU->GPU 800.0 MB/s". */
-export function formatProgressLine(snapshot: ProgressSnapshot, rates: ProgressRates, elapsedMs: number): string {
+/**
+ * One progress line, e.g. "[12.3s] requests 120/256 | 1,234 tok/s | hits GPU 34.1% CPU 38.0% | GPU->CPU 1.20 GB/s CPU->GPU 800.0 MB/s";
+ * with a `label` (which run of several it is) the line starts "[offload on] ".
+ */
+export function formatProgressLine(snapshot: ProgressSnapshot, rates: ProgressRates, elapsedMs: number, label: string | null = null): string {
   // Each hit is a prompt token reached, counted at the same moment: the shares never pass 100%.
   const reached = snapshot.promptReachedTokens;
   const pct = (part: number) => (reached === 0 ? '-' : `${((100 * part) / reached).toFixed(1)}%`);
   return [
-    `[${(elapsedMs / 1000).toFixed(1)}s] requests ${snapshot.requestsDone}/${snapshot.requestsTotal}`,
+    `${label === null ? '' : `[${label}] `}[${(elapsedMs / 1000).toFixed(1)}s] requests ${snapshot.requestsDone}/${snapshot.requestsTotal}`,
     `${Math.round(rates.outputTokensPerSecond).toLocaleString('en-US')} tok/s`,
     `hits GPU ${pct(snapshot.gpuHitTokens)} CPU ${pct(snapshot.cpuHitTokens)}`,
     `GPU->CPU ${formatRate(rates.gbpsGpuToCpu)} CPU->GPU ${formatRate(rates.gbpsCpuToGpu)}`,
@@ -75,8 +79,10 @@ export function formatProgressLine(snapshot: ProgressSnapshot, rates: ProgressRa
 
 export interface ProgressOptions {
   readonly snapshot: () => ProgressSnapshot;
-  /** Default process.stdout. */
+  /** Default process.stderr. */
   readonly stream?: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Names the run the line belongs to when a command makes several (`--compare`: "offload off", "offload on"). */
+  readonly label?: string;
   /** Seconds between plain lines when the stream is not a terminal (default 5). */
   readonly plainIntervalSeconds?: number;
 }
@@ -92,7 +98,7 @@ export class ProgressLine {
   private startMs = 0;
 
   constructor(private readonly options: ProgressOptions) {
-    const stream = options.stream ?? process.stdout;
+    const stream = options.stream ?? process.stderr;
     this.bar = new SingleBar({
       stream,
       format: (_options, _params, payload: { line?: string }) => payload.line ?? '',
@@ -141,6 +147,6 @@ export class ProgressLine {
     const oldest = this.samples[0];
     const newest = this.samples[this.samples.length - 1];
     const rates = ratesBetween(oldest.snapshot, newest.snapshot, (newest.atMs - oldest.atMs) / 1000);
-    return formatProgressLine(newest.snapshot, rates, newest.atMs - this.startMs);
+    return formatProgressLine(newest.snapshot, rates, newest.atMs - this.startMs, this.options.label ?? null);
   }
 }

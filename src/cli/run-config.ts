@@ -40,6 +40,7 @@ import {
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { createRunCommand } from './run-flags.js';
 import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring.js';
+import { kvEventsConfig, kvEventsInputFields, type KvEventsConfig } from './run-kv-events.js';
 import { UsageError } from './usage-error.js';
 import { RemoteConfigError } from '../remote/errors.js';
 import { checkNamespaceName } from '../remote/remote-keys.js';
@@ -51,7 +52,7 @@ export { UsageError } from './usage-error.js';
 export { RUN_DEFAULTS } from './run-defaults.js';
 
 /**
- * Everything `kvtier run` accepts, from flags or a JSON config file (one
+ * Everything `kvtier run` accepts, from flags or a JSON or YAML config file (one
  * schema for both; flags override the file; unknown keys are errors). The
  * engine's settings are the engine schema's own fields (engineSetting), so
  * their types, limits and messages are the engine's.
@@ -107,6 +108,7 @@ export const runInputSchema = z
     remoteSecretFile: engineSetting('remoteSecretFile'),
     remoteEncrypt: engineSetting('remoteEncrypt'),
     ...monitoringInputFields,
+    ...kvEventsInputFields,
   })
   .partial()
   .strict();
@@ -173,6 +175,8 @@ export interface RunConfig {
   readonly gpu: GpuProfileName | null;
   /** The /metrics endpoint and the logs. */
   readonly monitoring: RunMonitoringConfig;
+  /** Where KV events are published; null: nowhere. */
+  readonly kvEvents: KvEventsConfig | null;
   /** The remote tier's engine keys (remote, remotePolicy, remoteTimeoutMs, remoteNamespace); null without --remote. */
   readonly remote: RemoteRunConfig | null;
 }
@@ -288,6 +292,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     copyMethod: given.copyMethod ?? null,
     gpu: given.gpu ?? null,
     monitoring: monitoringConfig(given, input),
+    kvEvents: kvEventsConfig(given, input),
     remote: remoteRunConfig(given, input),
   };
 }

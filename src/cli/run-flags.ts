@@ -16,7 +16,7 @@ import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
 export function createRunCommand(): Command {
   return new Command('run')
     .description('serve a workload (built-in multi-turn chat or a Mooncake trace) through the engine and report what offloading bought')
-    .option('--config <file>', 'JSON file of settings; keys are the flags\' camelCase names (e.g. "gpuBlocks", "offload": false); flags override it; relative paths in it are relative to the file')
+    .option('--config <file>', 'JSON or YAML file of settings (.json, .yaml, .yml; else told by its content); keys are the flags\' camelCase names (e.g. "gpuBlocks", "offload": false); flags override it; relative paths in it are relative to the file')
     .option('--backend <name>', 'auto | host | cuda (default auto: cuda when a GPU is found, else host)')
     .option('--tp <n>', 'tensor-parallel ranks (default: CUDA device count with cuda, 2 on host)')
     .option('--model <name>', `model preset: ${MODEL_PRESET_NAMES.join(' | ')} (default ${RUN_DEFAULTS.model})`)
@@ -68,5 +68,9 @@ export function createRunCommand(): Command {
     .option('--log-level <level>', `${LOG_LEVELS.join(' | ')} (default ${MONITORING_DEFAULTS.logLevel}); logs go to stderr`)
     .option('--log-format <format>', `pretty | json (one JSON object per line) (default ${MONITORING_DEFAULTS.logFormat})`)
     .option('--slow-step-ms <ms>', 'log a warning for every engine step slower than this (wall time)')
+    .option('--kv-events-endpoint <endpoint>', "publish KV cache events (vLLM's format) on a ZeroMQ PUB socket: tcp://*:5557 binds, tcp://HOST:PORT connects to a subscriber that binds")
+    .option('--kv-events-topic <topic>', 'topic frame of every KV event message (default "", as vLLM)')
+    .option('--kv-events-replay-endpoint <endpoint>', 'ZeroMQ ROUTER endpoint where subscribers ask for missed KV event batches by sequence number')
+    .option('--kv-events-encoding <encoding>', "map (vLLM's current event encoding) | array (the positional encoding of earlier vLLM releases) (default map)")
     .allowExcessArguments(false);
 }

@@ -10,10 +10,12 @@ import { checkHostMemory } from './memory-check.js';
 import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js';
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
+import { runConfiguration } from '../report/run-configuration.js';
 import { formatComparison, formatRunReport } from '../report/report-format.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
 import { RunMonitor } from './run-monitor.js';
+import { CommandKvEvents } from './run-kv-events.js';
 import type { TimelineInterval } from '../report/html/run-report.js';
 import { RunTimeline } from './run-timeline.js';
 import { StartupProgress } from './startup-progress.js';
@@ -41,25 +43,35 @@ export async function runCommand(config: RunConfig): Promise<number> {
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
   if (resolved.html !== null) await checkOutputFile('--html', resolved.html);
   const monitor = await RunMonitor.start(resolved.monitoring);
+  let kvEvents: CommandKvEvents | null = null;
   try {
-    const code = await withInterrupts((interrupts) => runAndReport(resolved, interrupts, monitor));
+    kvEvents = await CommandKvEvents.start(resolved.kvEvents);
+    const sinks: RunSinks = { monitor, kvEvents };
+    const code = await withInterrupts((interrupts) => runAndReport(resolved, interrupts, sinks));
     await monitor.linger();
     return code;
   } finally {
+    await kvEvents?.close();
     await monitor.close();
   }
 }
 
-async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts, monitor: RunMonitor): Promise<number> {
+/** Where a run's engines report besides the report: the monitor (logs, /metrics) and the KV event publisher. */
+interface RunSinks {
+  readonly monitor: RunMonitor;
+  readonly kvEvents: CommandKvEvents;
+}
+
+async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrupts, sinks: RunSinks): Promise<number> {
   if (resolved.compare) {
-    const off = await runOnce(resolved, false, interrupts, monitor);
-    const on = await runOnce(resolved, true, interrupts, monitor);
+    const off = await runOnce(resolved, false, interrupts, sinks);
+    const on = await runOnce(resolved, true, interrupts, sinks);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     await writeHtml(resolved.html, [['offload off', off], ['offload on', on]]);
     return reportFailures([off, on]);
   }
-  const outcome = await runOnce(resolved, resolved.offload, interrupts, monitor);
+  const outcome = await runOnce(resolved, resolved.offload, interrupts, sinks);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   await writeHtml(resolved.html, [[resolved.offload ? 'offload on' : 'offload off', outcome]]);
@@ -87,12 +99,15 @@ function reportFailures(outcomes: readonly RunOutcome[]): number {
   return EXIT_REQUESTS_FAILED;
 }
 
-async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts, monitor: RunMonitor): Promise<RunOutcome> {
+async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: RunInterrupts, sinks: RunSinks): Promise<RunOutcome> {
+  const { monitor, kvEvents } = sinks;
   const engineConfig = toEngineConfig(config, { offload });
   // The workload (a trace is read and checked whole) comes before the ranks start, so bad input costs nothing.
   const limits = resolveEngineConfig(engineConfig);
   const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
-  const startup = new StartupProgress(config.tp, limits.startDeadlineMs);
+  // --compare makes two runs: each progress line says which one it is.
+  const label = config.compare ? (offload ? 'offload on' : 'offload off') : null;
+  const startup = new StartupProgress(config.tp, limits.startDeadlineMs, label);
   const forgetStartup = interrupts.onInterrupt(() => startup.stop());
   startup.start();
   let engine: Engine;
@@ -103,6 +118,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
     forgetStartup();
   }
   monitor.attach(engine);
+  kvEvents.attach(engine);
   const forgetEngine = interrupts.onInterrupt(async () => {
     progress?.stop();
     await engine.shutdown();
@@ -116,7 +132,10 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   try {
     integrity = new IntegrityChecker(engine.config.model);
     const checker = integrity;
-    progress = new ProgressLine({ snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests) });
+    progress = new ProgressLine({
+      snapshot: () => snapshotFromMetrics(engine.metrics(), workload.plannedRequests),
+      ...(label === null ? {} : { label }),
+    });
     progress.start();
     timeline.start();
     const drive = await driveWorkload(engine, workload, (f) => {
@@ -142,6 +161,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
     tp: engine.config.tp,
     offload,
     workload: workload.description,
+    configuration: runConfiguration(engine.config, engine.gpu, metrics.stepClock.description),
   });
   if (failure === null && summary.mismatches > 0) {
     failure = `integrity check failed: ${summary.mismatches} of ${summary.checked} requests differ from the reference model`;

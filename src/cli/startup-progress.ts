@@ -2,7 +2,7 @@
  * Opening the ranks' devices can take a while (a large CPU tier is pinned
  * page by page), and a rank that hangs there is only declared dead at the
  * start deadline. While ranks are still opening after a moment, a line (on
- * stdout, beside the run's progress line) says how many are ready and how
+ * stderr, beside the run's progress line) says how many are ready and how
  * long they may take.
  */
 
@@ -18,7 +18,9 @@ export class StartupProgress {
   constructor(
     private readonly ranks: number,
     private readonly startDeadlineMs: number,
-    private readonly stream: NodeJS.WritableStream = process.stdout,
+    /** Which run of several this is (`--compare`), named at the start of the line; null: the only one. */
+    private readonly label: string | null = null,
+    private readonly stream: NodeJS.WritableStream = process.stderr,
   ) {}
 
   start(): void {
@@ -39,7 +41,7 @@ export class StartupProgress {
     if (this.ready >= this.ranks) return;
     const seconds = ((performance.now() - this.startMs) / 1000).toFixed(1);
     this.stream.write(
-      `opening the ranks' devices: ${this.ready}/${this.ranks} ready after ${seconds} s ` +
+      `${this.label === null ? '' : `[${this.label}] `}opening the ranks' devices: ${this.ready}/${this.ranks} ready after ${seconds} s ` +
         `(a rank not ready within --start-deadline-ms ${this.startDeadlineMs} is declared dead)\n`,
     );
     this.timer = setTimeout(() => this.print(), LINE_EVERY_MS);

@@ -1,4 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
+import type { TierEventSink } from '../events/kv-cache-events.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from './manager.js';
 
 /**
@@ -57,5 +58,13 @@ export class ForwardingManager implements OffloadingManager {
 
   stats(): OffloadingManagerStats {
     return this.inner.stats();
+  }
+
+  setEventSink(sink: TierEventSink | null): void {
+    this.inner.setEventSink?.(sink);
+  }
+
+  readyKeys(): BlockHash[] {
+    return this.inner.readyKeys?.() ?? [];
   }
 }

@@ -1,6 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { KvtierError } from '../core/errors.js';
+import type { TierEventSink } from '../events/kv-cache-events.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
 import { ProtectedKeys } from './protected-keys.js';
@@ -117,6 +118,15 @@ export interface OffloadingManager {
   reset(): void;
 
   stats(): OffloadingManagerStats;
+
+  /**
+   * Optional: where blocks becoming ready (a store completed) and leaving the
+   * tier (evicted, reset) are reported (KV events); null stops reporting.
+   */
+  setEventSink?(sink: TierEventSink | null): void;
+
+  /** Optional: the keys of the blocks held ready (loadable, pinned ones included), in CPU block id order. */
+  readyKeys?(): BlockHash[];
 }
 
 /** Decides whether an absent key is worth storing (e.g. a reuse filter). */
@@ -241,6 +251,7 @@ const BEING_STORED = -1;
 
 const NO_KEYS: readonly BlockHash[] = Object.freeze([]);
 const NO_IDS: readonly number[] = Object.freeze([]);
+const NO_TOKENS: readonly number[] = Object.freeze([]);
 
 /** Entries the key index is sized for up front; a larger tier grows it as it fills. */
 const INITIAL_INDEX_ENTRIES = 1 << 16;
@@ -278,6 +289,7 @@ export class CpuOffloadingManager implements OffloadingManager {
   private storesDeclined = 0;
   private storesRejected = 0;
   private evictions = 0;
+  private eventSink: TierEventSink | null = null;
   /** Held blocks among the keys of the prepareStore in progress carry its stamp: never its victims. */
   private readonly storeInputStamp: Uint32Array;
   private storeStamp = 0;
@@ -455,6 +467,7 @@ export class CpuOffloadingManager implements OffloadingManager {
 
   completeStore(keys: readonly BlockHash[], success: boolean): void {
     const distinct = distinctKeys(keys);
+    let readied: BlockHash[] | null = null;
     for (let i = 0; i < distinct.length; i++) {
       const key = distinct[i];
       const id = this.index.get(key);
@@ -465,12 +478,27 @@ export class CpuOffloadingManager implements OffloadingManager {
         this.refCnt[id] = 0;
         if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected++;
         this.storesCompleted++;
+        if (this.eventSink !== null) (readied ??= []).push(key);
       } else {
         this.forget(key, id);
         this.policy.dropped(key, id);
         this.storesFailed++;
       }
     }
+    if (readied !== null) this.eventSink?.stored(readied, null, NO_TOKENS);
+  }
+
+  setEventSink(sink: TierEventSink | null): void {
+    this.eventSink = sink;
+  }
+
+  readyKeys(): BlockHash[] {
+    const keys: BlockHash[] = [];
+    for (let id = 0; id < this.keyById.length; id++) {
+      const key = this.keyById[id];
+      if (key !== undefined && this.refCnt[id] !== BEING_STORED) keys.push(key);
+    }
+    return keys;
   }
 
   get protectsQueued(): boolean {
@@ -486,6 +514,8 @@ export class CpuOffloadingManager implements OffloadingManager {
   }
 
   reset(): void {
+    // Blocks still being stored were never reported ready, so only ready ones are reported gone.
+    if (this.eventSink !== null) for (const key of this.readyKeys()) this.eventSink.removed(key);
     this.keyById.length = 0;
     this.refCnt.fill(0);
     this.index.clear();
@@ -615,6 +645,7 @@ export class CpuOffloadingManager implements OffloadingManager {
     for (let i = 0; i < keys.length; i++) {
       if (this.protectQueued && !this.protectedKeys.has(keys[i])) this.freeUnprotected--;
       this.forget(keys[i], ids[i]);
+      this.eventSink?.removed(keys[i]);
     }
     this.policy.evicted(keys, ids);
     this.evictions += keys.length;

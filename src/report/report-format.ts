@@ -4,6 +4,7 @@ import type { Percentiles } from './percentiles.js';
 import { CLOCK_OVERRUN_WARNING, type ClockReport, type RunReport, type TransferReport } from './report.js';
 import { labeledRows } from './text-rows.js';
 import { slowReplayWarning, type ReplayLoad } from './replay-load.js';
+import { configurationRows } from './run-configuration.js';
 
 /** Human-readable renderings of RunReport: one run, or --compare's two side by side. */
 
@@ -57,6 +58,7 @@ export function formatRunReport(report: RunReport): string {
   const { requests, tokens, hits, transfers, latency, integrity, leaks } = report;
   const title = `kvtier run: ${report.backend} backend, tp ${report.tp}, offload ${report.offload ? 'on' : 'off'}${report.workload === null ? '' : `, ${report.workload}`}`;
   const lines: [string, string][] = [
+    ...(report.configuration === null ? [] : configurationRows(report.configuration)),
     ['requests', `${count(requests.total)} total   ${count(requests.finished)} finished   ${count(requests.failed)} failed   ${count(requests.aborted)} aborted`],
     ['wall time', `${report.wallSeconds.toFixed(2)} s`],
     ['throughput', `${report.throughput.requestsPerSecond.toFixed(2)} req/s   ${count(report.throughput.outputTokensPerSecond)} output tok/s   ${count(report.throughput.promptTokensPerSecond)} prompt tok/s`],
@@ -130,8 +132,11 @@ export function formatComparison(off: RunReport, on: RunReport): string {
     [row[0].padEnd(widths[0]), row[1].padStart(widths[1]), row[2].padStart(widths[2]), row[3].padStart(widths[3])].join('   ').trimEnd(),
   );
   const notes = [on, off].flatMap((r) => [clockWarning(r.clock), slowReplayWarning(r.load)]).filter((w): w is string => w !== null);
+  // The runs differ only in the CPU tier: the "on" run's configuration says everything.
+  const configuration = on.configuration === null ? '' : `${labeledRows(configurationRows(on.configuration))}\n`;
   return (
     `kvtier run --compare: ${on.backend} backend, tp ${on.tp}${on.workload === null ? '' : `, ${on.workload}`}, step clock ${on.clock.description}\n` +
+    configuration +
     `${lines.join('\n')}${[...new Set(notes)].map((w) => `\nwarning: ${w}`).join('')}`
   );
 }

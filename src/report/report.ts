@@ -3,6 +3,7 @@ import type { RemoteTierMetrics } from '../remote/remote-stats.js';
 import type { IntegritySummary } from './integrity.js';
 import { summarizePercentiles, type Percentiles } from './percentiles.js';
 import { summarizeReplayLoad, type ReplayedRequestTimes, type ReplayLoad } from './replay-load.js';
+import type { RunConfiguration } from './run-configuration.js';
 
 /**
  * The report of one `kvtier run`: what the engine counted, latency
@@ -60,6 +61,8 @@ export interface RunReport {
   readonly clock: ClockReport;
   /** How loaded the run was: its span over its arrivals' span, and how long requests queued. */
   readonly load: ReplayLoad;
+  /** The configuration the run resolved to (model, pools, tiers, policies, GPU profile, step clock); null when not given. */
+  readonly configuration: RunConfiguration | null;
 }
 
 export interface ClockReport {
@@ -103,6 +106,7 @@ export interface RunReportInput {
   readonly tp: number;
   readonly offload: boolean;
   readonly workload?: string;
+  readonly configuration?: RunConfiguration;
 }
 
 const MAX_ERRORS = 5;
@@ -177,5 +181,6 @@ export function buildRunReport(input: RunReportInput): RunReport {
     errors: [...errors],
     clock: clockReport(metrics),
     load: summarizeReplayLoad(metrics.stepClock.description, finished.filter(completed).map(timesOf), metrics.preemptions),
+    configuration: input.configuration ?? null,
   };
 }

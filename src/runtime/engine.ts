@@ -30,6 +30,8 @@ import type { RemoteTierConnector } from '../remote/remote-connector.js';
 import { assembleEngine, type EngineAssembly } from './assembly/assemble-engine.js';
 import { engineAssemblyConfig, engineGeometry } from './assembly/engine-config-parts.js';
 import type { StepObserver } from './step-observer.js';
+import { KvEventRecorder, type KvEventListener } from '../events/kv-event-recorder.js';
+import { KvEventStream, type KvEventStreamOptions } from '../events/kv-event-stream.js';
 
 export interface EngineOptions {
   /** Called as each rank finished opening its device at start (to show start-up progress). */
@@ -92,6 +94,8 @@ export class Engine {
   private readonly transfers: TransferMetrics;
   private readonly events: EngineEventLog;
   private readonly observer: StepObserver;
+  /** KV events: recorded from the first listener on (an engine nobody listens to reports nothing). */
+  private kvEventRecorder: KvEventRecorder | null = null;
 
   private constructor(
     readonly config: EngineConfig,
@@ -246,6 +250,7 @@ export class Engine {
     const output = this.aggregator.aggregate(outputs, schedulerOutput);
     this.observer.stepAnswered(outputs, output);
     const updates = this.scheduler.updateFromOutput(schedulerOutput, output);
+    this.kvEventRecorder?.flush();
     this.observer.stepFinished(schedulerOutput.step, performance.now() - started, outputs);
     return this.report(schedulerOutput.step, updates);
   }
@@ -299,6 +304,27 @@ export class Engine {
         forwardMs: this.monitor.computeClock.forwardMs,
       },
     };
+  }
+
+  /**
+   * Calls `listener` with each step's KV events (blocks entering and leaving
+   * the GPU prefix cache and the CPU tier, see src/events); returns the
+   * function that stops it. Events are recorded from the first listener on:
+   * add it before the first request so the events describe every block.
+   */
+  addKvEventListener(listener: KvEventListener): () => void {
+    if (this.kvEventRecorder === null) {
+      const recorder = new KvEventRecorder();
+      this.scheduler.kvCacheManager.pool.setEventSink(recorder.sinkFor('GPU', this.config.blockSize));
+      this.offloading?.manager.setEventSink?.(recorder.sinkFor('CPU', this.config.blockSize * this.config.offloadFactor));
+      this.kvEventRecorder = recorder;
+    }
+    return this.kvEventRecorder.addListener(listener);
+  }
+
+  /** The KV event batches as an async iterator (see addKvEventListener for when recording starts). */
+  kvEvents(options?: KvEventStreamOptions): KvEventStream {
+    return new KvEventStream(this, options);
   }
 
   /** Latency histograms and live gauges (what createMetricsRegistry exports besides metrics()). Cheap: read at scrape time. */
@@ -460,6 +486,7 @@ export class Engine {
         continue;
       }
       this.scheduler.resetForRankLoss();
+      this.kvEventRecorder?.flush();
       this.observer.transfersDropped();
       // Reports of the lost state must not count toward jobs or requests of the new one.
       if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
@@ -485,6 +512,7 @@ export class Engine {
     await this.executor.terminateAll();
     // The devices are gone with their threads: nothing holds blocks or transfers anymore.
     this.scheduler.resetForRankLoss();
+    this.kvEventRecorder?.flush();
     this.observer.transfersDropped();
     this.aggregator.reset();
     throw this.stopped;

@@ -1,5 +1,6 @@
 import { blockHashLane, formatBlockHash, type BlockHash } from '../core/block-hash.js';
 import { ABSENT, LaneHashTable } from '../core/lane-hash-table.js';
+import type { TierEventSink } from '../events/kv-cache-events.js';
 import { FreeBlockQueue } from './free-block-queue.js';
 import { KVBlock } from './kv-block.js';
 
@@ -26,6 +27,11 @@ import { KVBlock } from './kv-block.js';
 /** Called when a free cached block is taken for reuse, before its hash is dropped (its contents are still intact). */
 export type EvictionObserver = (blockId: number, hash: BlockHash) => void;
 
+/** A request's tokens, read when its blocks enter the prefix cache while events are reported. */
+export interface BlockTokens {
+  tokensBetween(start: number, end: number): number[];
+}
+
 export interface BlockPoolCounts {
   /** Blocks in the free queue (cached or not): what allocation may use. */
   readonly free: number;
@@ -43,6 +49,7 @@ export class BlockPool {
   private readonly freeQueue = new FreeBlockQueue();
   private readonly cachedByHash: LaneHashTable;
   private evictionObserver: EvictionObserver | null = null;
+  private eventSink: TierEventSink | null = null;
   private numPending = 0;
   private numEvicted = 0;
 
@@ -62,6 +69,18 @@ export class BlockPool {
 
   setEvictionObserver(observer: EvictionObserver | null): void {
     this.evictionObserver = observer;
+  }
+
+  /** Where blocks entering and leaving the prefix cache are reported (KV events); null: nowhere. */
+  setEventSink(sink: TierEventSink | null): void {
+    this.eventSink = sink;
+  }
+
+  /** The hashes the prefix cache holds now, in block id order. */
+  cachedHashes(): BlockHash[] {
+    const hashes: BlockHash[] = [];
+    for (const block of this.blocks) if (block.hash !== null) hashes.push(block.hash);
+    return hashes;
   }
 
   /** Cached blocks dropped from the prefix cache so their slot could be reused, over the pool's lifetime. */
@@ -124,9 +143,27 @@ export class BlockPool {
     for (let i = from; i < to; i++) this.cacheBlock(blocks[i], hashes[i], i);
   }
 
-  /** cacheFullBlocks for a block table given as block ids. */
-  cacheFullBlockIds(blockIds: readonly number[], hashes: readonly BlockHash[], from: number, to: number): void {
-    for (let i = from; i < to; i++) this.cacheBlock(this.block(blockIds[i]), hashes[i], i);
+  /**
+   * cacheFullBlocks for a block table given as block ids. With an event sink
+   * and the request's `tokens`, each run of blocks that entered the cache is
+   * reported as one stored chain (a hit or a hash another block holds ends a run).
+   */
+  cacheFullBlockIds(blockIds: readonly number[], hashes: readonly BlockHash[], from: number, to: number, tokens?: BlockTokens): void {
+    const sink = this.eventSink;
+    if (sink === null || tokens === undefined) {
+      for (let i = from; i < to; i++) this.cacheBlock(this.block(blockIds[i]), hashes[i], i);
+      return;
+    }
+    let runStart = -1;
+    for (let i = from; i < to; i++) {
+      if (this.cacheBlock(this.block(blockIds[i]), hashes[i], i)) {
+        if (runStart < 0) runStart = i;
+      } else if (runStart >= 0) {
+        reportStored(sink, hashes, runStart, i, tokens);
+        runStart = -1;
+      }
+    }
+    if (runStart >= 0) reportStored(sink, hashes, runStart, to, tokens);
   }
 
   getCachedBlock(hash: BlockHash): KVBlock | null {
@@ -163,6 +200,7 @@ export class BlockPool {
   /** Drops every hash. Only legal when no block is held; returns false (and changes nothing) otherwise. */
   resetPrefixCache(): boolean {
     if (this.freeQueue.length !== this.numBlocks) return false;
+    if (this.eventSink !== null) for (const block of this.blocks) if (block.hash !== null) this.eventSink.removed(block.hash);
     for (const block of this.blocks) block.hash = null;
     this.cachedByHash.clear();
     return true;
@@ -170,6 +208,7 @@ export class BlockPool {
 
   /** Every block back to free, unreferenced and uncached (the device contents were lost). */
   reset(): void {
+    this.eventSink?.cleared();
     this.freeQueue.clear();
     this.cachedByHash.clear();
     this.numPending = 0;
@@ -239,15 +278,20 @@ export class BlockPool {
     return problems;
   }
 
-  /** Caches `block` (table index `index`) under `hash`, unless it is cached already or the hash is taken. */
-  private cacheBlock(block: KVBlock, hash: BlockHash, index: number): void {
+  /**
+   * Caches `block` (table index `index`) under `hash`, unless it is cached already or the hash is taken.
+   * Returns whether it entered the cache now.
+   */
+  private cacheBlock(block: KVBlock, hash: BlockHash, index: number): boolean {
     if (block.hash !== null) {
       if (block.hash !== hash) {
         throw new Error(`block ${block.id} at table index ${index} is cached as ${block.hash}, expected ${hash}`);
       }
-      return;
+      return false;
     }
-    if (this.cachedByHash.setIfAbsent(blockHashLane(hash, 0), blockHashLane(hash, 1), block.id)) block.hash = hash;
+    if (!this.cachedByHash.setIfAbsent(blockHashLane(hash, 0), blockHashLane(hash, 1), block.id)) return false;
+    block.hash = hash;
+    return true;
   }
 
   private evict(block: KVBlock): void {
@@ -263,5 +307,12 @@ export class BlockPool {
     const hash = block.hash as BlockHash;
     this.cachedByHash.delete(blockHashLane(hash, 0), blockHashLane(hash, 1));
     block.hash = null;
+    this.eventSink?.removed(hash);
   }
+}
+
+/** Reports table blocks [from, to), which just entered the prefix cache, as one stored chain. */
+function reportStored(sink: TierEventSink, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokens): void {
+  const parent = from > 0 ? hashes[from - 1] : null;
+  sink.stored(hashes.slice(from, to), parent, tokens.tokensBetween(from * sink.blockSize, to * sink.blockSize));
 }

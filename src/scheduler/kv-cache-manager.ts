@@ -142,7 +142,7 @@ export class KVCacheManager {
     if (this.enablePrefixCaching) {
       const numFull = this.numCacheableBlocks(request, numCacheable);
       if (numFull > entry.numCachedBlocks) {
-        this.pool.cacheFullBlockIds(entry.ids, request.blockHashes, entry.numCachedBlocks, numFull);
+        this.pool.cacheFullBlockIds(entry.ids, request.blockHashes, entry.numCachedBlocks, numFull, request);
         entry.numCachedBlocks = numFull;
       }
     }

@@ -1,3 +1,4 @@
+import type { BlockHash } from '../core/block-hash.js';
 import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { OffloadingManagerStats } from '../offload/manager.js';
 import type { RankFaultStats, RankState } from '../rank/rank-protocol.js';
@@ -33,6 +34,19 @@ export class EngineProbe {
       gpu: this.parts.scheduler.kvCacheManager.usage(),
       cpuTier: this.parts.offloading?.manager.stats() ?? null,
       partialJobs: this.parts.aggregator.pendingJobIds().length,
+    };
+  }
+
+  /**
+   * The blocks each tier holds now, by hash: the GPU prefix cache's hashed
+   * blocks and the CPU tier's ready keys (null without offloading). What KV
+   * events describe, so a subscriber's view can be checked against it.
+   */
+  cachedBlocks(): { readonly gpu: BlockHash[]; readonly cpu: BlockHash[] | null } {
+    const manager = this.parts.offloading?.manager;
+    return {
+      gpu: this.parts.scheduler.kvCacheManager.pool.cachedHashes(),
+      cpu: manager === undefined ? null : (manager.readyKeys?.() ?? []),
     };
   }
 

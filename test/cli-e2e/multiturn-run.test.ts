@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ENGINE_DEFAULTS } from '../../src/config/engine-schema.js';
 import type { RunReport } from '../../src/report/report.js';
 import { expectCleanRun, expectCpuTierUsed, expectNoCpuTier, runWithReport, type CliResult } from './cli.js';
 
@@ -50,6 +51,28 @@ describe('kvtier run on the built-in multi-turn workload', () => {
     expect(withTier.stdout).toMatch(/^ +integrity: 16\/16$/m);
     expect(withTier.stdout).toMatch(/^ +leaks: 0 GPU blocks, 0 CPU blocks$/m);
     expect(withoutTier.stdout).toMatch(/offload off/);
-    expect(withTier.stderr).toBe('');
+  });
+
+  it('records the configuration each run resolved to, in the JSON and at the head of the text report', () => {
+    expect(withTier.report.configuration).toMatchObject({
+      model: 'tiny',
+      backend: 'host',
+      tp: 2,
+      gpuBlocks: 96,
+      cpuTier: { cpuBlocks: 1024, eviction: ENGINE_DEFAULTS.eviction, storePolicy: ENGINE_DEFAULTS.storePolicy, offloadFactor: 1 },
+      gpuProfile: { name: 'h100-sxm', source: 'default' },
+      stepClock: withTier.report.clock.description,
+    });
+    expect(withoutTier.report.configuration?.cpuTier).toBeNull();
+    expect(withTier.stdout).toContain(`CPU tier: 1024 blocks, offload factor 1, eviction ${ENGINE_DEFAULTS.eviction}, store policy ${ENGINE_DEFAULTS.storePolicy}\n`);
+    expect(withoutTier.stdout).toMatch(/^ +CPU tier: off$/m);
+  });
+
+  it('keeps progress off stdout: stdout is the report alone, stderr holds only progress lines', () => {
+    expect(withTier.stdout).toMatch(/^kvtier run: /);
+    expect(withTier.stdout).not.toMatch(/^\[[\d.]+s\] requests/m);
+    const progress = withTier.stderr.split('\n').filter((line) => line !== '');
+    expect(progress.length).toBeGreaterThan(0);
+    for (const line of progress) expect(line).toMatch(/^\[[\d.]+s\] requests \d+\/\d+ \|/);
   });
 });

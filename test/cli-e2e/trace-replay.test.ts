@@ -73,6 +73,14 @@ describe.skipIf(!haveTrace)('kvtier run --compare on a trace slice submitted at 
     expect(run.stdout).toMatch(/^prefill computed +[\d,]+ +[\d,]+ +-\d+\.\d%$/m);
     expect(run.stdout).toMatch(/^integrity +600\/600 +600\/600$/m);
   });
+
+  it('names the run each progress line belongs to, on stderr', () => {
+    const progress = run.stderr.split('\n').filter((line) => /requests \d+\/\d+/.test(line));
+    expect(progress.some((line) => line.startsWith('[offload off] ['))).toBe(true);
+    expect(progress.some((line) => line.startsWith('[offload on] ['))).toBe(true);
+    expect(progress.every((line) => /^\[offload (off|on)\] \[[\d.]+s\] requests/.test(line))).toBe(true);
+    expect(run.stdout).not.toMatch(/requests \d+\/\d+ \|/);
+  });
 });
 
 describe.skipIf(!haveTrace)('kvtier run replaying a time window of a trace at its arrival times, from a config file', () => {

@@ -45,6 +45,12 @@ describe('the progress line', () => {
     );
   });
 
+  it('names the run it belongs to when a command makes several', () => {
+    const now = snapshot({ requestsDone: 1, requestsTotal: 10 });
+    const rates = { outputTokensPerSecond: 0, gbpsGpuToCpu: 0, gbpsCpuToGpu: 0 };
+    expect(formatProgressLine(now, rates, 1_000, 'offload off')).toMatch(/^\[offload off\] \[1\.0s\] requests 1\/10 \|/);
+  });
+
   it('measures rates between two snapshots', () => {
     const before = snapshot({ outputTokens: 100, bytesGpuToCpu: 0, bytesCpuToGpu: 1e9 });
     const after = snapshot({ outputTokens: 600, bytesGpuToCpu: 4e9, bytesCpuToGpu: 2e9 });

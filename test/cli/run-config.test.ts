@@ -315,3 +315,19 @@ describe('the engine configuration of a run', () => {
     );
   });
 });
+
+describe('kvtier run KV event settings', () => {
+  it('publish nowhere by default, and take the endpoint, topic, replay endpoint and encoding from flags', () => {
+    expect(parseRunArgs([]).kvEvents).toBeNull();
+    expect(
+      parseRunArgs(['--kv-events-endpoint', 'tcp://*:5557', '--kv-events-topic', 'kv', '--kv-events-replay-endpoint', 'tcp://*:5558', '--kv-events-encoding', 'array']).kvEvents,
+    ).toEqual({ endpoint: 'tcp://*:5557', topic: 'kv', replayEndpoint: 'tcp://*:5558', encoding: 'array' });
+    expect(parseRunArgs(['--kv-events-endpoint', 'ipc:///tmp/kv']).kvEvents).toEqual({ endpoint: 'ipc:///tmp/kv', topic: '', replayEndpoint: null, encoding: 'map' });
+  });
+
+  it('refuse an endpoint that is not ZeroMQ, an unknown encoding, and settings without an endpoint, naming the flag', () => {
+    expect(usageMessage(['--kv-events-endpoint', 'localhost:5557'])).toMatch(/^--kv-events-endpoint: invalid value "localhost:5557": expected a ZeroMQ endpoint/);
+    expect(usageMessage(['--kv-events-endpoint', 'tcp://*:5557', '--kv-events-encoding', 'json'])).toMatch(/^--kv-events-encoding: invalid value "json"/);
+    expect(usageMessage(['--kv-events-topic', 'kv'])).toBe('--kv-events-topic applies to KV events only (add --kv-events-endpoint ENDPOINT)');
+  });
+});

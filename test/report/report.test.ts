@@ -4,6 +4,10 @@ import { buildRunReport, type RunReport } from '../../src/report/report.js';
 import { formatComparison, formatRunReport } from '../../src/report/report-format.js';
 import type { EngineMetrics, FinishedRequest, TransferCounters } from '../../src/runtime/engine-types.js';
 import { finishedRequest } from '../cli/finished-requests.js';
+import { runReportHtml } from '../../src/report/html/run-report.js';
+import { runConfiguration } from '../../src/report/run-configuration.js';
+import { resolveEngineConfig } from '../../src/runtime/engine-config.js';
+import { chooseGpuProfile } from '../../src/runtime/gpu-profile-choice.js';
 
 function transfer(overrides: Partial<TransferCounters> = {}): TransferCounters {
   return { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, ...overrides };
@@ -181,5 +185,60 @@ describe('the --compare table', () => {
     expect(text).toMatch(/^output tok\/s +8 +10 +\+25\.0%$/m);
     expect(text).toMatch(/^CPU tier hits +0 +250 +-$/m);
     expect(text).toMatch(/^integrity +3\/3 +3\/3$/m);
+  });
+});
+
+describe('the configuration a report records', () => {
+  /** What an engine with these settings resolves to, on the host backend. */
+  function configurationOf(input: Parameters<typeof resolveEngineConfig>[0]) {
+    const config = resolveEngineConfig({ backend: 'host', model: 'tiny', ...input });
+    return runConfiguration(config, chooseGpuProfile(config.gpu, 'host'), 'tiny on l40s (NVIDIA L40S, given)');
+  }
+
+  const withTier = configurationOf({ tp: 2, gpuBlocks: 96, cpuBlocks: 64, eviction: 'arc', storePolicy: 'on-evict', offloadFactor: 2, gpu: 'l40s' });
+  const withoutTier = configurationOf({ tp: 2, gpuBlocks: 96, offload: false, gpu: 'l40s' });
+
+  it('holds every resolved setting: model, pools, tiers, policies, GPU profile and step clock', () => {
+    expect(withTier).toMatchObject({
+      model: 'tiny',
+      backend: 'host',
+      tp: 2,
+      gpuBlocks: 96,
+      cpuTier: { cpuBlocks: 64, cpuBytes: null, offloadFactor: 2, eviction: 'arc', storePolicy: 'on-evict' },
+      gpuProfile: { name: 'l40s', source: 'given', deviceName: null },
+      stepClock: 'tiny on l40s (NVIDIA L40S, given)',
+    });
+    // Defaults appear resolved, not as gaps.
+    expect(withTier.scheduler.maxModelLen).toBeGreaterThan(0);
+    expect(withTier.scheduler.maxNumSeqs).toBeGreaterThan(0);
+    expect(withoutTier.cpuTier).toBeNull();
+  });
+
+  it('heads the text report and survives JSON', () => {
+    const report = sampleReport({ configuration: withTier });
+    const text = formatRunReport(report);
+    expect(text).toMatch(/ model: tiny, host backend, tp 2, /m);
+    expect(text).toMatch(/ GPU pool: 96 blocks of 16 tokens per rank/m);
+    expect(text).toMatch(/ CPU tier: 64 blocks, offload factor 2, eviction arc, store policy on-evict$/m);
+    expect(text).toMatch(/ GPU profile: l40s \(given\)$/m);
+    expect(JSON.parse(JSON.stringify(report)).configuration).toEqual(withTier);
+  });
+
+  it('heads the --compare table with the configuration', () => {
+    const text = formatComparison(sampleReport({ offload: false, configuration: withoutTier }), sampleReport({ configuration: withTier }));
+    expect(text).toMatch(/ CPU tier: 64 blocks, offload factor 2, eviction arc/m);
+    expect(text).toMatch(/^ *GPU profile: l40s/m);
+    expect(text).toMatch(/^ *failures: policy recompute, rank restart off$/m);
+  });
+
+  it('is a table of the HTML report, one column per run', async () => {
+    const html = await runReportHtml([
+      { label: 'offload off', report: sampleReport({ offload: false, configuration: withoutTier }), ttftMs: [10, 20], timeline: [] },
+      { label: 'offload on', report: sampleReport({ configuration: withTier }), ttftMs: [10, 20], timeline: [] },
+    ]);
+    expect(html).toContain('<h2>Configuration</h2>');
+    expect(html).toContain('<tr><th>setting</th><th>offload off</th><th>offload on</th></tr>');
+    expect(html).toMatch(/<tr><td>CPU tier<\/td><td>off<\/td><td>64 blocks, offload factor 2, eviction arc, store policy on-evict<\/td><\/tr>/);
+    expect(html).toMatch(/<tr><td>step clock<\/td><td>tiny on l40s/);
   });
 });

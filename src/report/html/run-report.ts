@@ -1,4 +1,5 @@
 import type { RunReport } from '../report.js';
+import { configurationRows } from '../run-configuration.js';
 import { renderPage, type ReportSection } from './page.js';
 import { renderChartSvg, type ChartSpec } from './render-chart.js';
 
@@ -137,6 +138,23 @@ export async function runReportHtml(runs: readonly RunForReport[]): Promise<stri
       },
     },
   ];
+  const configured = runs.filter((run) => run.report.configuration !== null);
+  if (configured.length > 0) {
+    const perRun = configured.map((run) => new Map(configurationRows(run.report.configuration!)));
+    // Runs may list different settings (a remote tier only with the CPU tier on): rows by label, in first-seen order.
+    const labels = [...new Set(perRun.flatMap((rows) => [...rows.keys()]))];
+    sections.push({
+      heading: 'Configuration',
+      text: 'What each run resolved to, every default applied.',
+      table: {
+        header: ['setting', ...configured.map((run) => run.label)],
+        rows: [
+          ...labels.map((label) => [label, ...perRun.map((rows) => rows.get(label) ?? '-')]),
+          ['step clock', ...configured.map((run) => run.report.configuration!.stepClock)],
+        ],
+      },
+    });
+  }
   const first = runs[0].report;
   return renderPage({
     title: 'kvtier run',

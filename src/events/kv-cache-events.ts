@@ -1,0 +1,67 @@
+import type { BlockHash } from '../core/block-hash.js';
+
+/**
+ * KV cache events: which blocks a tier of one engine gained and lost, in the
+ * shape of vLLM's `vllm/distributed/kv_events.py`, so a prefix-aware router
+ * written for vLLM can follow a kvtier engine.
+ *
+ * This file is plain data and the sink the caches report into; it sits at the
+ * bottom (it imports only the block hash type), so the GPU block pool and the
+ * CPU tier's manager can report without knowing who listens.
+ */
+
+/** Where a block lives: the GPU prefix cache or the CPU offload tier (vLLM's `medium`). */
+export type KvMedium = 'GPU' | 'CPU';
+
+/**
+ * Blocks became loadable in a tier. For the GPU, `blockHashes` chain: the
+ * first extends `parentBlockHash` (null: the first block of a prompt) and
+ * `tokenIds` holds their tokens, `blockSize` per block. The CPU tier's events
+ * name blocks by key alone (no parent, no tokens), as vLLM's offloading
+ * connector does; its `blockSize` is the offloaded block's token count.
+ */
+export interface BlockStoredEvent {
+  readonly type: 'BlockStored';
+  readonly blockHashes: readonly BlockHash[];
+  readonly parentBlockHash: BlockHash | null;
+  readonly tokenIds: readonly number[];
+  readonly blockSize: number;
+  readonly medium: KvMedium;
+}
+
+/** Blocks left a tier (evicted, dropped after a failed load, or the tier was reset). */
+export interface BlockRemovedEvent {
+  readonly type: 'BlockRemoved';
+  readonly blockHashes: readonly BlockHash[];
+  readonly medium: KvMedium;
+}
+
+/** Every block of the engine is gone (its ranks were reset after a rank loss). */
+export interface AllBlocksClearedEvent {
+  readonly type: 'AllBlocksCleared';
+}
+
+export type KvCacheEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
+
+/** The events of one engine step, in the order they happened. */
+export interface KvEventBatch {
+  /** Wall-clock time of the batch, seconds since the Unix epoch (vLLM's `ts`). */
+  readonly ts: number;
+  readonly events: readonly KvCacheEvent[];
+}
+
+/**
+ * What one tier reports into. Calls are synchronous and cheap; the tier
+ * reports only while a sink is attached, so an engine nobody listens to
+ * pays nothing.
+ */
+export interface TierEventSink {
+  /** Tokens per block of this tier. */
+  readonly blockSize: number;
+  /** `hashes` became loadable; for a chain, `parent` is the block before the first and `tokenIds` their tokens. */
+  stored(hashes: readonly BlockHash[], parent: BlockHash | null, tokenIds: readonly number[]): void;
+  /** `hash` left the tier. */
+  removed(hash: BlockHash): void;
+  /** The whole tier was dropped at once. */
+  cleared(): void;
+}
