@@ -492,6 +492,7 @@ export class Engine {
       numPreemptions: request.numPreemptions,
       gpuPrefixHitTokens: request.gpuPrefixHitTokens,
       cpuTierHitTokens: request.externalHitTokens,
+      remoteHitTokens: request.remoteHitTokens,
       gpuPrefixRereadTokens: request.gpuPrefixRereadTokens,
       cpuTierRereadTokens: request.externalRereadTokens,
     };
