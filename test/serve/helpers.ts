@@ -51,11 +51,14 @@ export function tokenPrompt(length: number, seed: number): number[] {
   return Array.from({ length }, (_, i) => (seed * 7919 + i * 104729) % TINY.vocabSize);
 }
 
-/** Resolves once `condition()` holds, checking after each turn of the event loop (no clock involved). */
-export async function until(condition: () => boolean | Promise<boolean>, what: string, maxTurns = 1_000_000): Promise<void> {
-  for (let i = 0; i < maxTurns; i++) {
+/**
+ * Resolves once `condition()` holds, checked every few milliseconds; gives
+ * up only after minutes, so a slow machine waits longer instead of failing.
+ */
+export async function until(condition: () => boolean | Promise<boolean>, what: string, maxChecks = 60_000): Promise<void> {
+  for (let i = 0; i < maxChecks; i++) {
     if (await condition()) return;
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 2));
   }
   throw new Error(`gave up waiting for ${what}`);
 }
