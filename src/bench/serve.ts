@@ -9,7 +9,10 @@ import { SeededRandom } from '../core/prng.js';
 import type { BackendName } from '../device/types.js';
 import { MODEL_PRESETS } from '../model/presets.js';
 import type { EngineConfigInput, EvictionPolicyName } from '../runtime/engine-types.js';
+import { Registry } from 'prom-client';
+import { CompletionServer } from '../serve/http-server.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
+import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
 import type { ServeLoadResult, ServeLoadSpec } from './serve-load.js';
 import { median } from './stats.js';
@@ -26,7 +29,9 @@ import { median } from './stats.js';
  * - serving overhead at --streams concurrent requests: the same batch shape
  *   (distinct prompts, no cache hits) served three ways, in turn, --repeats
  *   times: through the library (`ServingEngine.stream`, no HTTP), over HTTP
- *   as server-sent events, and over HTTP as whole responses. cpuUsPerStep is
+ *   as server-sent events (one per token, and one per --stream-interval
+ *   tokens from a second front end on the same engine), and over HTTP as
+ *   whole responses. cpuUsPerStep is
  *   this process's CPU time (user + system, every thread: the ranks too)
  *   over the engine steps the batch took; the HTTP rows' addedUsPerStep is
  *   theirs minus the library's: what the HTTP path costs per step. It is
@@ -54,10 +59,13 @@ export interface ServeBenchOptions {
   readonly promptTokens: number;
   readonly repeats: number;
   readonly schedulerSteps: number;
+  /** Tokens per event of the second streamed row (a second HTTP front end on the same engine). */
+  readonly streamInterval: number;
   readonly onProgress?: (line: string) => void;
 }
 
-export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | 'http whole';
+export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole';
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate'>;
 
 export interface ServeBenchRow {
   readonly phase: ServeBenchPhase;
@@ -100,13 +108,23 @@ export async function runServeBench(options: ServeBenchOptions): Promise<ServeBe
     maxNumSeqs: Math.max(options.streams, 256),
   };
   const server = await startServer({ engine, host: '127.0.0.1', port: 0, maxWaiting: Math.max(1024, options.streams * 2) });
+  // The same engine behind a second front end whose streams send --stream-interval tokens per event.
+  const batched = new CompletionServer({
+    serving: server.serving,
+    modelName: server.modelName,
+    codec: await textCodecFor(server.serving.engine.config.model.vocabSize),
+    registry: new Registry(),
+    streamInterval: options.streamInterval,
+  });
+  await batched.listen('127.0.0.1', 0);
   try {
     progress(`server at ${server.url}; warming up`);
     await libraryBatch(server, prompts(options.streams, options.promptTokens, 1_000_000), options.streamTokens);
     const rows: ServeBenchRow[] = [await fixedRate(server, options, progress)];
-    rows.push(...(await overhead(server, options, progress)));
+    rows.push(...(await overhead(server, batched.url, options, progress)));
     return rows;
   } finally {
+    await batched.close();
     await server.close();
   }
 }
@@ -163,15 +181,17 @@ interface BatchMeasure {
   readonly load: ServeLoadResult | null;
 }
 
-async function overhead(server: RunningServer, options: ServeBenchOptions, progress: (line: string) => void): Promise<ServeBenchRow[]> {
-  const phases: readonly ('library' | 'http sse' | 'http whole')[] = ['library', 'http sse', 'http whole'];
+async function overhead(server: RunningServer, batchedUrl: string, options: ServeBenchOptions, progress: (line: string) => void): Promise<ServeBenchRow[]> {
+  const batchedPhase: OverheadPhase = `http sse x${options.streamInterval}`;
+  const phases: readonly OverheadPhase[] = ['library', 'http sse', batchedPhase, 'http whole'];
   const measures = new Map<string, BatchMeasure[]>(phases.map((p) => [p, []]));
   let batch = 0;
   for (let repeat = 0; repeat < options.repeats; repeat++) {
     for (const phase of phases) {
       const batchPrompts = prompts(options.streams, options.promptTokens, ++batch * options.streams);
       progress(`overhead ${repeat + 1}/${options.repeats}: ${options.streams} concurrent requests, ${phase}`);
-      measures.get(phase)!.push(await measureBatch(server, phase, batchPrompts, options.streamTokens));
+      const url = phase === batchedPhase ? batchedUrl : server.url;
+      measures.get(phase)!.push(await measureBatch(server, url, phase, batchPrompts, options.streamTokens));
     }
   }
   progress(`scheduler CPU time per step at ${options.streams} running requests`);
@@ -209,7 +229,7 @@ async function overhead(server: RunningServer, options: ServeBenchOptions, progr
   });
 }
 
-async function measureBatch(server: RunningServer, phase: 'library' | 'http sse' | 'http whole', batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
+async function measureBatch(server: RunningServer, url: string, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
   await untilIdle(server);
   const before = server.serving.engine.metrics();
   const started = performance.now();
@@ -218,8 +238,8 @@ async function measureBatch(server: RunningServer, phase: 'library' | 'http sse'
   if (phase === 'library') {
     await libraryBatch(server, batch, maxTokens);
   } else {
-    const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase === 'http sse' }));
-    load = await runLoadChild({ url: server.url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
+    const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
+    load = await runLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
   }
   await untilIdle(server);
   const used = process.cpuUsage(cpu);

@@ -408,7 +408,7 @@ const serveBench: BenchSpec<ServeBenchRow> = {
   notes: (backend) => [
     '`kvtier serve` (tiny model) in the bench process; the load comes from autocannon in a child process, so its CPU time and heap are not the server\'s.',
     'fixed rate: completions (a shared system prompt and a distinct user turn, --max-tokens each, whole responses) at --rate per second for --duration seconds over --connections connections; p50Ms / p99Ms: autocannon\'s latency to the last byte; errors: non-2xx, socket errors and timeouts; heapBeforeMiB / heapAfterMiB: the server process\'s used heap after a full garbage collection, before and after the phase; gpuHit / cpuHit: prompt tokens served by the GPU prefix cache and the CPU tier.',
-    'overhead: --streams requests at once (distinct prompts of --prompt-tokens, --stream-tokens output tokens each), served through the library (ServingEngine.stream read by for-await, no HTTP), over HTTP as server-sent events (one event per token), and over HTTP as whole responses, in turn, --repeats times; rows are medians. cpuUsPerStep: this process\'s CPU time (user + system, every thread, the ranks included) over the engine steps the batch took; addedUsPerStep = an HTTP row\'s cpuUsPerStep - the library\'s: what the HTTP path costs per step. schedulerUsPerStep: Scheduler.schedule() + updateFromOutput() CPU time per decode step at --streams running requests with the CPU tier, measured in the same run as kvtier bench scheduler does; overheadShare = addedUsPerStep / schedulerUsPerStep (the goal: at most 10% at 256 streams).',
+    'overhead: --streams requests at once (distinct prompts of --prompt-tokens, --stream-tokens output tokens each), served through the library (ServingEngine.stream read by for-await, no HTTP), over HTTP as server-sent events (http sse: one event per token; http sse xN: one per --stream-interval N tokens, from a second front end on the same engine), and over HTTP as whole responses, in turn, --repeats times; rows are medians. cpuUsPerStep: this process\'s CPU time (user + system, every thread, the ranks included) over the engine steps the batch took; addedUsPerStep = an HTTP row\'s cpuUsPerStep - the library\'s: what the HTTP path costs per step. schedulerUsPerStep: Scheduler.schedule() + updateFromOutput() CPU time per decode step at --streams running requests with the CPU tier, measured in the same run as kvtier bench scheduler does; overheadShare = addedUsPerStep / schedulerUsPerStep (the goal: at most 10% at 256 streams).',
     backend === 'host' ? 'Host backend: ranks are threads of this process whose model work is the reference model on the CPU; it is the same in every overhead row, so the differences are the serving path\'s.' : 'CUDA backend.',
   ],
   columns: [
@@ -448,6 +448,7 @@ const serveBench: BenchSpec<ServeBenchRow> = {
       promptTokens: options.int('promptTokens', 128),
       repeats: options.int('repeats', 3),
       schedulerSteps: options.int('schedulerSteps', 500),
+      streamInterval: options.int('streamInterval', 8),
     };
     options.finish();
     const { runServeBench } = await import('../bench/serve.js');

@@ -51,6 +51,7 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
       port: config.port,
       modelName: config.servedModelName ?? undefined,
       maxWaiting: config.maxWaiting,
+      streamInterval: config.streamInterval,
       verify: config.verify,
       onMismatch: (m) => logger.error({ request: m.id, index: m.index, expected: m.expected, actual: m.actual }, 'output differs from the reference model'),
     });

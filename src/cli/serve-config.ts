@@ -23,6 +23,7 @@ const serveInputSchema = z
     servedModelName: nonEmptyString('a model name'),
     maxWaiting: positiveInt(1_000_000),
     drainTimeoutMs: nonNegativeInt(3_600_000),
+    streamInterval: positiveInt(4096),
     verify: flag(),
     kvEventsEndpoint: nonEmptyString('a ZeroMQ endpoint such as tcp://*:5557'),
   })
@@ -30,7 +31,7 @@ const serveInputSchema = z
   .strict();
 
 const SERVE_KEYS = Object.keys(serveInputSchema.shape);
-const SERVE_NUMBER_KEYS = ['port', 'maxWaiting', 'drainTimeoutMs'];
+const SERVE_NUMBER_KEYS = ['port', 'maxWaiting', 'drainTimeoutMs', 'streamInterval'];
 const PATH_KEYS = ['remoteSecretFile'] as const;
 
 export interface ServeConfig {
@@ -42,6 +43,7 @@ export interface ServeConfig {
   readonly servedModelName: string | null;
   readonly maxWaiting: number;
   readonly drainTimeoutMs: number;
+  readonly streamInterval: number;
   readonly verify: boolean;
   /** Where to publish KV events; null: nowhere. */
   readonly kvEventsEndpoint: string | null;
@@ -67,6 +69,7 @@ export function buildServeConfig(input: LayeredInput): ServeConfig {
     servedModelName: given.servedModelName ?? null,
     maxWaiting: given.maxWaiting ?? DEFAULT_MAX_WAITING,
     drainTimeoutMs: given.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS,
+    streamInterval: given.streamInterval ?? 1,
     verify: given.verify ?? false,
     kvEventsEndpoint: given.kvEventsEndpoint ?? null,
   };

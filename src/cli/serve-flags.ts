@@ -44,6 +44,7 @@ export function createServeCommand(): Command {
     .option('--served-model-name <name>', 'the model name clients send and /v1/models lists (default: the --model preset)')
     .option('--max-waiting <n>', `most requests waiting for their first token; more are refused with 429 (default ${DEFAULT_MAX_WAITING})`)
     .option('--drain-timeout-ms <ms>', `on SIGTERM or SIGINT: how long requests in flight may take to finish before they are aborted (default ${DEFAULT_DRAIN_TIMEOUT_MS})`)
+    .option('--stream-interval <tokens>', 'tokens per server-sent event of a streamed completion; more mean fewer socket writes and later tokens (default 1)')
     .option('--verify', 'check every finished request against the reference model; mismatches are logged and counted in /metrics')
     .option('--kv-events-endpoint <endpoint>', 'publish KV-cache events (block stored / removed / cleared) on this ZeroMQ endpoint, e.g. tcp://*:5557')
     .allowExcessArguments(false);

@@ -24,6 +24,8 @@ export interface ServeOptions {
   readonly modelName?: string;
   /** The waiting-queue bound (ServingOptions.maxWaiting). */
   readonly maxWaiting?: number;
+  /** Tokens per server-sent event of a streamed completion (default 1: each token as it comes). */
+  readonly streamInterval?: number;
   /** Check every finished request against the reference model (counted in /metrics). */
   readonly verify?: boolean;
   readonly onMismatch?: (mismatch: IntegrityMismatch) => void;
@@ -59,7 +61,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     const model = serving.engine.config.model;
     verifier = options.verify === true ? new LiveVerifier(model, options.onMismatch) : null;
     const modelName = options.modelName ?? model.name;
-    http = new CompletionServer({ serving, modelName, codec: await textCodecFor(model.vocabSize), registry: createMetricsRegistry(serving.engine), verifier });
+    http = new CompletionServer({ serving, modelName, codec: await textCodecFor(model.vocabSize), registry: createMetricsRegistry(serving.engine), verifier, streamInterval: options.streamInterval });
     await http.listen(options.host ?? DEFAULT_SERVE_HOST, options.port ?? DEFAULT_SERVE_PORT);
   } catch (error) {
     await serving.close();

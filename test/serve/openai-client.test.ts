@@ -70,6 +70,23 @@ describe('completions through the openai client', () => {
     expect(usage).toEqual(whole.usage);
   });
 
+  it('with a stream interval, events carry that many tokens and add up to the whole completion', async () => {
+    server = await startTestServer({ streamInterval: 4 });
+    const client = openaiClient(server);
+    const prompt = tokenPrompt(40, 9);
+    const stream = await client.completions.create({ model: 'tiny', prompt, max_tokens: 10, stream: true });
+    const sizes: number[] = [];
+    const ids: number[] = [];
+    for await (const chunk of stream) {
+      for (const choice of chunk.choices) {
+        sizes.push(tokenIdsOf(choice).length);
+        ids.push(...tokenIdsOf(choice));
+      }
+    }
+    expect(sizes).toEqual([4, 4, 2]);
+    expect(ids).toEqual(referenceOutput(prompt, 10));
+  });
+
   it('aborting a stream mid-way aborts its request on the server and frees its blocks', async () => {
     server = await startTestServer();
     const s = server;
