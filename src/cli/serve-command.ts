@@ -32,7 +32,8 @@ type StopSignal = keyof typeof EXIT_INTERRUPTED;
  * those in flight have --drain-timeout-ms to finish before they are aborted
  * (a stream then ends with an error event), and the process exits 0; 1 when
  * --verify found an output that differs from the reference model. A second
- * signal during the drain exits at once (143 / 130).
+ * signal during the drain exits at once (143 / 130). If the engine stops
+ * (a rank lost beyond recovery), the server closes and the exit code is 1.
  */
 export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks = {}): Promise<number> {
   const write = hooks.write ?? ((line: string) => process.stderr.write(line));
@@ -63,7 +64,16 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
       ? await hooks.startKvEventPublisher(server.serving.engine, config.kvEventsEndpoint)
       : null;
   write(`kvtier: serving ${server.modelName} at ${server.url} (POST /v1/completions, GET /v1/models, /health, /metrics)\n`);
-  const signal = await nextStopSignal();
+  const stop = await Promise.race([nextStopSignal(), server.serving.failed.then((error) => ({ error }))]);
+  if (typeof stop !== 'string') {
+    // The engine stopped (a rank was lost beyond recovery): nothing left to serve, so the process ends for a supervisor to restart it.
+    write(`kvtier: the engine stopped: ${(stop.error as Error).message ?? String(stop.error)}\n`);
+    // Every request already ended with the engine's error; drain lets their responses be written out before closing.
+    await server.drain(0);
+    await publisher?.close();
+    return EXIT_RUN_FAILED;
+  }
+  const signal = stop;
   write(`kvtier: ${signal}: draining; requests in flight have ${config.drainTimeoutMs} ms to finish\n`);
   const forceExit = (): void => process.exit(EXIT_INTERRUPTED[signal]);
   process.once('SIGTERM', forceExit);

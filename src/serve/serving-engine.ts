@@ -60,6 +60,11 @@ export class ServingEngine {
   private failure: unknown = null;
   private readonly loopDone: Promise<void>;
   private closing: Promise<void> | null = null;
+  private reportFailure!: (error: unknown) => void;
+  /** Settles with the error that stopped the engine (a rank lost beyond recovery); pending while it serves. */
+  readonly failed: Promise<unknown> = new Promise((resolve) => {
+    this.reportFailure = resolve;
+  });
 
   /**
    * Serves `engine`. With `ownsEngine` (as `create` sets), close() shuts the
@@ -252,6 +257,7 @@ export class ServingEngine {
   /** The engine stopped: requests it ended are finished with their error; any other fails with the engine's error. */
   private stopAll(error: unknown): void {
     this.failure = error;
+    this.reportFailure(error);
     const ended = (error as { finished?: readonly FinishedRequest[] }).finished ?? [];
     for (const finished of ended) {
       const ticket = this.tickets.get(finished.id);

@@ -115,6 +115,18 @@ describe('kvtier serve as a process', () => {
     expect(exit.stderr).toMatch(/0 finished and 6 were aborted/);
   });
 
+  it('a rank lost beyond recovery ends the streams in flight with an error and the process with exit code 1', async () => {
+    const serve = await startServe(['--faults', 'crash:rank=1,step=200']);
+    const load = await streamsUnderLoad(serve.url, 4, 3000);
+    const outcomes = await load.all;
+    // None can finish (3000 tokens each); a stream under way when the rank died names it.
+    for (const outcome of outcomes) expect(outcome).toHaveProperty('error');
+    expect(outcomes.filter((o) => 'error' in o && /rank 1 failed/.test(o.error)).length).toBeGreaterThan(0);
+    const exit = await serve.exited;
+    expect(exit.code).toBe(1);
+    expect(exit.stderr).toMatch(/the engine stopped: engine stopped: rank 1 failed/);
+  });
+
   it('refuses replay-only flags and a bad port before starting, naming the flag', async () => {
     const flag = await kvtier(['serve', '--requests', '5']);
     expect(flag.code).toBe(2);
