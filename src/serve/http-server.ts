@@ -182,11 +182,14 @@ export class CompletionServer {
       { signal: controller.signal },
     );
     // 'close' also follows a completed response: only one cut short aborts its request.
-    response.once('close', () => {
-      if (stream.done) return;
+    const clientGone = (): void => {
+      if (stream.done || controller.signal.aborted) return;
       this.counters.streamsAborted++;
       controller.abort(new Error('the client closed the connection'));
-    });
+    };
+    response.once('close', clientGone);
+    // A client that left while its body was read has closed already.
+    if (response.destroyed || request.destroyed) clientGone();
     const header: CompletionHeader = { id: `cmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: params.model };
     if (params.stream) await this.streamCompletion(params, header, stream, response);
     else await this.wholeCompletion(header, stream, response);
