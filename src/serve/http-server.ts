@@ -189,7 +189,7 @@ export class CompletionServer {
     };
     response.once('close', clientGone);
     // A client that left while its body was read has closed already.
-    if (response.destroyed || request.destroyed) clientGone();
+    if (response.destroyed || request.socket.destroyed) clientGone();
     const header: CompletionHeader = { id: `cmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: params.model };
     if (params.stream) await this.streamCompletion(params, header, stream, response);
     else await this.wholeCompletion(header, stream, response);
