@@ -39,3 +39,14 @@ export { FaultPlanError, parseFaultPlan, type FaultPlan, type FaultRule } from '
 export { MODEL_PRESET_NAMES, MODEL_PRESETS, type ModelPresetName } from './model/presets.js';
 export type { ModelShape } from './model/shape.js';
 export { referenceGenerate, type ReferenceRequest, type ReferenceResult } from './model/reference.js';
+export {
+  ServingEngine,
+  DEFAULT_MAX_WAITING,
+  type DrainOutcome,
+  type ServingOptions,
+  type SubmitOptions,
+} from './serve/serving-engine.js';
+export { RequestStream } from './serve/request-stream.js';
+export { QueueFullError, RequestAbortedError, ServingClosedError } from './serve/errors.js';
+export { startServer, DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, type RunningServer, type ServeOptions } from './serve/serve-app.js';
+export { textCodecFor, type TextCodec } from './serve/text-codec.js';

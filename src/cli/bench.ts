@@ -13,6 +13,7 @@ import { runTransferBench, type TransferBenchRow } from '../bench/transfer.js';
 import { runGpuBench, type GpuGoal, type GpuOverlapRow } from '../bench/gpu.js';
 import type { RemoteBenchAuth, RemoteBenchRow } from '../bench/remote.js';
 import type { ShareBenchRow } from '../bench/share.js';
+import type { ServeBenchRow } from '../bench/serve.js';
 import { totalmem } from 'node:os';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { ENGINE_DEFAULTS, engineField, engineIntRange } from '../config/engine-schema.js';
@@ -28,7 +29,7 @@ import { UsageError } from './usage-error.js';
  * ratios against a limit measured in the same run where there is one.
  */
 
-const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share', 'fidelity', 'gpu'] as const;
+const KINDS = ['transfer', 'overlap', 'scheduler', 'e2e', 'remote', 'share', 'fidelity', 'gpu', 'serve'] as const;
 
 interface BenchSpec<Row> {
   readonly columns: readonly Column<Row>[];
@@ -384,6 +385,61 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
   },
 };
 
+const percent = (x: number | null) => (x === null ? '-' : `${(100 * x).toFixed(1)}%`);
+const orDash = (digits: number) => (x: number | null) => (x === null ? '-' : x.toFixed(digits));
+
+const serveBench: BenchSpec<ServeBenchRow> = {
+  notes: (backend) => [
+    '`kvtier serve` (tiny model) in the bench process; the load comes from autocannon in a child process, so its CPU time and heap are not the server\'s.',
+    'fixed rate: completions (a shared system prompt and a distinct user turn, --max-tokens each, whole responses) at --rate per second for --duration seconds over --connections connections; p50Ms / p99Ms: autocannon\'s latency to the last byte; errors: non-2xx, socket errors and timeouts; heapBeforeMiB / heapAfterMiB: the server process\'s used heap after a full garbage collection, before and after the phase; gpuHit / cpuHit: prompt tokens served by the GPU prefix cache and the CPU tier.',
+    'overhead: --streams requests at once (distinct prompts of --prompt-tokens, --stream-tokens output tokens each), served through the library (ServingEngine.stream read by for-await, no HTTP), over HTTP as server-sent events (http sse: one event per token; http sse xN: one per --stream-interval N tokens, from a second front end on the same engine), and over HTTP as whole responses, in turn, --repeats times; rows are medians. cpuUsPerStep: this process\'s CPU time (user + system, every thread, the ranks included) over the engine steps the batch took; addedUsPerStep = an HTTP row\'s cpuUsPerStep - the library\'s: what the HTTP path costs per step. schedulerUsPerStep: Scheduler.schedule() + updateFromOutput() CPU time per decode step at --streams running requests with the CPU tier, measured in the same run as kvtier bench scheduler does; overheadShare = addedUsPerStep / schedulerUsPerStep (the goal: at most 10% at 256 streams).',
+    backend === 'host' ? 'Host backend: ranks are threads of this process whose model work is the reference model on the CPU; it is the same in every overhead row, so the differences are the serving path\'s.' : 'CUDA backend.',
+  ],
+  columns: [
+    { header: 'phase', cell: (r) => r.phase },
+    { header: 'requests', cell: (r) => `${r.ok}/${r.requests}` },
+    { header: 'errors', cell: (r) => String(r.errors) },
+    { header: 'p50Ms', cell: (r) => orDash(1)(r.p50Ms) },
+    { header: 'p99Ms', cell: (r) => orDash(1)(r.p99Ms) },
+    { header: 'req/s', cell: (r) => fixed(1)(r.requestsPerSecond) },
+    { header: 'outTok/s', cell: (r) => fixed(0)(r.outputTokensPerSecond) },
+    { header: 'steps', cell: (r) => String(r.steps) },
+    { header: 'gpuHit', cell: (r) => String(r.gpuHitTokens) },
+    { header: 'cpuHit', cell: (r) => String(r.cpuHitTokens) },
+    { header: 'cpuUsPerStep', cell: (r) => orDash(1)(r.cpuUsPerStep) },
+    { header: 'addedUsPerStep', cell: (r) => orDash(1)(r.addedUsPerStep) },
+    { header: 'schedulerUsPerStep', cell: (r) => orDash(1)(r.schedulerUsPerStep) },
+    { header: 'overheadShare', cell: (r) => percent(r.overheadShare) },
+    { header: 'heapBeforeMiB', cell: (r) => orDash(1)(r.heapBeforeMiB) },
+    { header: 'heapAfterMiB', cell: (r) => orDash(1)(r.heapAfterMiB) },
+    { header: 'leakedGpuBlocks', cell: (r) => String(r.leakedGpuBlocks) },
+  ],
+  async run(backend, options) {
+    const config = {
+      backend,
+      tp: options.engineInt('tp', 'tp', defaultTp(backend, MODEL_PRESETS.tiny.kvHeads)),
+      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', 8192),
+      cpuBlocks: options.int('cpuBlocks', 16384, 1, engineIntRange('cpuBlocks').max),
+      eviction: options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, ENGINE_DEFAULTS.eviction),
+      rate: options.positiveNumber('rate', 20),
+      durationSeconds: options.int('duration', 20),
+      connections: options.int('connections', 32),
+      maxTokens: options.int('maxTokens', 32),
+      systemTokens: options.int('systemTokens', 256, 0),
+      userTokens: options.int('userTokens', 64),
+      streams: options.int('streams', 256),
+      streamTokens: options.int('streamTokens', 64),
+      promptTokens: options.int('promptTokens', 128),
+      repeats: options.int('repeats', 3),
+      schedulerSteps: options.int('schedulerSteps', 500),
+      streamInterval: options.int('streamInterval', 8),
+    };
+    options.finish();
+    const { runServeBench } = await import('../bench/serve.js');
+    return runServeBench({ ...config, onProgress: (line) => process.stderr.write(`  ${line}\n`) });
+  },
+};
+
 /** Every model's KV heads split evenly over --tp ranks (the engine's rule). */
 function checkTpSplitsHeads(options: BenchOptions, tp: number, models: readonly ModelPresetName[]): void {
   for (const model of models) {
@@ -425,6 +481,8 @@ export async function benchCommand(kind: string, raw: Record<string, string | bo
       return execute(kind, fidelityBench, options);
     case 'gpu':
       return executeGpu(options);
+    case 'serve':
+      return execute(kind, serveBench, options);
     default:
       throw new UsageError(`bench: unknown kind "${kind}" (known: ${KINDS.join(', ')})`);
   }

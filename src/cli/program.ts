@@ -10,9 +10,12 @@ import { packageRoot } from '../core/package-root.js';
 import { runCommand } from './run.js';
 import { runConfigFromCommand } from './run-config.js';
 import { createRunCommand } from './run-flags.js';
+import { serveCommand } from './serve-command.js';
+import { serveConfigFromCommand } from './serve-config.js';
+import { createServeCommand } from './serve-flags.js';
 import { createSweepCommand, sweepCommand, sweepOptionsFromCommand } from './sweep-command.js';
 
-/** The `kvtier` command line: run, analyze, sweep, bench (main.ts loads it once the signal handlers are in place). */
+/** The `kvtier` command line: run, serve, analyze, sweep, bench (main.ts loads it once the signal handlers are in place). */
 
 /** Commander prints help itself; errors are printed once, by cliExitFor's caller. */
 function quietErrors(command: Command): Command {
@@ -38,6 +41,11 @@ async function main(argv: readonly string[]): Promise<number> {
   program.addCommand(
     quietErrors(createRunCommand()).action(async (_options: unknown, command: Command) => {
       exitCode = await runCommand(runConfigFromCommand(command));
+    }),
+  );
+  program.addCommand(
+    quietErrors(createServeCommand()).action(async (_options: unknown, command: Command) => {
+      exitCode = await serveCommand(serveConfigFromCommand(command));
     }),
   );
   program.addCommand(

@@ -20,8 +20,8 @@ export const MONITORING_DEFAULTS = {
   metricsLingerMs: 0,
 } as const;
 
-/** A TCP port number; 0 lets the system pick a free one. */
-const port = () => {
+/** A TCP port number; 0 lets the system pick a free one (also `kvtier serve --port`). */
+export const port = () => {
   const expected = 'expected a port number from 0 to 65535';
   return z.preprocess(
     (value) => (typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value),

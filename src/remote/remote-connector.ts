@@ -410,7 +410,9 @@ export class RemoteTierConnector implements SchedulerConnector, CpuTierObserver 
       if (!this.fetched.has(request.blockHashes[i * f + f - 1])) continue;
       tokens += Math.min(toToken, (i + 1) * per) - Math.max(fromToken, i * per);
     }
-    if (tokens > 0) this.stats.served(tokens);
+    if (tokens === 0) return;
+    this.stats.served(tokens);
+    request.remoteHitTokens += tokens;
   }
 
   private queueWrites(keys: readonly BlockHash[], cpuBlockIds: readonly number[]): void {

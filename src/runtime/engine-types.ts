@@ -49,6 +49,8 @@ export interface FinishedRequest {
   /** Prompt tokens served from the GPU prefix cache / the CPU tier the first time the request reached them. */
   readonly gpuPrefixHitTokens: number;
   readonly cpuTierHitTokens: number;
+  /** Of cpuTierHitTokens: those in blocks the remote tier filled (0 without one). */
+  readonly remoteHitTokens: number;
   /** Tokens it was served again from each tier after a preemption or a rank loss (not hits). */
   readonly gpuPrefixRereadTokens: number;
   readonly cpuTierRereadTokens: number;

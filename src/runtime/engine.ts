@@ -455,6 +455,8 @@ export class Engine {
       numPreemptions: request.numPreemptions,
       gpuPrefixHitTokens: request.gpuPrefixHitTokens,
       cpuTierHitTokens: request.externalHitTokens,
+      // The remote side counts the tokens its blocks offered; a whole-prompt hit takes one fewer (the last prompt token is computed).
+      remoteHitTokens: Math.min(request.remoteHitTokens, request.externalHitTokens),
       gpuPrefixRereadTokens: request.gpuPrefixRereadTokens,
       cpuTierRereadTokens: request.externalRereadTokens,
     };

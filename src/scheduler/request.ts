@@ -100,6 +100,8 @@ export class Request {
    */
   gpuPrefixHitTokens = 0;
   externalHitTokens = 0;
+  /** Of externalHitTokens: tokens in CPU-tier blocks the remote tier filled (set by the remote connector). */
+  remoteHitTokens = 0;
   gpuPrefixRereadTokens = 0;
   externalRereadTokens = 0;
   /** Positions [0, reachedTokens) had KV at some point (served or computed); never lowered. */

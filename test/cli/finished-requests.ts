@@ -25,6 +25,7 @@ export function finishedRequest(overrides: Partial<FinishedRequest> & { id: stri
     numPreemptions: 0,
     gpuPrefixHitTokens: 0,
     cpuTierHitTokens: 0,
+    remoteHitTokens: 0,
     gpuPrefixRereadTokens: 0,
     cpuTierRereadTokens: 0,
     ...overrides,

@@ -38,6 +38,7 @@ describe.skipIf(!haveRedis)('remote lookups of queued requests', () => {
     const later = run.finished.find((f) => f.id === 'later0');
     expect(later?.gpuPrefixHitTokens).toBe(0);
     expect(later?.cpuTierHitTokens).toBe(SHARED.length);
+    expect(later?.remoteHitTokens).toBe(SHARED.length);
     expect(run.remote.servedTokens).toBeGreaterThanOrEqual(SHARED.length);
   }, 60_000);
 });

@@ -23,6 +23,7 @@ describe('the package entry points', () => {
       console.log(JSON.stringify({ exports: Object.keys(k), methods }));
     `) as { exports: string[]; methods: string[] };
     expect(seen.exports).toContain('Engine');
+    expect(seen.exports).toEqual(expect.arrayContaining(['ServingEngine', 'startServer', 'QueueFullError', 'RequestAbortedError', 'ServingClosedError']));
     expect(seen.exports.filter((name) => /switch|probe|testing/i.test(name))).toEqual([]);
     expect(seen.methods).toEqual(expect.arrayContaining(['addRequest', 'step', 'run', 'metrics', 'shutdown']));
     for (const probe of ['holdings', 'rankStates', 'transferLogs', 'faultStats', 'pendingJobsPerRank']) {

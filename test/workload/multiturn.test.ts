@@ -39,6 +39,7 @@ function answer(request: ArrivingRequest, reason: FinishReason = 'length'): Fini
     numPreemptions: 0,
     gpuPrefixHitTokens: 0,
     cpuTierHitTokens: 0,
+    remoteHitTokens: 0,
     gpuPrefixRereadTokens: 0,
     cpuTierRereadTokens: 0,
   };

@@ -1,0 +1,321 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { packageRoot } from '../core/package-root.js';
+import { SeededRandom } from '../core/prng.js';
+import type { BackendName } from '../device/types.js';
+import { MODEL_PRESETS } from '../model/presets.js';
+import type { EngineConfigInput, EvictionPolicyName } from '../runtime/engine-types.js';
+import { Registry } from 'prom-client';
+import { CompletionServer } from '../serve/http-server.js';
+import { startServer, type RunningServer } from '../serve/serve-app.js';
+import { textCodecFor } from '../serve/text-codec.js';
+import { runSchedulerBench } from './scheduler.js';
+import type { ServeLoadResult, ServeLoadSpec } from './serve-load.js';
+import { median } from './stats.js';
+
+/**
+ * `kvtier bench serve` (docs/architecture.md, "Benchmarks"): `kvtier serve`
+ * in this process, load from autocannon in a child process (its CPU and heap
+ * are not the server's).
+ *
+ * - fixed rate: completions at --rate per second for --duration seconds,
+ *   each a shared system prompt and a distinct user turn; latency p50/p99,
+ *   errors, the engine's counters, and the heap (after a full garbage
+ *   collection) before and after.
+ * - serving overhead at --streams concurrent requests: the same batch shape
+ *   (distinct prompts, no cache hits) served three ways, in turn, --repeats
+ *   times: through the library (`ServingEngine.stream`, no HTTP), over HTTP
+ *   as server-sent events (one per token, and one per --stream-interval
+ *   tokens from a second front end on the same engine), and over HTTP as
+ *   whole responses. cpuUsPerStep is
+ *   this process's CPU time (user + system, every thread: the ranks too)
+ *   over the engine steps the batch took; the HTTP rows' addedUsPerStep is
+ *   theirs minus the library's: what the HTTP path costs per step. It is
+ *   set against the scheduler's CPU time per step at the same number of
+ *   running requests, measured in the same run as `kvtier bench scheduler`
+ *   does (schedulerUsPerStep; overheadShare = added / scheduler).
+ */
+
+export interface ServeBenchOptions {
+  readonly backend: BackendName;
+  readonly tp: number;
+  readonly gpuBlocks: number;
+  readonly cpuBlocks: number;
+  readonly eviction: EvictionPolicyName;
+  /** Fixed-rate phase. */
+  readonly rate: number;
+  readonly durationSeconds: number;
+  readonly connections: number;
+  readonly maxTokens: number;
+  readonly systemTokens: number;
+  readonly userTokens: number;
+  /** Overhead phase. */
+  readonly streams: number;
+  readonly streamTokens: number;
+  readonly promptTokens: number;
+  readonly repeats: number;
+  readonly schedulerSteps: number;
+  /** Tokens per event of the second streamed row (a second HTTP front end on the same engine). */
+  readonly streamInterval: number;
+  readonly onProgress?: (line: string) => void;
+}
+
+export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole';
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate'>;
+
+export interface ServeBenchRow {
+  readonly phase: ServeBenchPhase;
+  /** Requests sent, answered 2xx, and failed (non-2xx, errors, timeouts). */
+  readonly requests: number;
+  readonly ok: number;
+  readonly errors: number;
+  /** Request latency (autocannon: to the last byte of the response); null for the library. */
+  readonly p50Ms: number | null;
+  readonly p99Ms: number | null;
+  readonly requestsPerSecond: number;
+  readonly outputTokensPerSecond: number;
+  readonly steps: number;
+  /** Prompt tokens the GPU prefix cache / CPU tier served in the phase. */
+  readonly gpuHitTokens: number;
+  readonly cpuHitTokens: number;
+  /** Overhead phases: median over the repeats. */
+  readonly cpuUsPerStep: number | null;
+  readonly addedUsPerStep: number | null;
+  readonly schedulerUsPerStep: number | null;
+  readonly overheadShare: number | null;
+  /** Fixed rate: used heap after a full collection, before and after the phase (MiB). */
+  readonly heapBeforeMiB: number | null;
+  readonly heapAfterMiB: number | null;
+  /** GPU blocks still referenced once idle (0 unless a block leaked). */
+  readonly leakedGpuBlocks: number;
+}
+
+const MODEL = 'tiny';
+
+export async function runServeBench(options: ServeBenchOptions): Promise<ServeBenchRow[]> {
+  const progress = options.onProgress ?? (() => {});
+  const engine: EngineConfigInput = {
+    backend: options.backend,
+    model: MODEL,
+    tp: options.tp,
+    gpuBlocks: options.gpuBlocks,
+    cpuBlocks: options.cpuBlocks,
+    eviction: options.eviction,
+    maxNumSeqs: Math.max(options.streams, 256),
+  };
+  const server = await startServer({ engine, host: '127.0.0.1', port: 0, maxWaiting: Math.max(1024, options.streams * 2) });
+  // The same engine behind a second front end whose streams send --stream-interval tokens per event.
+  const batched = new CompletionServer({
+    serving: server.serving,
+    modelName: server.modelName,
+    codec: await textCodecFor(server.serving.engine.config.model.vocabSize),
+    registry: new Registry(),
+    streamInterval: options.streamInterval,
+  });
+  await batched.listen('127.0.0.1', 0);
+  try {
+    progress(`server at ${server.url}; warming up`);
+    await libraryBatch(server, prompts(options.streams, options.promptTokens, 1_000_000), options.streamTokens);
+    const rows: ServeBenchRow[] = [await fixedRate(server, options, progress)];
+    rows.push(...(await overhead(server, batched.url, options, progress)));
+    return rows;
+  } finally {
+    await batched.close();
+    await server.close();
+  }
+}
+
+async function fixedRate(server: RunningServer, options: ServeBenchOptions, progress: (line: string) => void): Promise<ServeBenchRow> {
+  const random = new SeededRandom(7);
+  const system = Array.from(random.tokens(options.systemTokens, MODEL_PRESETS.tiny.vocabSize));
+  const bodies = Array.from({ length: 4096 }, () =>
+    JSON.stringify({ model: server.modelName, prompt: [...system, ...random.tokens(options.userTokens, MODEL_PRESETS.tiny.vocabSize)], max_tokens: options.maxTokens }),
+  );
+  const heapBefore = heapAfterCollection();
+  const before = server.serving.engine.metrics();
+  progress(`fixed rate: ${options.rate} requests/s for ${options.durationSeconds} s over ${options.connections} connections`);
+  const load = await runLoadChild({
+    url: server.url,
+    bodies,
+    connections: options.connections,
+    overallRate: options.rate,
+    durationSeconds: options.durationSeconds,
+    timeoutSeconds: 120,
+  });
+  await untilIdle(server);
+  const after = server.serving.engine.metrics();
+  const heapAfter = heapAfterCollection();
+  return {
+    phase: 'fixed rate',
+    requests: load.requests,
+    ok: load.ok,
+    errors: load.non2xx + load.errors + load.timeouts,
+    p50Ms: load.p50Ms,
+    p99Ms: load.p99Ms,
+    requestsPerSecond: load.ok / load.seconds,
+    outputTokensPerSecond: (after.tokens.output - before.tokens.output) / load.seconds,
+    steps: after.steps - before.steps,
+    gpuHitTokens: after.hits.gpuPrefixTokens - before.hits.gpuPrefixTokens,
+    cpuHitTokens: after.hits.cpuTierTokens - before.hits.cpuTierTokens,
+    cpuUsPerStep: null,
+    addedUsPerStep: null,
+    schedulerUsPerStep: null,
+    overheadShare: null,
+    heapBeforeMiB: heapBefore / 2 ** 20,
+    heapAfterMiB: heapAfter / 2 ** 20,
+    leakedGpuBlocks: after.leaks.gpuBlocks,
+  };
+}
+
+interface BatchMeasure {
+  readonly cpuUs: number;
+  readonly steps: number;
+  readonly seconds: number;
+  readonly outputTokens: number;
+  readonly gpuHitTokens: number;
+  readonly cpuHitTokens: number;
+  readonly load: ServeLoadResult | null;
+}
+
+async function overhead(server: RunningServer, batchedUrl: string, options: ServeBenchOptions, progress: (line: string) => void): Promise<ServeBenchRow[]> {
+  const batchedPhase: OverheadPhase = `http sse x${options.streamInterval}`;
+  const phases: readonly OverheadPhase[] = ['library', 'http sse', batchedPhase, 'http whole'];
+  const measures = new Map<string, BatchMeasure[]>(phases.map((p) => [p, []]));
+  let batch = 0;
+  for (let repeat = 0; repeat < options.repeats; repeat++) {
+    for (const phase of phases) {
+      const batchPrompts = prompts(options.streams, options.promptTokens, ++batch * options.streams);
+      progress(`overhead ${repeat + 1}/${options.repeats}: ${options.streams} concurrent requests, ${phase}`);
+      const url = phase === batchedPhase ? batchedUrl : server.url;
+      measures.get(phase)!.push(await measureBatch(server, url, phase, batchPrompts, options.streamTokens));
+    }
+  }
+  progress(`scheduler CPU time per step at ${options.streams} running requests`);
+  const scheduler = await schedulerUsPerStep(options);
+  const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
+  const library = median(measures.get('library')!.map(perStep));
+  return phases.map((phase): ServeBenchRow => {
+    const runs = measures.get(phase)!;
+    const cpu = median(runs.map(perStep));
+    const added = phase === 'library' ? null : cpu - library;
+    const requests = runs.reduce((n, m) => n + (m.load?.requests ?? options.streams), 0);
+    const ok = runs.reduce((n, m) => n + (m.load?.ok ?? options.streams), 0);
+    const seconds = runs.reduce((s, m) => s + m.seconds, 0);
+    const loads = runs.flatMap((m) => (m.load === null ? [] : [m.load]));
+    return {
+      phase,
+      requests,
+      ok,
+      errors: loads.reduce((n, l) => n + l.non2xx + l.errors + l.timeouts, 0),
+      p50Ms: loads.length === 0 ? null : median(loads.map((l) => l.p50Ms)),
+      p99Ms: loads.length === 0 ? null : median(loads.map((l) => l.p99Ms)),
+      requestsPerSecond: ok / seconds,
+      outputTokensPerSecond: runs.reduce((n, m) => n + m.outputTokens, 0) / seconds,
+      steps: Math.round(median(runs.map((m) => m.steps))),
+      gpuHitTokens: runs.reduce((n, m) => n + m.gpuHitTokens, 0),
+      cpuHitTokens: runs.reduce((n, m) => n + m.cpuHitTokens, 0),
+      cpuUsPerStep: cpu,
+      addedUsPerStep: added,
+      schedulerUsPerStep: scheduler,
+      overheadShare: added === null ? null : added / scheduler,
+      heapBeforeMiB: null,
+      heapAfterMiB: null,
+      leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
+    };
+  });
+}
+
+async function measureBatch(server: RunningServer, url: string, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
+  await untilIdle(server);
+  const before = server.serving.engine.metrics();
+  const started = performance.now();
+  const cpu = process.cpuUsage();
+  let load: ServeLoadResult | null = null;
+  if (phase === 'library') {
+    await libraryBatch(server, batch, maxTokens);
+  } else {
+    const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
+    load = await runLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
+  }
+  await untilIdle(server);
+  const used = process.cpuUsage(cpu);
+  // Over HTTP, the load generator's own clock: the child's start-up is not serving time.
+  const seconds = load?.seconds ?? (performance.now() - started) / 1000;
+  const after = server.serving.engine.metrics();
+  return {
+    cpuUs: used.user + used.system,
+    steps: after.steps - before.steps,
+    seconds,
+    outputTokens: after.tokens.output - before.tokens.output,
+    gpuHitTokens: after.hits.gpuPrefixTokens - before.hits.gpuPrefixTokens,
+    cpuHitTokens: after.hits.cpuTierTokens - before.hits.cpuTierTokens,
+    load,
+  };
+}
+
+/** The batch through the library: every request streamed by a for-await reader, as an embedder would. */
+async function libraryBatch(server: RunningServer, batch: readonly number[][], maxTokens: number): Promise<void> {
+  await Promise.all(
+    batch.map(async (prompt) => {
+      let tokens = 0;
+      for await (const _token of server.serving.stream({ promptTokens: prompt, maxTokens })) tokens++;
+      return tokens;
+    }),
+  );
+}
+
+/** The scheduler bench's figure at this many running requests, with the CPU tier as the server has it. */
+async function schedulerUsPerStep(options: ServeBenchOptions): Promise<number> {
+  const rows = await runSchedulerBench({
+    runningRequests: [options.streams],
+    steps: options.schedulerSteps,
+    repeats: 3,
+    promptTokens: options.promptTokens,
+    cpuTier: (config) => ({ cpuBlocks: config.numGpuBlocks * 4, eviction: options.eviction, storePolicy: 'on-compute' }),
+  });
+  return rows[0].usPerStep;
+}
+
+/** `count` prompts of `length` distinct tokens (seeded by `seed`): no two share a block. */
+function prompts(count: number, length: number, seed: number): number[][] {
+  return Array.from({ length: count }, (_, i) => Array.from(new SeededRandom(seed + i).tokens(length, MODEL_PRESETS.tiny.vocabSize)));
+}
+
+async function untilIdle(server: RunningServer): Promise<void> {
+  while (server.serving.engine.hasPendingWork() || server.serving.inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+/** Runs the load generator in a child process (dist/src/bench/serve-load-main.js). */
+async function runLoadChild(spec: ServeLoadSpec): Promise<ServeLoadResult> {
+  const entry = join(packageRoot(), 'dist', 'src', 'bench', 'serve-load-main.js');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: build kvtier first (npm run build:ts)`);
+  return new Promise((resolve, reject) => {
+    // The spec goes on stdin: its request bodies are far beyond what arguments may hold.
+    const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdin.end(JSON.stringify(spec));
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code !== 0) reject(new Error(`the load generator failed (exit ${code}): ${stderr.trim()}`));
+      else resolve(JSON.parse(stdout) as ServeLoadResult);
+    });
+  });
+}
+
+let collect: (() => void) | null = null;
+
+/** Used heap bytes after a full garbage collection (V8's gc exposed for this process). */
+function heapAfterCollection(): number {
+  if (collect === null) {
+    setFlagsFromString('--expose-gc');
+    collect = runInNewContext('gc') as () => void;
+  }
+  collect();
+  return getHeapStatistics().used_heap_size;
+}

@@ -1,0 +1,88 @@
+import type { FinishedRequest } from '../runtime/engine-types.js';
+
+/**
+ * One request's tokens as an async iterator, fed by the serving loop. Tokens
+ * are buffered until read, so a slow reader never holds the engine up (a
+ * request's output is bounded by its maxTokens). `result` settles with the
+ * finished request, or rejects with the reason it ended early; it is marked
+ * handled, so a caller that only iterates never sees an unhandled rejection.
+ */
+export class RequestStream implements AsyncIterableIterator<number> {
+  /** The engine's id of the request. */
+  readonly id: string;
+  readonly result: Promise<FinishedRequest>;
+  private readonly buffer: number[] = [];
+  private readIndex = 0;
+  private waiter: { resolve: (r: IteratorResult<number>) => void; reject: (e: unknown) => void } | null = null;
+  private ended = false;
+  private error: unknown = null;
+  private settle!: { resolve: (f: FinishedRequest) => void; reject: (e: unknown) => void };
+
+  constructor(
+    id: string,
+    /** Called when the reader stops early (break out of for-await, return()): the request is aborted. */
+    private readonly onReturn: (stream: RequestStream) => void,
+  ) {
+    this.id = id;
+    this.result = new Promise<FinishedRequest>((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+    this.result.catch(() => {});
+  }
+
+  /** Tokens generated so far (read or not). */
+  get outputTokens(): readonly number[] {
+    return this.buffer;
+  }
+
+  /** true once the request finished or failed. */
+  get done(): boolean {
+    return this.ended;
+  }
+
+  push(tokens: readonly number[]): void {
+    if (this.ended) return;
+    for (const token of tokens) this.buffer.push(token);
+    this.wakeReader();
+  }
+
+  finish(finished: FinishedRequest): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.settle.resolve(finished);
+    this.wakeReader();
+  }
+
+  fail(error: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.error = error;
+    this.settle.reject(error);
+    this.wakeReader();
+  }
+
+  next(): Promise<IteratorResult<number>> {
+    if (this.readIndex < this.buffer.length) return Promise.resolve({ value: this.buffer[this.readIndex++], done: false });
+    if (this.ended) return this.error === null ? Promise.resolve({ value: undefined, done: true }) : Promise.reject(this.error);
+    return new Promise((resolve, reject) => {
+      this.waiter = { resolve, reject };
+    });
+  }
+
+  return(): Promise<IteratorResult<number>> {
+    if (!this.ended) this.onReturn(this);
+    this.readIndex = this.buffer.length;
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<number> {
+    return this;
+  }
+
+  private wakeReader(): void {
+    const waiter = this.waiter;
+    if (waiter === null) return;
+    this.waiter = null;
+    this.next().then(waiter.resolve, waiter.reject);
+  }
+}

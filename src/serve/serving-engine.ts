@@ -1,0 +1,294 @@
+import { Engine, type EngineOptions } from '../runtime/engine.js';
+import type { EngineConfigInput, FinishedRequest, RequestSpec, StepReport } from '../runtime/engine-types.js';
+import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
+import { RequestStream } from './request-stream.js';
+
+/**
+ * The engine as a long-running service: one loop steps while work is pending
+ * and sleeps on a promise otherwise (a new request wakes it), so an idle
+ * engine costs no CPU. Callers get a promise of the finished request
+ * (`generate`) or an async iterator of its tokens (`stream`), abort through
+ * an AbortSignal, and are refused with QueueFullError when too many requests
+ * wait for their first token. The wrapped Engine's step()/run() API stays
+ * for replays; while a ServingEngine drives an engine, nothing else should.
+ */
+
+export interface ServingOptions {
+  /**
+   * Most requests that may wait for their first token (queued, or running
+   * their prefill) before new ones are refused with QueueFullError. Default
+   * 1024.
+   */
+  readonly maxWaiting?: number;
+  /** Called after every step, once its tokens were delivered (e.g. to verify finished requests or count work). */
+  readonly onStep?: (report: StepReport) => void;
+}
+
+export interface SubmitOptions {
+  /** Aborting it aborts the request: its blocks are freed and it ends with RequestAbortedError. */
+  readonly signal?: AbortSignal;
+}
+
+export interface DrainOutcome {
+  /** Requests that finished within the deadline, and those aborted when it passed. */
+  readonly finished: number;
+  readonly aborted: number;
+}
+
+export const DEFAULT_MAX_WAITING = 1024;
+
+type AbortListener = { readonly signal: AbortSignal; readonly listener: () => void };
+
+interface Ticket {
+  readonly stream: RequestStream;
+  /** The abort to apply between two steps, or null. */
+  pendingAbort: RequestAbortedError | null;
+  started: boolean;
+  abortListener: AbortListener | null;
+}
+
+export class ServingEngine {
+  private readonly tickets = new Map<string, Ticket>();
+  private readonly aborts: Ticket[] = [];
+  private readonly maxWaiting: number;
+  private readonly onStep: ((report: StepReport) => void) | null;
+  private waitingCount = 0;
+  private wake: (() => void) | null = null;
+  private draining = false;
+  private closed = false;
+  /** Why the engine stopped (a rank died and could not be recovered), or null. */
+  private failure: unknown = null;
+  private readonly loopDone: Promise<void>;
+  private closing: Promise<void> | null = null;
+  private reportFailure!: (error: unknown) => void;
+  /** Settles with the error that stopped the engine (a rank lost beyond recovery); pending while it serves. */
+  readonly failed: Promise<unknown> = new Promise((resolve) => {
+    this.reportFailure = resolve;
+  });
+
+  /**
+   * Serves `engine`. With `ownsEngine` (as `create` sets), close() shuts the
+   * engine down too.
+   */
+  constructor(
+    readonly engine: Engine,
+    options: ServingOptions = {},
+    private readonly ownsEngine = false,
+  ) {
+    const maxWaiting = options.maxWaiting ?? DEFAULT_MAX_WAITING;
+    if (!Number.isSafeInteger(maxWaiting) || maxWaiting < 1) throw new RangeError(`maxWaiting: expected an integer >= 1, got ${String(maxWaiting)}`);
+    this.maxWaiting = maxWaiting;
+    this.onStep = options.onStep ?? null;
+    this.loopDone = this.loop();
+  }
+
+  /** Starts an engine and serves it; close() (or `await using`) shuts both down. */
+  static async create(config: EngineConfigInput = {}, engineOptions: EngineOptions = {}, options: ServingOptions = {}): Promise<ServingEngine> {
+    return new ServingEngine(await Engine.create(config, engineOptions), options, true);
+  }
+
+  /** Requests accepted and not yet ended. */
+  get inFlight(): number {
+    return this.tickets.size;
+  }
+
+  /** Requests accepted that have no output token yet (what maxWaiting bounds). */
+  get waiting(): number {
+    return this.waitingCount;
+  }
+
+  /** true from drain() or close() on: new requests are refused. */
+  get accepting(): boolean {
+    return !this.draining && !this.closed && this.failure === null;
+  }
+
+  /**
+   * Queues a request; its tokens arrive on the returned iterator as the
+   * engine generates them, and `result` holds the finished request. Throws
+   * at once (nothing queued) for a request the engine refuses
+   * (RequestError), a full queue (QueueFullError), a draining or closed
+   * server (ServingClosedError) or a stopped engine (EngineStoppedError).
+   * Breaking out of the iteration aborts the request.
+   */
+  stream(spec: RequestSpec, options: SubmitOptions = {}): RequestStream {
+    this.assertAccepting();
+    const signal = options.signal;
+    if (signal?.aborted) throw abortedBeforeStart(signal);
+    if (this.waitingCount >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
+    // Added now, between or during a step: the scheduler queues it for the next schedule().
+    const id = this.engine.addRequest(spec);
+    const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
+    const ticket: Ticket = { stream, pendingAbort: null, started: false, abortListener: null };
+    if (signal !== undefined) {
+      const listener = (): void => this.requestAbort(id, abortedBy(signal, id, stream.outputTokens));
+      signal.addEventListener('abort', listener, { once: true });
+      ticket.abortListener = { signal, listener };
+    }
+    this.tickets.set(id, ticket);
+    this.waitingCount++;
+    this.wake?.();
+    return stream;
+  }
+
+  /** Queues a request and resolves with it finished (any finish reason but an abort, which rejects with RequestAbortedError). */
+  async generate(spec: RequestSpec, options: SubmitOptions = {}): Promise<FinishedRequest> {
+    return this.stream(spec, options).result;
+  }
+
+  /**
+   * Stops taking requests (they get ServingClosedError) and waits for those
+   * in flight; any still running after `deadlineMs` are aborted. The engine
+   * keeps running until close().
+   */
+  async drain(deadlineMs: number): Promise<DrainOutcome> {
+    this.draining = true;
+    const streams = [...this.tickets.values()].map((t) => t.stream);
+    const settled = Promise.allSettled(streams.map((s) => s.result));
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, deadlineMs);
+    });
+    await Promise.race([settled, deadline]);
+    clearTimeout(timer);
+    for (const ticket of [...this.tickets.values()]) {
+      this.requestAbort(ticket.stream.id, new RequestAbortedError(
+        `request ${ticket.stream.id} was aborted: the server shut down before it finished (drain deadline ${deadlineMs} ms)`,
+        ticket.stream.outputTokens.slice(),
+      ));
+    }
+    const outcomes = await settled;
+    const aborted = outcomes.filter((o) => o.status === 'rejected' && o.reason instanceof RequestAbortedError).length;
+    return { finished: outcomes.length - aborted, aborted };
+  }
+
+  /** Aborts every request in flight, stops the loop and (when it owns it) shuts the engine down. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  private async closeOnce(): Promise<void> {
+    this.draining = true;
+    for (const ticket of [...this.tickets.values()]) {
+      this.requestAbort(ticket.stream.id, new RequestAbortedError(`request ${ticket.stream.id} was aborted: the serving engine closed`, ticket.stream.outputTokens.slice()));
+    }
+    this.closed = true;
+    this.wake?.();
+    await this.loopDone;
+    if (this.ownsEngine) await this.engine.shutdown();
+  }
+
+  private assertAccepting(): void {
+    if (this.failure !== null) throw this.failure;
+    if (this.closed) throw new ServingClosedError('closed');
+    if (this.draining) throw new ServingClosedError('draining');
+  }
+
+  /** Marks a request for abort; the loop applies it between two steps (a step in flight still uses its blocks). */
+  private requestAbort(id: string, error: RequestAbortedError): void {
+    const ticket = this.tickets.get(id);
+    if (ticket === undefined || ticket.pendingAbort !== null) return;
+    ticket.pendingAbort = error;
+    this.aborts.push(ticket);
+    this.wake?.();
+  }
+
+  private async loop(): Promise<void> {
+    for (;;) {
+      this.applyAborts();
+      if (this.closed && this.tickets.size === 0 && !this.engine.hasPendingWork()) return;
+      if (!this.engine.hasPendingWork()) {
+        if (this.closed) return;
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+        });
+        this.wake = null;
+        continue;
+      }
+      let report: StepReport;
+      try {
+        report = await this.engine.step();
+      } catch (error) {
+        this.stopAll(error);
+        return;
+      }
+      this.deliver(report);
+      this.onStep?.(report);
+    }
+  }
+
+  private applyAborts(): void {
+    for (const ticket of this.aborts.splice(0)) {
+      const id = ticket.stream.id;
+      if (this.tickets.get(id) !== ticket || ticket.pendingAbort === null) continue;
+      // false: it finished in the step that just ended, and was delivered as finished.
+      if (!this.engine.abort(id)) continue;
+      this.end(ticket);
+      ticket.stream.fail(ticket.pendingAbort);
+    }
+  }
+
+  private deliver(report: StepReport): void {
+    for (const [id, tokens] of report.newTokens) {
+      const ticket = this.tickets.get(id);
+      if (ticket === undefined) continue;
+      if (!ticket.started) {
+        ticket.started = true;
+        this.waitingCount--;
+      }
+      ticket.stream.push(tokens);
+    }
+    for (const finished of report.finished) {
+      const ticket = this.tickets.get(finished.id);
+      if (ticket === undefined) continue;
+      this.end(ticket);
+      if (finished.finishReason === 'aborted') {
+        ticket.stream.fail(ticket.pendingAbort ?? new RequestAbortedError(`request ${finished.id} was aborted`, finished.outputTokens, finished));
+      } else {
+        ticket.stream.finish(finished);
+      }
+    }
+  }
+
+  /** The engine stopped: requests it ended are finished with their error; any other fails with the engine's error. */
+  private stopAll(error: unknown): void {
+    this.failure = error;
+    this.reportFailure(error);
+    const ended = (error as { finished?: readonly FinishedRequest[] }).finished ?? [];
+    for (const finished of ended) {
+      const ticket = this.tickets.get(finished.id);
+      if (ticket === undefined) continue;
+      this.end(ticket);
+      ticket.stream.finish(finished);
+    }
+    for (const ticket of [...this.tickets.values()]) {
+      this.end(ticket);
+      ticket.stream.fail(error);
+    }
+  }
+
+  private end(ticket: Ticket): void {
+    this.tickets.delete(ticket.stream.id);
+    if (!ticket.started) this.waitingCount--;
+    ticket.started = true;
+    if (ticket.abortListener !== null) ticket.abortListener.signal.removeEventListener('abort', ticket.abortListener.listener);
+  }
+}
+
+function abortedBeforeStart(signal: AbortSignal): RequestAbortedError {
+  return new RequestAbortedError(`request was aborted before it was queued${reasonText(signal)}`, [], null, { cause: signal.reason });
+}
+
+function abortedBy(signal: AbortSignal, id: string, tokens: readonly number[]): RequestAbortedError {
+  return new RequestAbortedError(`request ${id} was aborted by its caller${reasonText(signal)}`, tokens.slice(), null, { cause: signal.reason });
+}
+
+function reasonText(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error && reason.name !== 'AbortError') return `: ${reason.message}`;
+  return '';
+}

@@ -1,0 +1,153 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { QueueFullError, RequestAbortedError, ServingClosedError } from '../../src/serve/errors.js';
+import { ServingEngine } from '../../src/serve/serving-engine.js';
+import { RequestError } from '../../src/core/errors.js';
+import { referenceOutput, TEST_ENGINE, tokenPrompt, until } from './helpers.js';
+
+let serving: ServingEngine | null = null;
+
+afterEach(async () => {
+  await serving?.close();
+  serving = null;
+});
+
+async function startServing(options: ConstructorParameters<typeof ServingEngine>[1] = {}, engine: object = {}): Promise<ServingEngine> {
+  serving = await ServingEngine.create({ ...TEST_ENGINE, ...engine }, {}, options);
+  return serving;
+}
+
+/** Blocks of an aborted request may be held until its stores to the CPU tier complete, a step or two later. */
+async function untilIdle(s: ServingEngine): Promise<void> {
+  await until(() => !s.engine.hasPendingWork(), 'the engine to go idle');
+}
+
+async function collect(stream: AsyncIterable<number>): Promise<number[]> {
+  const tokens: number[] = [];
+  for await (const token of stream) tokens.push(token);
+  return tokens;
+}
+
+describe('the serving engine', () => {
+  it('generate resolves with the finished request, its output the reference model\'s', async () => {
+    const s = await startServing();
+    const prompt = tokenPrompt(40, 1);
+    const finished = await s.generate({ promptTokens: prompt, maxTokens: 12, seed: 5 });
+    expect(finished.finishReason).toBe('length');
+    expect(finished.outputTokens).toEqual(referenceOutput(prompt, 12, 5));
+  });
+
+  it('stream yields the same tokens in order, and its result is the finished request', async () => {
+    const s = await startServing();
+    const prompt = tokenPrompt(33, 2);
+    const stream = s.stream({ promptTokens: prompt, maxTokens: 9 });
+    expect(await collect(stream)).toEqual(referenceOutput(prompt, 9));
+    expect((await stream.result).outputTokens).toEqual(referenceOutput(prompt, 9));
+  });
+
+  it('concurrent requests all finish with their reference outputs', async () => {
+    const s = await startServing();
+    const prompts = Array.from({ length: 12 }, (_, i) => tokenPrompt(20 + i, 10 + i));
+    const finished = await Promise.all(prompts.map((p, i) => s.generate({ promptTokens: p, maxTokens: 5 + i, seed: i })));
+    finished.forEach((f, i) => expect(f.outputTokens).toEqual(referenceOutput(prompts[i], 5 + i, i)));
+  });
+
+  it('an idle loop takes no steps, and a request added later wakes it', async () => {
+    const s = await startServing();
+    await s.generate({ promptTokens: tokenPrompt(16, 3), maxTokens: 3 });
+    await untilIdle(s);
+    const idleSteps = s.engine.metrics().steps;
+    // Many turns of the event loop with nothing to do: a spinning loop would step through them.
+    for (let i = 0; i < 200; i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(s.engine.metrics().steps).toBe(idleSteps);
+    const later = await s.generate({ promptTokens: tokenPrompt(16, 4), maxTokens: 4 });
+    expect(later.outputTokens).toEqual(referenceOutput(tokenPrompt(16, 4), 4));
+  });
+
+  it('aborting the signal ends the request with RequestAbortedError and frees its blocks', async () => {
+    const s = await startServing();
+    const controller = new AbortController();
+    const stream = s.stream({ promptTokens: tokenPrompt(64, 5), maxTokens: 3000 }, { signal: controller.signal });
+    const first = await stream.next();
+    expect(first.done).toBe(false);
+    controller.abort();
+    const error = await stream.result.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RequestAbortedError);
+    expect((error as RequestAbortedError).code).toBe('ERR_KVTIER_ABORTED');
+    // Tokens generated before the abort are still read, then the error.
+    await expect(collect(stream)).rejects.toBe(error);
+    await untilIdle(s);
+    const metrics = s.engine.metrics();
+    expect(metrics.requests.aborted).toBe(1);
+    expect(metrics.leaks.gpuBlocks).toBe(0);
+    expect(s.inFlight).toBe(0);
+  });
+
+  it('breaking out of a stream aborts its request', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(20, 6), maxTokens: 3000 });
+    for await (const _token of stream) break;
+    await expect(stream.result).rejects.toBeInstanceOf(RequestAbortedError);
+    await untilIdle(s);
+    expect(s.engine.metrics().requests.aborted).toBe(1);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
+  it('a signal aborted before the call queues nothing', async () => {
+    const s = await startServing();
+    expect(() => s.stream({ promptTokens: [1, 2, 3], maxTokens: 2 }, { signal: AbortSignal.abort() })).toThrow(RequestAbortedError);
+    expect(s.engine.metrics().requests.added).toBe(0);
+  });
+
+  it('a full waiting queue refuses the next request with QueueFullError, and queues nothing', async () => {
+    const s = await startServing({ maxWaiting: 2 });
+    // Added in one turn of the event loop: none can have a token yet.
+    const a = s.generate({ promptTokens: tokenPrompt(20, 7), maxTokens: 3 });
+    const b = s.generate({ promptTokens: tokenPrompt(20, 8), maxTokens: 3 });
+    let refused: unknown = null;
+    try {
+      s.stream({ promptTokens: tokenPrompt(20, 9), maxTokens: 3 });
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(QueueFullError);
+    expect((refused as QueueFullError).code).toBe('ERR_KVTIER_QUEUE_FULL');
+    await Promise.all([a, b]);
+    expect(s.engine.metrics().requests.added).toBe(2);
+  });
+
+  it('a request the engine refuses throws its RequestError at once', async () => {
+    const s = await startServing();
+    expect(() => s.stream({ promptTokens: [], maxTokens: 2 })).toThrow(RequestError);
+    expect(s.inFlight).toBe(0);
+  });
+
+  it('drain lets requests in flight finish and refuses new ones', async () => {
+    const s = await startServing();
+    const prompt = tokenPrompt(30, 10);
+    const running = s.generate({ promptTokens: prompt, maxTokens: 20 });
+    const drained = s.drain(600_000);
+    expect(() => s.stream({ promptTokens: [1, 2], maxTokens: 2 })).toThrow(ServingClosedError);
+    expect((await running).outputTokens).toEqual(referenceOutput(prompt, 20));
+    expect(await drained).toEqual({ finished: 1, aborted: 0 });
+  });
+
+  it('drain aborts what is still running at its deadline, with an error naming it', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(30, 11), maxTokens: 3000 });
+    await stream.next();
+    expect(await s.drain(0)).toEqual({ finished: 0, aborted: 1 });
+    await expect(stream.result).rejects.toThrow(/drain deadline 0 ms/);
+    await untilIdle(s);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
+  it('Symbol.asyncDispose aborts what is in flight and stops the ranks', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(30, 12), maxTokens: 3000 });
+    await stream.next();
+    await s[Symbol.asyncDispose]();
+    await expect(stream.result).rejects.toBeInstanceOf(RequestAbortedError);
+    expect(s.engine.liveRankThreads()).toBe(0);
+    expect(() => s.stream({ promptTokens: [1], maxTokens: 1 })).toThrow(ServingClosedError);
+  });
+});

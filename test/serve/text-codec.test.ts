@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { IncrementalDecoder, textCodecFor, type TextCodec } from '../../src/serve/text-codec.js';
+import { promptOf } from '../support/random.js';
+
+async function codecOf(vocabSize: number): Promise<TextCodec> {
+  const codec = await textCodecFor(vocabSize);
+  if (codec === null) throw new Error(`no tokenizer for ${vocabSize}`);
+  return codec;
+}
+
+/** Decodes `ids` delta by delta, as a stream does. */
+function streamed(codec: TextCodec, ids: readonly number[]): string {
+  const decoder = new IncrementalDecoder(codec);
+  let text = '';
+  for (const id of ids) text += decoder.push([id]);
+  return text + decoder.flush();
+}
+
+describe('text prompts and completions', () => {
+  it.each([
+    ['tiny', MODEL_PRESETS.tiny.vocabSize],
+    ['llama-8b', MODEL_PRESETS['llama-8b'].vocabSize],
+  ])('the %s vocabulary has a tokenizer whose ids are the model\'s own, and text round-trips', async (_name, vocabSize) => {
+    const codec = await codecOf(vocabSize);
+    const text = 'Prefix caching keeps KV blocks — even «ünïcödé» ones — for reuse. 42 ✓';
+    const ids = codec.encode(text);
+    for (const id of ids) expect(id >= 0 && id < vocabSize).toBe(true);
+    expect(codec.decode(ids).trim().endsWith(text)).toBe(true);
+  });
+
+  it('a vocabulary no tokenizer matches takes token ids only', async () => {
+    expect(await textCodecFor(MODEL_PRESETS['qwen-7b'].vocabSize)).toBeNull();
+  });
+
+  it.each([
+    ['tiny', MODEL_PRESETS.tiny.vocabSize],
+    ['llama-8b', MODEL_PRESETS['llama-8b'].vocabSize],
+  ])('streamed deltas of any %s output (byte tokens included) add up to the whole decoding', async (_name, vocabSize) => {
+    const codec = await codecOf(vocabSize);
+    for (let round = 0; round < 20; round++) {
+      // Model outputs are any ids of the vocabulary, in any order.
+      const ids = promptOf(60, round, vocabSize);
+      expect(streamed(codec, ids)).toBe(codec.decode(ids));
+    }
+    const multiByte = codec.encode('日本語のテキスト、絵文字🙂も').slice(1);
+    expect(streamed(codec, multiByte)).toBe(codec.decode(multiByte));
+  });
+});
