@@ -137,6 +137,11 @@ export interface DeviceFaults {
   readonly storeFailProbability?: number;
   /** Delay before every job starts, in ms. */
   readonly delayMs?: number;
+  /**
+   * Transfers submitted from now on are held back until something needs them
+   * (src/faults/stalling-device.ts applies it; a device itself ignores it).
+   */
+  readonly stallTransfers?: boolean;
   /** A further delay per job, uniform in [0, delayJitterMs) ms, drawn from the seed. */
   readonly delayJitterMs?: number;
   /** Probability that a job fails on the device as a whole: its result is not ok and carries an error. */

@@ -16,6 +16,12 @@ import { KvtierError } from '../core/errors.js';
  * time: 1 at engine start, 2 at its first restart, ...) or `reset=N` (during
  * the engine's N-th rank-loss reset, 1 being the first).
  *
+ * `stall:rank=R[,after=S]` holds back the transfers the targeted ranks submit
+ * from step S on: they do not start until a forward needs their blocks, a
+ * transfer is ordered after them, or, once the rank's next rank-loss reset
+ * has ended the stall, something waits for them. It orders a scenario by
+ * events where `delay` orders it by wall time.
+ *
  * Remote tier faults: `remote-fail:rank=R,p=P[,after=S]` fails each remote
  * read or write job part on the targeted ranks with probability P;
  * `remote-down:step=S[,steps=N]` makes the remote unreachable from step S
@@ -58,6 +64,14 @@ const delay = z
     kind: z.literal('delay'),
     rank: rankField.default('*'),
     ms: z.number().min(0).max(60_000),
+    after: step.default(0),
+  })
+  .strict();
+
+const stall = z
+  .object({
+    kind: z.literal('stall'),
+    rank: rankField.default('*'),
     after: step.default(0),
   })
   .strict();
@@ -113,7 +127,7 @@ const hang = z
   .strict()
   .refine(oneDeathMoment, deathMomentMessage);
 
-export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, crash, hang, remoteFail, remoteDown]);
+export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, stall, crash, hang, remoteFail, remoteDown]);
 export type FaultRule = z.output<typeof faultRuleSchema>;
 export type FaultKind = FaultRule['kind'];
 
@@ -126,6 +140,7 @@ const KNOWN_KEYS: Record<FaultKind, readonly string[]> = {
   'load-fail': ['rank', 'p', 'blocks', 'after', 'count'],
   'store-fail': ['rank', 'p', 'after'],
   delay: ['rank', 'ms', 'after'],
+  stall: ['rank', 'after'],
   crash: ['rank', 'step', 'open', 'reset', 'how'],
   hang: ['rank', 'step', 'open', 'reset'],
   'remote-fail': ['rank', 'p', 'after'],

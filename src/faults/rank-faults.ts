@@ -14,6 +14,9 @@ type DeathMoment = 'step' | 'open' | 'reset';
 export class RankFaults {
   private appliedKey = '';
   private loadFailuresSoFar = 0;
+  /** A rank-loss reset ends `stall` rules for good. */
+  private stallEnded = false;
+  private lastStep = 0;
 
   /**
    * `loadFailuresBefore`: block load failures an earlier incarnation of this
@@ -57,13 +60,31 @@ export class RankFaults {
     return null;
   }
 
+  /** Whether a `stall` rule targets this rank (its device must be able to hold transfers back). */
+  get stalls(): boolean {
+    return this.rules.some((r) => r.kind === 'stall');
+  }
+
+  /**
+   * The rank is being reset: `stall` rules end. Returns the device faults
+   * of the last step without them, or null when they are unchanged.
+   */
+  endStall(): DeviceFaults | null {
+    if (this.stallEnded) return null;
+    this.stallEnded = true;
+    return this.deviceFaultsAt(this.lastStep);
+  }
+
   /**
    * The device faults active at `step`, or null when they are unchanged since
    * the last call (so the device's fault RNG is not reseeded every step).
    */
   deviceFaultsAt(step: number): DeviceFaults | null {
+    this.lastStep = step;
     const active = this.rules.filter(
-      (r) => (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay') && r.after <= step,
+      (r) =>
+        (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay' || (r.kind === 'stall' && !this.stallEnded)) &&
+        r.after <= step,
     );
     const key = active.map((r) => this.rules.indexOf(r)).join(',');
     if (key === this.appliedKey) return null;
@@ -73,6 +94,7 @@ export class RankFaults {
     let loadKeep = 1;
     let storeKeep = 1;
     let delayMs = 0;
+    let stallTransfers = false;
     let limit: number | null = 0;
     for (const rule of active) {
       if (rule.kind === 'load-fail') {
@@ -83,6 +105,8 @@ export class RankFaults {
         storeKeep *= 1 - rule.p;
       } else if (rule.kind === 'delay') {
         delayMs = Math.max(delayMs, rule.ms);
+      } else if (rule.kind === 'stall') {
+        stallTransfers = true;
       }
     }
     const hasLoadRule = active.some((r) => r.kind === 'load-fail');
@@ -92,6 +116,7 @@ export class RankFaults {
       loadFailLimit: !hasLoadRule ? 0 : limit === null ? undefined : Math.max(0, limit - this.loadFailuresSoFar),
       storeFailProbability: 1 - storeKeep,
       delayMs,
+      ...(stallTransfers ? { stallTransfers } : {}),
       seed: mix((this.seed ^ Math.imul(this.rank + 1, 0x9e3779b9) ^ Math.imul(step + 1, 0x85ebca6b)) >>> 0),
     };
   }

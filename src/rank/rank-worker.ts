@@ -4,6 +4,7 @@ import { cudaDeviceCount } from '../device/native.js';
 import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { InjectedLoadFailures } from '../faults/fault-ledger.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
+import { StallingDevice } from '../faults/stalling-device.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
 import type { RankRemoteTier } from '../remote/rank-remote.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
@@ -50,7 +51,8 @@ export class RankWorker implements RankWorkerApi {
   async init(init: RankInit): Promise<RankReady> {
     const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
     this.rank = init.rank;
-    const device = await this.host.openDevice({
+    const faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
+    const opened = await this.host.openDevice({
       backend: init.backend,
       rank: init.rank,
       tp: init.tp,
@@ -64,6 +66,7 @@ export class RankWorker implements RankWorkerApi {
       copyMethod: init.copyMethod,
       ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
+    const device = faults.stalls ? new StallingDevice(opened) : opened;
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
     if (init.remote) {
@@ -73,7 +76,7 @@ export class RankWorker implements RankWorkerApi {
       this.remote = new RankRemoteTier(device, init.rank, init.tp, init.remote, remoteFaults.empty ? null : remoteFaults);
       await this.remote.start();
     }
-    this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
+    this.faults = faults;
     await this.die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
     const info = device.info;
     return {
@@ -160,7 +163,11 @@ export class RankWorker implements RankWorkerApi {
   }
 
   async reset(resetCount: number): Promise<void> {
-    if (this.faults) await this.die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
+    if (this.faults) {
+      await this.die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
+      const deviceFaults = this.faults.endStall();
+      if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
+    }
     await this.connector?.drainAndReset();
     await this.remote?.drainAndReset();
     this.tables.clear();

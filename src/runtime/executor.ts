@@ -125,6 +125,13 @@ export class Executor {
     return info;
   }
 
+  /** Ends a rank's thread now, between steps: the next call to it finds the rank dead, as after a crash. */
+  async killRank(rank: number): Promise<void> {
+    const handle = this.handles[rank];
+    if (!handle) throw new RangeError(`rank ${rank} is not a rank of this executor (tp ${this.handles.length})`);
+    await this.terminate(handle);
+  }
+
   /** Per rank, in rank order: whether its current thread is alive (not dead, not declared dead). */
   ranksAlive(): boolean[] {
     return this.handles.map((h) => h.dead === null);

@@ -33,6 +33,17 @@ describe('per-rank fault schedule', () => {
     expect(faults.deviceFaultsAt(0)).toMatchObject({ loadFailProbability: 0.75, delayMs: 2 });
   });
 
+  it('stalls transfers from its start step until the rank is reset', () => {
+    const faults = rankFaults('stall:rank=0,after=5', 0);
+    expect(faults.stalls).toBe(true);
+    expect(faults.deviceFaultsAt(4)).toBeNull();
+    expect(faults.deviceFaultsAt(5)).toMatchObject({ stallTransfers: true });
+    expect(faults.endStall()).not.toHaveProperty('stallTransfers');
+    // Later steps do not bring the stall back.
+    expect(faults.deviceFaultsAt(9)).toBeNull();
+    expect(rankFaults('stall:rank=0,after=5', 1).stalls).toBe(false);
+  });
+
   it('says when the rank crashes or hangs', () => {
     const faults = rankFaults('crash:rank=2,step=40,how=exit;hang:rank=2,step=50', 2);
     expect(faults.deathAt(39)).toBeNull();
