@@ -20,7 +20,20 @@ export { createMetricsRegistry, type MetricsSource } from './runtime/prometheus.
 export type { EngineGauges, MonitoringSnapshot } from './metrics/gauges.js';
 export type { EngineLogger } from './log/engine-events.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
+export { ERROR_CODES, type ErrorCode } from './core/error-codes.js';
 export { DeviceError } from './device/errors.js';
+export { OffloadingConnectorError } from './connector/scheduler-connector.js';
+export { CpuBlockAllocatorError } from './offload/cpu-block-allocator.js';
+export { OffloadingManagerError } from './offload/manager.js';
+export { StorePolicyWiringError } from './offload/policies/on-evict.js';
+export {
+  RemoteConfigError,
+  RemoteOperationError,
+  RemoteUnavailableError,
+  RemoteValueError,
+  type RemoteFailureKind,
+  type RemoteValueFault,
+} from './remote/errors.js';
 export { availableBackends, cudaDeviceCount } from './device/native.js';
 export type { BackendName, CopyMethod, KvLayout } from './device/types.js';
 export { FaultPlanError, parseFaultPlan, type FaultPlan, type FaultRule } from './faults/plan.js';

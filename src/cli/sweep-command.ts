@@ -17,6 +17,7 @@ import { engineSetting, positiveInt } from './field-schemas.js';
 import { checkOutputFile, checkOutputsApart, writeJsonFile, writeTextFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * `kvtier sweep`: one trace slice over a grid of CPU-tier capacities and
@@ -290,7 +291,7 @@ function boundNotes(result: SweepResult): string[] {
 /** A point whose outputs differed from the reference model, as an error. */
 export class SweepVerificationError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_SWEEP_VERIFY', message);
+    super(ERROR_CODES.sweepVerify, message);
   }
 }
 

@@ -14,6 +14,7 @@ import type {
   StorePolicy,
   StoreResult,
 } from '../offload/policies/store-policy.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * The scheduler side of KV offloading (docs/architecture.md, "Offloading"): turns
@@ -32,7 +33,7 @@ import type {
 /** The connector was called out of protocol (a load for a match it never offered...). */
 export class OffloadingConnectorError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_OFFLOAD_CONNECTOR', message);
+    super(ERROR_CODES.offloadConnector, message);
   }
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { KvtierError } from '../core/errors.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * Fault plans: one format for tests, the library config and `--faults`.
@@ -30,7 +31,7 @@ import { KvtierError } from '../core/errors.js';
  */
 export class FaultPlanError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_FAULT_PLAN', message);
+    super(ERROR_CODES.faultPlan, message);
   }
 }
 

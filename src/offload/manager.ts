@@ -5,6 +5,7 @@ import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
 import { ProtectedKeys } from './protected-keys.js';
 import { RefreshedChainIds } from './refreshed-chain-ids.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * The OffloadingManager (docs/architecture.md, "Offloading"): the scheduler side's record of
@@ -158,7 +159,7 @@ export interface OffloadingManagerStats {
 /** An OffloadingManager was called out of protocol (loading an absent block, unpinning twice...). */
 export class OffloadingManagerError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_OFFLOAD_MANAGER', message);
+    super(ERROR_CODES.offloadManager, message);
   }
 }
 
