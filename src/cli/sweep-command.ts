@@ -12,7 +12,6 @@ import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES, gpuProfile, isGpuProfileName, t
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { sweepHitsSvg, sweepPaceLines, sweepReportHtml } from '../bench/sweep-report.js';
 import { parseByteSize } from '../core/byte-size.js';
-import { parseCommandArgs } from './command-parse.js';
 import { engineSetting, positiveInt } from './field-schemas.js';
 import { checkOutputFile, checkOutputsApart, writeJsonFile, writeTextFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
@@ -223,11 +222,6 @@ export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
     html: flags.html ?? null,
     svg: flags.svg ?? null,
   };
-}
-
-/** Parses `kvtier sweep`'s arguments (without program and command names). */
-export function parseSweepArgs(argv: readonly string[]): SweepCommandOptions {
-  return sweepOptionsFromCommand(parseCommandArgs(createSweepCommand(), argv));
 }
 
 /** The sweep as a terminal table, one row per point. */

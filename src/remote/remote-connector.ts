@@ -14,7 +14,6 @@ import { encodeManifest } from './value-format.js';
 
 /** When remote writes happen: as soon as a CPU-tier store completed, or when the CPU tier evicts the block. */
 export type RemotePolicy = 'write-through' | 'write-back';
-export const REMOTE_POLICIES: readonly RemotePolicy[] = ['write-through', 'write-back'];
 
 export interface RemoteTierConnectorOptions {
   readonly inner: OffloadingConnector;

@@ -5,7 +5,7 @@ import { RankFaultLedger } from '../faults/fault-ledger.js';
 import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 import { threadEndpoint } from './comlink-endpoint.js';
-import { DEFAULT_START_DEADLINE_MS } from './engine-limits.js';
+import { DEFAULT_START_DEADLINE_MS } from '../config/limits.js';
 import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from '../rank/rank-protocol.js';
 import { workerScript } from './worker-path.js';
 
