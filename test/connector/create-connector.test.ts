@@ -3,9 +3,10 @@ import type { BlockHash } from '../../src/core/block-hash.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { ForwardingManager } from '../../src/offload/forwarding-manager.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
-import { ArcOffloadingManager } from '../../src/offload/arc-manager.js';
+import { ArcEvictionPolicy } from '../../src/offload/arc-manager.js';
+import type { CpuOffloadingManager } from '../../src/offload/cpu-offloading-manager.js';
 import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../src/connector/create-connector.js';
-import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { LruEvictionPolicy } from '../../src/offload/lru-manager.js';
 import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
 import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
 import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
@@ -18,10 +19,10 @@ function config(overrides: Partial<OffloadingConnectorConfig> = {}): OffloadingC
 describe('createOffloadingConnector', () => {
   it('builds an LRU or ARC manager of the configured capacity under a store-on-compute policy by default', () => {
     const lru = createOffloadingConnector(config());
-    expect(lru.manager).toBeInstanceOf(LruOffloadingManager);
+    expect((lru.manager as CpuOffloadingManager).policy).toBeInstanceOf(LruEvictionPolicy);
     expect(lru.connector.policy.name).toBe('on-compute');
     expect(lru.manager.stats().capacityBlocks).toBe(16);
-    expect(createOffloadingConnector(config({ eviction: 'arc' })).manager).toBeInstanceOf(ArcOffloadingManager);
+    expect((createOffloadingConnector(config({ eviction: 'arc' })).manager as CpuOffloadingManager).policy).toBeInstanceOf(ArcEvictionPolicy);
   });
 
   it('builds reuse:K as the on-compute policy over the configured manager wrapped in a reuse filter of threshold K', () => {

@@ -6,7 +6,7 @@ import { chainStates, referenceGenerate } from '../../src/model/reference.js';
 import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
 import { offloadKeys } from '../../src/offload/geometry.js';
-import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { lruManager } from '../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../src/offload/manager.js';
 import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
 import { offloadGeometry } from '../../src/offload/policies/store-policy.js';
@@ -46,7 +46,7 @@ export function bareRequest(id: string, prompt: readonly number[], blockSize: nu
  * admission filter does. Every offer is recorded.
  */
 export class ScriptedManager implements OffloadingManager {
-  readonly backing: LruOffloadingManager;
+  readonly backing: ReturnType<typeof lruManager>;
   readonly storeOffers: BlockHash[][] = [];
   readonly lookups: BlockHash[][] = [];
   readonly touches: BlockHash[][] = [];
@@ -56,7 +56,7 @@ export class ScriptedManager implements OffloadingManager {
   declined = new Set<BlockHash>();
 
   constructor(capacityBlocks = 64) {
-    this.backing = new LruOffloadingManager({ capacityBlocks });
+    this.backing = lruManager({ capacityBlocks });
   }
 
   lookup(keys: readonly BlockHash[]): number | null {
