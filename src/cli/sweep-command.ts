@@ -17,6 +17,7 @@ import { checkOutputFile, checkOutputsApart, writeJsonFile, writeTextFile } from
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
 import { ERROR_CODES } from '../core/error-codes.js';
+import { POOL_DEFAULTS } from '../config/pool-defaults.js';
 
 /**
  * `kvtier sweep`: one trace slice over a grid of CPU-tier capacities and
@@ -26,11 +27,11 @@ import { ERROR_CODES } from '../core/error-codes.js';
  */
 
 export const SWEEP_DEFAULTS = {
-  cpuBlocks: [2000, 4000, 8000, 16000],
+  cpuBlocks: POOL_DEFAULTS.sweep.cpuBlocks,
   policies: [...EVICTION_POLICY_NAMES],
   maxRequests: 1000,
   tokenScale: 16,
-  gpuBlocks: 1024,
+  gpuBlocks: POOL_DEFAULTS.sweep.gpuBlocks,
   blockSize: ENGINE_DEFAULTS.blockSize,
   offloadFactor: ENGINE_DEFAULTS.offloadFactor,
   speedup: 20,
