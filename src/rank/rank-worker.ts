@@ -15,7 +15,7 @@ const IDLE_WAIT_MS = 2;
 
 /**
  * What a RankWorker needs from where it runs: how to open its device, and how
- * to carry out an injected death. A rank thread (workers/rank-worker.ts) opens
+ * to carry out an injected death. A rank thread (workers/rank-thread.ts) opens
  * the native addon and ends the thread; an in-process caller can open another
  * Device and handle deaths its own way.
  */

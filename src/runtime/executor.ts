@@ -179,7 +179,7 @@ export class Executor {
   }
 
   private spawn(rank: number): RankHandle {
-    const worker = new Worker(workerScript('rank-worker'), { name: `kvtier-rank-${rank}` });
+    const worker = new Worker(workerScript('rank-thread'), { name: `kvtier-rank-${rank}` });
     const api = Comlink.wrap<RankWorkerApi>(threadEndpoint(worker));
     const handle: RankHandle = { rank, worker, api, deathListeners: new Set(), dead: null, exited: false };
     const died = (error: RankError): void => {
