@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { KvtierError } from '../core/errors.js';
-import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
+import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector-port.js';
 import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import { TransferJobLedger } from './job-ids.js';

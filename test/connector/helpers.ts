@@ -12,7 +12,7 @@ import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
 import { offloadGeometry } from '../../src/offload/policies/store-policy.js';
 import type { EvictionPolicyName } from '../../src/runtime/engine-types.js';
 import type { SchedulerConfigInput } from '../../src/scheduler/config.js';
-import type { SchedulerConnector, StepView } from '../../src/scheduler/connector.js';
+import type { SchedulerConnector, StepView } from '../../src/scheduler/connector-port.js';
 import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';

@@ -1,6 +1,6 @@
 import type { BlockHash } from '../../core/block-hash.js';
 import { KvtierError } from '../../core/errors.js';
-import type { StepView } from '../../scheduler/connector.js';
+import type { StepView } from '../../scheduler/connector-port.js';
 import type { Request } from '../../scheduler/request.js';
 import { offloadKeyOf } from '../geometry.js';
 import { FreedBlockGroups } from './freed-block-groups.js';
