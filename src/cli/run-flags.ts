@@ -6,7 +6,7 @@ import { DEFAULT_START_DEADLINE_MS } from '../config/limits.js';
 import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
-import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
+import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring-config.js';
 
 /**
  * The flags of `kvtier run`. Options carry no commander defaults: a value is

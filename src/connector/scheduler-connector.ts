@@ -3,7 +3,7 @@ import { KvtierError } from '../core/errors.js';
 import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector-port.js';
 import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
-import { TransferJobLedger } from './job-ids.js';
+import { TransferJobLedger } from './transfer-job-ledger.js';
 import { offloadKeyOf, offloadKeys } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import type {
