@@ -25,7 +25,7 @@ export { DeviceError } from './device/errors.js';
 export { OffloadingConnectorError } from './connector/scheduler-connector.js';
 export { CpuBlockAllocatorError } from './offload/cpu-block-allocator.js';
 export { OffloadingManagerError } from './offload/manager.js';
-export { StorePolicyWiringError } from './offload/policies/on-evict.js';
+export { StorePolicyWiringError } from './offload/store-policies/on-evict.js';
 export {
   RemoteConfigError,
   RemoteOperationError,

@@ -3,10 +3,10 @@ import { OffloadingConnector } from './scheduler-connector.js';
 import { createOffloadingManager } from '../offload/create-manager.js';
 import { cpuTierGeometry, type CpuTierGeometry, type CpuTierGeometryInput } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
-import { StoreOnComputePolicy } from '../offload/policies/on-compute.js';
-import { StoreOnEvictPolicy } from '../offload/policies/on-evict.js';
+import { StoreOnComputePolicy } from '../offload/store-policies/on-compute.js';
+import { StoreOnEvictPolicy } from '../offload/store-policies/on-evict.js';
 import { parseStorePolicyName } from '../config/store-policy-name.js';
-import { offloadGeometry, type StorePolicy } from '../offload/policies/store-policy.js';
+import { offloadGeometry, type StorePolicy } from '../offload/store-policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */
 export interface OffloadingConnectorConfig extends CpuTierGeometryInput {

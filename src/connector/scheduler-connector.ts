@@ -13,7 +13,7 @@ import type {
   StoreContext,
   StorePolicy,
   StoreResult,
-} from '../offload/policies/store-policy.js';
+} from '../offload/store-policies/store-policy.js';
 import { ERROR_CODES } from '../core/error-codes.js';
 
 /**

@@ -7,8 +7,8 @@ import { ArcEvictionPolicy } from '../../src/offload/arc-manager.js';
 import type { CpuOffloadingManager } from '../../src/offload/cpu-offloading-manager.js';
 import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../src/connector/create-connector.js';
 import { LruEvictionPolicy } from '../../src/offload/lru-manager.js';
-import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
-import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
+import { StoreOnComputePolicy } from '../../src/offload/store-policies/on-compute.js';
+import { StoreOnEvictPolicy } from '../../src/offload/store-policies/on-evict.js';
 import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { bareRequest, promptOf, TINY } from './helpers.js';
 

@@ -8,8 +8,8 @@ import { createOffloadingConnector } from '../../src/connector/create-connector.
 import { offloadKeys } from '../../src/offload/geometry.js';
 import { lruManager } from '../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../src/offload/manager.js';
-import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
-import { offloadGeometry } from '../../src/offload/policies/store-policy.js';
+import { StoreOnComputePolicy } from '../../src/offload/store-policies/on-compute.js';
+import { offloadGeometry } from '../../src/offload/store-policies/store-policy.js';
 import type { EvictionPolicyName } from '../../src/runtime/engine-types.js';
 import type { SchedulerConfigInput } from '../../src/scheduler/config.js';
 import type { SchedulerConnector, StepView } from '../../src/scheduler/connector-port.js';
