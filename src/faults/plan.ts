@@ -21,7 +21,8 @@ import { ERROR_CODES } from '../core/error-codes.js';
  * from step S on: they do not start until a forward needs their blocks, a
  * transfer is ordered after them, or, once the rank's next rank-loss reset
  * has ended the stall, something waits for them. It orders a scenario by
- * events where `delay` orders it by wall time.
+ * events where `delay` orders it by wall time. Meant for tests: a request
+ * waiting for a stalled load waits until the rank is reset.
  *
  * Remote tier faults: `remote-fail:rank=R,p=P[,after=S]` fails each remote
  * read or write job part on the targeted ranks with probability P;

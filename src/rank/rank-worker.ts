@@ -199,6 +199,9 @@ export class RankWorker implements RankWorkerApi {
 
   async shutdown(): Promise<void> {
     if (!this.device) return;
+    // A stall ends with the rank: the drain below then starts what it held back.
+    const deviceFaults = this.faults?.endStall() ?? null;
+    if (deviceFaults) this.device.setFaults(deviceFaults);
     await this.connector?.drainAndReset();
     await this.remote?.close();
     this.remote = null;
