@@ -138,10 +138,10 @@ export interface DeviceFaults {
   /** Delay before every job starts, in ms. */
   readonly delayMs?: number;
   /**
-   * Transfers submitted from now on are held back until something needs them
-   * (src/faults/stalling-device.ts applies it; a device itself ignores it).
+   * Transfers submitted from now on are held back until something needs them,
+   * or for `steps` rank steps (src/faults/stalling-device.ts applies it).
    */
-  readonly stallTransfers?: boolean;
+  readonly stall?: { readonly steps: number | null };
   /** A further delay per job, uniform in [0, delayJitterMs) ms, drawn from the seed. */
   readonly delayJitterMs?: number;
   /** Probability that a job fails on the device as a whole: its result is not ok and carries an error. */
@@ -167,6 +167,8 @@ export interface Device {
   waitJobs(jobIds: readonly number[]): Promise<void>;
   /** Number of submitted jobs not yet finished. */
   pendingJobs(): number;
+  /** Optional: whether the device holds `jobId` back (the stall fault), so waiting for progress on it is pointless. */
+  holds?(jobId: number): boolean;
   /**
    * Runs one step of the reference model; resolves with this rank's digest per
    * request (0 where not sampled). One forward at a time per device: a call

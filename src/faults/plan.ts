@@ -17,12 +17,13 @@ import { ERROR_CODES } from '../core/error-codes.js';
  * time: 1 at engine start, 2 at its first restart, ...) or `reset=N` (during
  * the engine's N-th rank-loss reset, 1 being the first).
  *
- * `stall:rank=R[,after=S]` holds back the transfers the targeted ranks submit
- * from step S on: they do not start until a forward needs their blocks, a
- * transfer is ordered after them, or, once the rank's next rank-loss reset
- * has ended the stall, something waits for them. It orders a scenario by
- * events where `delay` orders it by wall time. Meant for tests: a request
- * waiting for a stalled load waits until the rank is reset.
+ * `stall:rank=R[,after=S][,steps=N]` holds back the transfers the targeted
+ * ranks submit from step S on: one starts when a forward needs its blocks, a
+ * transfer is ordered after it, something waits for it (a preemption flush, a
+ * drain), or, with `steps=N`, N rank steps after the one that submitted it.
+ * It orders a scenario by events and steps where `delay` orders it by wall
+ * time. Without `steps` it is meant for tests: a request waiting for a
+ * stalled load waits until the rank drains.
  *
  * Remote tier faults: `remote-fail:rank=R,p=P[,after=S]` fails each remote
  * read or write job part on the targeted ranks with probability P;
@@ -75,6 +76,7 @@ const stall = z
     kind: z.literal('stall'),
     rank: rankField.default('*'),
     after: step.default(0),
+    steps: z.number().int().min(1).nullable().default(null),
   })
   .strict();
 
@@ -142,7 +144,7 @@ const KNOWN_KEYS: Record<FaultKind, readonly string[]> = {
   'load-fail': ['rank', 'p', 'blocks', 'after', 'count'],
   'store-fail': ['rank', 'p', 'after'],
   delay: ['rank', 'ms', 'after'],
-  stall: ['rank', 'after'],
+  stall: ['rank', 'after', 'steps'],
   crash: ['rank', 'step', 'open', 'reset', 'how'],
   hang: ['rank', 'step', 'open', 'reset'],
   'remote-fail': ['rank', 'p', 'after'],

@@ -14,9 +14,6 @@ type DeathMoment = 'step' | 'open' | 'reset';
 export class RankFaults {
   private appliedKey = '';
   private loadFailuresSoFar = 0;
-  /** A rank-loss reset ends `stall` rules for good. */
-  private stallEnded = false;
-  private lastStep = 0;
 
   /**
    * `loadFailuresBefore`: block load failures an earlier incarnation of this
@@ -66,24 +63,13 @@ export class RankFaults {
   }
 
   /**
-   * The rank is being reset: `stall` rules end. Returns the device faults
-   * of the last step without them, or null when they are unchanged.
-   */
-  endStall(): DeviceFaults | null {
-    if (this.stallEnded) return null;
-    this.stallEnded = true;
-    return this.deviceFaultsAt(this.lastStep);
-  }
-
-  /**
    * The device faults active at `step`, or null when they are unchanged since
    * the last call (so the device's fault RNG is not reseeded every step).
    */
   deviceFaultsAt(step: number): DeviceFaults | null {
-    this.lastStep = step;
     const active = this.rules.filter(
       (r) =>
-        (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay' || (r.kind === 'stall' && !this.stallEnded)) &&
+        (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay' || r.kind === 'stall') &&
         r.after <= step,
     );
     const key = active.map((r) => this.rules.indexOf(r)).join(',');
@@ -94,7 +80,7 @@ export class RankFaults {
     let loadKeep = 1;
     let storeKeep = 1;
     let delayMs = 0;
-    let stallTransfers = false;
+    let stall: { steps: number | null } | null = null;
     let limit: number | null = 0;
     for (const rule of active) {
       if (rule.kind === 'load-fail') {
@@ -106,7 +92,9 @@ export class RankFaults {
       } else if (rule.kind === 'delay') {
         delayMs = Math.max(delayMs, rule.ms);
       } else if (rule.kind === 'stall') {
-        stallTransfers = true;
+        // Two stalls: the longer hold wins (null, until needed, is the longest).
+        const steps: number | null = stall === null ? rule.steps : stall.steps === null || rule.steps === null ? null : Math.max(stall.steps, rule.steps);
+        stall = { steps };
       }
     }
     const hasLoadRule = active.some((r) => r.kind === 'load-fail');
@@ -116,7 +104,7 @@ export class RankFaults {
       loadFailLimit: !hasLoadRule ? 0 : limit === null ? undefined : Math.max(0, limit - this.loadFailuresSoFar),
       storeFailProbability: 1 - storeKeep,
       delayMs,
-      ...(stallTransfers ? { stallTransfers } : {}),
+      ...(stall ? { stall } : {}),
       seed: mix((this.seed ^ Math.imul(this.rank + 1, 0x9e3779b9) ^ Math.imul(step + 1, 0x85ebca6b)) >>> 0),
     };
   }

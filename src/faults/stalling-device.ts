@@ -2,22 +2,26 @@ import type { Device, DeviceFaults, ForwardBatch, ForwardOptions, TransferSubmis
 
 interface HeldTransfer {
   readonly job: TransferSubmission;
-  readonly submitted: Promise<void>;
-  readonly submit: () => void;
+  /** The rank step at whose start it starts by itself; null: only when something needs it. */
+  readonly startStep: number | null;
 }
 
 /**
  * A Device that carries out the `stall` fault (src/faults/plan.ts). While
- * stalled, a submitted transfer is held back here instead of starting on the
- * device. A forward that waits for it, or a transfer ordered after it,
- * starts it (and every held transfer submitted before it, so each copy
- * stream still runs its jobs in submission order). A wait on it while the
- * stall lasts waits until one of those happens; once the stall has ended, a
- * wait starts it. Nothing here depends on wall time: a test holds a rank's
- * transfers for exactly as long as nothing needs them.
+ * a stall is set, a submitted transfer is held back here instead of starting
+ * on the device. It starts when something needs it: a forward that waits for
+ * it, a transfer ordered after it, a wait for it (waitJobs, synchronize), or,
+ * when the stall counts steps, the start of the rank step it is due at. A
+ * held transfer starts together with every one submitted before it, so each
+ * copy stream still runs its jobs in submission order. The rank's bounded
+ * wait for progress asks `holds` and does not wait on held transfers.
+ * Nothing here depends on wall time: a test orders transfers against the
+ * forwards and the steps exactly.
  */
 export class StallingDevice implements Device {
-  private stalled = false;
+  /** The stall in effect: null when none, else how many steps a transfer is held (null: until needed). */
+  private stall: { readonly steps: number | null } | null = null;
+  private step = 0;
   /** Held transfers in submission order. */
   private readonly held = new Map<number, HeldTransfer>();
 
@@ -27,13 +31,22 @@ export class StallingDevice implements Device {
     return this.inner.info;
   }
 
+  /** The rank starts step `step`: transfers due at it start. */
+  atStep(step: number): void {
+    this.step = step;
+    let last: number | null = null;
+    for (const [id, held] of this.held) if (held.startStep !== null && held.startStep <= step) last = id;
+    if (last !== null) this.startThrough(last);
+  }
+
+  /** Whether `jobId` is held back (waiting for progress on it is pointless). */
+  holds(jobId: number): boolean {
+    return this.held.has(jobId);
+  }
+
   submitTransfer(job: TransferSubmission): void {
-    if (this.stalled) {
-      let submit!: () => void;
-      const submitted = new Promise<void>((resolve) => {
-        submit = resolve;
-      });
-      this.held.set(job.jobId, { job, submitted, submit });
+    if (this.stall !== null) {
+      this.held.set(job.jobId, { job, startStep: this.stall.steps === null ? null : this.step + this.stall.steps });
       return;
     }
     this.startThrough(null);
@@ -45,11 +58,7 @@ export class StallingDevice implements Device {
   }
 
   async waitJobs(jobIds: readonly number[]): Promise<void> {
-    const held = jobIds.filter((id) => this.held.has(id));
-    if (held.length > 0) {
-      if (this.stalled) await Promise.all(held.map((id) => this.held.get(id)!.submitted));
-      else this.startThroughAny(held);
-    }
+    this.startThroughAny(jobIds);
     await this.inner.waitJobs(jobIds);
   }
 
@@ -67,8 +76,8 @@ export class StallingDevice implements Device {
   }
 
   setFaults(faults: DeviceFaults): void {
-    const { stallTransfers, ...deviceFaults } = faults;
-    this.stalled = stallTransfers === true;
+    const { stall, ...deviceFaults } = faults;
+    this.stall = stall ?? null;
     this.inner.setFaults(deviceFaults);
   }
 
@@ -112,6 +121,7 @@ export class StallingDevice implements Device {
 
   /** Starts held transfers in order through the last of `jobIds` that is held. */
   private startThroughAny(jobIds: readonly number[]): void {
+    if (this.held.size === 0) return;
     let last: number | null = null;
     for (const id of this.held.keys()) if (jobIds.includes(id)) last = id;
     if (last !== null) this.startThrough(last);
@@ -123,7 +133,6 @@ export class StallingDevice implements Device {
       // A transfer is ordered only after earlier ones: those it names were started before it.
       this.held.delete(id);
       this.inner.submitTransfer(held.job);
-      held.submit();
       if (id === jobId) return;
     }
   }

@@ -40,6 +40,8 @@ export class RankWorker implements RankWorkerApi {
   private connector: WorkerConnector | null = null;
   private faults: RankFaults | null = null;
   private remote: RankRemoteTier | null = null;
+  /** The device behind the `stall` fault, when a rule of this rank stalls. */
+  private stalling: StallingDevice | null = null;
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
@@ -66,7 +68,8 @@ export class RankWorker implements RankWorkerApi {
       copyMethod: init.copyMethod,
       ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
-    const device = faults.stalls ? new StallingDevice(opened) : opened;
+    this.stalling = faults.stalls ? new StallingDevice(opened) : null;
+    const device = this.stalling ?? opened;
     this.device = device;
     this.connector = new WorkerConnector(device, init.testSwitches ?? {});
     if (init.remote) {
@@ -165,8 +168,6 @@ export class RankWorker implements RankWorkerApi {
   async reset(resetCount: number): Promise<void> {
     if (this.faults) {
       await this.die(this.faults.deathAtReset(resetCount), `during reset ${resetCount}`);
-      const deviceFaults = this.faults.endStall();
-      if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
     }
     await this.connector?.drainAndReset();
     await this.remote?.drainAndReset();
@@ -199,9 +200,6 @@ export class RankWorker implements RankWorkerApi {
 
   async shutdown(): Promise<void> {
     if (!this.device) return;
-    // A stall ends with the rank: the drain below then starts what it held back.
-    const deviceFaults = this.faults?.endStall() ?? null;
-    if (deviceFaults) this.device.setFaults(deviceFaults);
     await this.connector?.drainAndReset();
     await this.remote?.close();
     this.remote = null;
@@ -225,6 +223,7 @@ export class RankWorker implements RankWorkerApi {
     await this.die(faults.deathAt(step), `at step ${step}`);
     const deviceFaults = faults.deviceFaultsAt(step);
     if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
+    this.stalling?.atStep(step);
   }
 
   /** Applies table changes; returns the blocks that entered a table this step. */

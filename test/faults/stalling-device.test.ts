@@ -10,8 +10,8 @@ function stallingDevice(): { device: StallingDevice; inner: SimulatedDevice } {
   return { device: new StallingDevice(inner), inner };
 }
 
-function load(jobId: number, block: number, after?: number[]): TransferSubmission {
-  return { jobId, direction: 'cpuToGpu', gpuBlockIds: [block], cpuBlockIds: [block], ...(after ? { after } : {}) };
+function load(jobId: number, block: number): TransferSubmission {
+  return { jobId, direction: 'cpuToGpu', gpuBlockIds: [block], cpuBlockIds: [block] };
 }
 
 /** One request reading GPU block `block`. */
@@ -27,9 +27,9 @@ function readingBlock(block: number): ForwardBatch {
   };
 }
 
-/** Lets every settled promise run its callbacks. */
-async function settle(): Promise<void> {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
+/** The held transfers: what the device counts as pending beyond what started. */
+function heldCount(device: StallingDevice, inner: SimulatedDevice): number {
+  return device.pendingJobs() - inner.pendingJobs();
 }
 
 describe('a device whose transfers stall', () => {
@@ -37,52 +37,63 @@ describe('a device whose transfers stall', () => {
     const { device, inner } = stallingDevice();
     device.submitTransfer(load(1, 0));
     expect(inner.pendingJobs()).toBe(1);
-    expect(device.pendingJobs()).toBe(1);
+    expect(device.holds(1)).toBe(false);
   });
 
   it('holds transfers back while stalled and counts them as pending', () => {
     const { device, inner } = stallingDevice();
-    device.setFaults({ stallTransfers: true });
+    device.setFaults({ stall: { steps: null } });
     device.submitTransfer(load(1, 0));
     device.submitTransfer(load(2, 1));
     expect(inner.pendingJobs()).toBe(0);
     expect(device.pendingJobs()).toBe(2);
+    expect([device.holds(1), device.holds(2)]).toEqual([true, true]);
   });
 
-  it('does not start a held transfer for a wait while the stall lasts', async () => {
+  it('starts held transfers in submission order for a forward that needs one of them', async () => {
     const { device, inner } = stallingDevice();
-    device.setFaults({ stallTransfers: true });
-    device.submitTransfer(load(1, 0));
-    let waited = false;
-    void device.waitJobs([1]).then(() => (waited = true));
-    await settle();
-    expect({ started: inner.pendingJobs(), waited }).toEqual({ started: 0, waited: false });
-  });
-
-  it('starts held transfers in submission order for a forward that needs one of them, and then ends the waits on it', async () => {
-    const { device, inner } = stallingDevice();
-    device.setFaults({ stallTransfers: true });
+    device.setFaults({ stall: { steps: null } });
     device.submitTransfer(load(1, 0));
     device.submitTransfer(load(2, 1));
     device.submitTransfer(load(3, 2));
-    const waited = device.waitJobs([2]);
     await device.forward(readingBlock(1), { after: [2] });
-    await waited;
-    // Jobs 1 and 2 started (2 waited for 1, in submission order); job 3 is still held.
-    expect(device.pendingJobs() - inner.pendingJobs()).toBe(1);
+    // Jobs 1 and 2 started (2 after 1, in submission order); job 3 is still held.
+    expect(heldCount(device, inner)).toBe(1);
+    expect(device.holds(3)).toBe(true);
   });
 
-  it('starts a held transfer for a wait once the stall has ended, and every held one at synchronize', async () => {
+  it('starts a held transfer for a wait on it, and every held one at synchronize', async () => {
     const { device, inner } = stallingDevice();
-    device.setFaults({ stallTransfers: true });
+    device.setFaults({ stall: { steps: null } });
     device.submitTransfer(load(1, 0));
     device.submitTransfer(load(2, 1));
-    device.setFaults({});
-    // Ending the stall starts nothing by itself.
-    expect(inner.pendingJobs()).toBe(0);
     await device.waitJobs([1]);
-    expect(device.pendingJobs() - inner.pendingJobs()).toBe(1);
+    expect(heldCount(device, inner)).toBe(1);
     await device.synchronize();
     expect(device.pendingJobs()).toBe(0);
+  });
+
+  it('starts a transfer held for some steps at the start of the step it is due at', () => {
+    const { device, inner } = stallingDevice();
+    device.atStep(10);
+    device.setFaults({ stall: { steps: 2 } });
+    device.submitTransfer(load(1, 0));
+    device.atStep(11);
+    device.submitTransfer(load(2, 1));
+    expect(heldCount(device, inner)).toBe(2);
+    device.atStep(12);
+    expect([device.holds(1), device.holds(2)]).toEqual([false, true]);
+    device.atStep(13);
+    expect(heldCount(device, inner)).toBe(0);
+  });
+
+  it('starts what it held before a transfer submitted once the stall is lifted', () => {
+    const { device, inner } = stallingDevice();
+    device.setFaults({ stall: { steps: null } });
+    device.submitTransfer(load(1, 0));
+    device.setFaults({});
+    device.submitTransfer(load(2, 1));
+    expect(inner.pendingJobs()).toBe(2);
+    expect(heldCount(device, inner)).toBe(0);
   });
 });
