@@ -65,9 +65,8 @@ function storesNotDeferred(logs: readonly TransferLogEntry[][]): TransferLogEntr
 }
 
 describe('preemption flush', () => {
-  // Every transfer is held back one step unless something needs it sooner: a store nobody waits for reads its
-  // blocks only after the step that reused them, whatever the machine's speed.
-  const config: EngineConfigInput = { tp: 2, gpuBlocks: 20, cpuBlocks: 512, maxNumSeqs: 8, computeNsPerToken: 2_000, faults: 'stall:steps=1' };
+  // Stores run 30 ms late, so a store that is not waited for reads its blocks after they were reused.
+  const config: EngineConfigInput = { tp: 2, gpuBlocks: 20, cpuBlocks: 512, maxNumSeqs: 8, computeNsPerToken: 2_000, faults: 'delay:ms=30' };
 
   it("a preempted request's stores are flushed before its blocks are reused, so it resumes from the CPU tier correctly", async () => {
     const outcome = await run(config, preemptionStorm());
