@@ -31,8 +31,21 @@ export { KvEventStream, KvEventOverflowError, type KvEventStreamOptions } from '
 export { KvEventPublisher, KvEventPublisherError, type KvEventPublisherOptions } from './events/kv-event-publisher.js';
 export { eventBlockHash, KvEventWireEncoder, type KvEventEncoding } from './events/vllm-wire.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
+export { ERROR_CODES, type ErrorCode } from './core/error-codes.js';
 export { DeviceError } from './device/errors.js';
 export { BLOCK_HASH_KEY_ENV, blockHashes, setBlockHashKey, type BlockHash, type BlockHashKey } from './core/block-hash.js';
+export { OffloadingConnectorError } from './connector/scheduler-connector.js';
+export { CpuBlockAllocatorError } from './offload/cpu-block-allocator.js';
+export { OffloadingManagerError } from './offload/manager.js';
+export { StorePolicyWiringError } from './offload/store-policies/on-evict.js';
+export {
+  RemoteConfigError,
+  RemoteOperationError,
+  RemoteUnavailableError,
+  RemoteValueError,
+  type RemoteFailureKind,
+  type RemoteValueFault,
+} from './remote/errors.js';
 export { availableBackends, cudaDeviceCount } from './device/native.js';
 export type { BackendName, CopyMethod, KvLayout } from './device/types.js';
 export { FaultPlanError, parseFaultPlan, type FaultPlan, type FaultRule } from './faults/plan.js';

@@ -10,7 +10,7 @@ import type { OffloadingManagerStats } from '../offload/manager.js';
 import type { EngineMetrics } from '../runtime/engine-types.js';
 import { createMetricsRegistry } from '../runtime/prometheus.js';
 import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.js';
-import type { SchedulerConnector } from '../scheduler/connector.js';
+import type { SchedulerConnector } from '../scheduler/connector-port.js';
 import { NO_TOKEN, type JobResult, type ModelRunnerOutput, type RankStepOutput, type SchedulerOutput, type TransferJobSpec } from '../protocol/step-protocol.js';
 import { createRequest } from '../scheduler/request.js';
 import type { Scheduler } from '../scheduler/scheduler.js';

@@ -2,7 +2,7 @@ import { EngineError } from '../core/errors.js';
 import type { BackendName } from '../device/types.js';
 import { IntegrityChecker } from '../report/integrity.js';
 import { Engine } from '../runtime/engine.js';
-import { MAX_CPU_BLOCKS } from '../runtime/engine-limits.js';
+import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import type { EngineConfigInput, FinishedRequest } from '../runtime/engine-types.js';
 import { driveWorkload } from '../workload/drive.js';
 import { loadTrace, type Trace } from '../workload/trace.js';

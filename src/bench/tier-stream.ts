@@ -2,8 +2,8 @@ import type { BlockHash } from '../core/block-hash.js';
 import { OffloadingConnector } from '../connector/scheduler-connector.js';
 import { ForwardingManager } from '../offload/forwarding-manager.js';
 import type { OffloadingManager, PrepareStoreOutput, StoreAdmission } from '../offload/manager.js';
-import type { OffloadGeometry, StorePolicy } from '../offload/policies/store-policy.js';
-import type { ExternalMatch, StepView } from '../scheduler/connector.js';
+import type { OffloadGeometry, StorePolicy } from '../offload/store-policies/store-policy.js';
+import type { ExternalMatch, StepView } from '../scheduler/connector-port.js';
 import type { OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 

@@ -1,6 +1,7 @@
 import { engineIntRange, type EngineSettingKey } from '../config/engine-schema.js';
 import { describeConfigIssue, invalidSetting, type ConfigIssue, type SettingNaming } from '../config/issues.js';
 import { parseByteSize } from '../core/byte-size.js';
+import { engineSetting } from './field-schemas.js';
 import { UsageError } from './usage-error.js';
 
 /**
@@ -83,10 +84,20 @@ export class BenchOptions {
     return n;
   }
 
-  /** An integer in the range the engine's config schema allows `key` (src/config/engine-schema.ts). */
+  /**
+   * An engine setting's value, checked by the engine's own field
+   * (src/config/engine-schema.ts) as `kvtier run` checks the same flag, so
+   * both accept the same values and refuse them in the same words.
+   */
   engineInt(name: string, key: EngineSettingKey, fallback: number): number {
     const { min, max } = engineIntRange(key);
-    return this.int(name, fallback, min, max);
+    const expected = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
+    if (this.describe(name, expected, fallback)) return fallback;
+    const value = this.take(name);
+    if (value === undefined) return fallback;
+    const parsed = engineSetting(key).safeParse(value);
+    if (!parsed.success) throw this.error(invalidSetting(name, parsed.error.issues[0].message), value);
+    return parsed.data as number;
   }
 
   /** A finite number > 0. */
@@ -139,9 +150,10 @@ export class BenchOptions {
     return this.error(invalidSetting(name, message));
   }
 
-  /** A UsageError for `issue` (e.g. an engine rule's), naming the flag and its value. */
-  error(issue: ConfigIssue): UsageError {
-    return new UsageError(`bench ${this.kind}: ${describeConfigIssue(issue, this.naming)}`);
+  /** A UsageError for `issue` (e.g. an engine rule's), naming the flag and its value (or `value`, when given). */
+  error(issue: ConfigIssue, value?: unknown): UsageError {
+    const naming: SettingNaming = value === undefined ? this.naming : { ...this.naming, shown: () => `"${String(value)}"` };
+    return new UsageError(`bench ${this.kind}: ${describeConfigIssue(issue, naming)}`);
   }
 
   /** Options are named as flags, values as given. */
@@ -176,8 +188,7 @@ export class BenchOptions {
   }
 
   private bad(name: string, value: unknown, expected: string): UsageError {
-    const naming: SettingNaming = { ...this.naming, shown: () => `"${String(value)}"` };
-    return new UsageError(`bench ${this.kind}: ${describeConfigIssue(invalidSetting(name, `expected ${expected}`), naming)}`);
+    return this.error(invalidSetting(name, `expected ${expected}`), value);
   }
 }
 

@@ -22,6 +22,7 @@ import { BenchHelp, BenchOptions } from './bench-options.js';
 import { formatBytes } from '../core/byte-size.js';
 import { checkOutputFile, checkOutputsApart, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
+import { POOL_DEFAULTS } from '../config/pool-defaults.js';
 
 /**
  * `kvtier bench <kind>`: every bench takes --backend auto|host|cuda,
@@ -126,7 +127,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
     const withMetrics = options.flag('withMetrics', false);
     const scrapeEverySteps = options.int('scrapeEvery', 1000);
     const eviction = options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru');
-    // 0 (default): 4 x the GPU pool, which the bench never fills; a smaller tier makes stores evict.
+    // 0 (default): a multiple of the GPU pool the bench never fills; a smaller tier makes stores evict.
     const cpuBlocks = options.engineInt('cpuBlocks', 'cpuBlocks', 0);
     options.finish();
     return runSchedulerBench({
@@ -137,7 +138,7 @@ const schedulerBench: BenchSpec<SchedulerBenchRow> = {
       withMetrics,
       scrapeEverySteps,
       cpuTier: offload
-        ? (config) => ({ cpuBlocks: cpuBlocks === 0 ? config.numGpuBlocks * 4 : cpuBlocks, eviction, storePolicy: 'on-compute' })
+        ? (config) => ({ cpuBlocks: cpuBlocks === 0 ? config.numGpuBlocks * POOL_DEFAULTS.benchSchedulerCpuPerGpuBlock : cpuBlocks, eviction, storePolicy: 'on-compute' })
         : undefined,
     });
   },
@@ -280,8 +281,8 @@ const shareBench: BenchSpec<ShareBenchRow> = {
       model,
       tp: options.engineInt('tp', 'tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
       blockSize: options.engineInt('blockSize', 'blockSize', ENGINE_DEFAULTS.blockSize),
-      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', 512),
-      cpuBlocks: Math.max(1, options.engineInt('cpuBlocks', 'cpuBlocks', 1024)),
+      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', POOL_DEFAULTS.benchShare.gpuBlocks),
+      cpuBlocks: Math.max(1, options.engineInt('cpuBlocks', 'cpuBlocks', POOL_DEFAULTS.benchShare.cpuBlocks)),
       timeoutMs: options.engineInt('timeoutMs', 'remoteTimeoutMs', ENGINE_DEFAULTS.remoteTimeoutMs),
     };
     options.finish();
@@ -363,9 +364,9 @@ const e2eBench: BenchSpec<E2eBenchRow> = {
       tp: options.engineInt('tp', 'tp', defaultTp(backend, MODEL_PRESETS[model].kvHeads)),
       layout: options.oneOf<KvLayout>('layout', engineField('layout').options, ENGINE_DEFAULTS.layout),
       blockSize: options.engineInt('blockSize', 'blockSize', ENGINE_DEFAULTS.blockSize),
-      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', 512),
+      gpuBlocks: options.engineInt('gpuBlocks', 'gpuBlocks', POOL_DEFAULTS.benchE2e.gpuBlocks),
       // At least one block: the bench's second run is the one with a CPU tier.
-      cpuBlocks: options.int('cpuBlocks', 4096, 1, engineIntRange('cpuBlocks').max),
+      cpuBlocks: options.int('cpuBlocks', POOL_DEFAULTS.benchE2e.cpuBlocks, 1, engineIntRange('cpuBlocks').max),
       offloadFactor: options.engineInt('offloadFactor', 'offloadFactor', ENGINE_DEFAULTS.offloadFactor),
       eviction: options.oneOf<EvictionPolicyName>('eviction', EVICTION_POLICY_NAMES, 'lru'),
       gpu: gpuOption(options),

@@ -72,6 +72,12 @@ export function invalidValue(input: LayeredInput, key: string, message: string):
   return settingError(input, invalidSetting(key, message));
 }
 
+/** A UsageError about one item of the list `key` holds, showing that item rather than the whole list. */
+export function invalidItem(input: LayeredInput, key: string, item: string, message: string): UsageError {
+  const naming: SettingNaming = { ...layeredNaming(input), shown: () => JSON.stringify(item) };
+  return new UsageError(describeConfigIssue(invalidSetting(key, message), naming));
+}
+
 /** Keys that name JavaScript object internals rather than settings. */
 const RESERVED_KEYS: readonly string[] = ['__proto__', 'constructor', 'prototype'];
 

@@ -3,11 +3,12 @@ import { access, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { KvtierError } from '../core/errors.js';
 import { UsageError } from './usage-error.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /** Writing an output file failed after the work was done (the report is already on stdout); exit code 1. */
 export class OutputWriteError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_OUTPUT', message, options);
+    super(ERROR_CODES.output, message, options);
   }
 }
 

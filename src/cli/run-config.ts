@@ -39,7 +39,7 @@ import {
 } from './field-schemas.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { createRunCommand } from './run-flags.js';
-import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring.js';
+import { monitoringConfig, monitoringInputFields, type RunMonitoringConfig } from './run-monitoring-config.js';
 import { kvEventsConfig, kvEventsInputFields, type KvEventsConfig } from './run-kv-events.js';
 import { UsageError } from './usage-error.js';
 import { RemoteConfigError } from '../remote/errors.js';

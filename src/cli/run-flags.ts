@@ -2,11 +2,11 @@ import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES } from '../timing/gpu-profiles.j
 import { Command } from 'commander';
 import { MODEL_PRESET_NAMES } from '../model/presets.js';
 import { MULTITURN_DEFAULTS } from '../workload/multiturn.js';
-import { DEFAULT_START_DEADLINE_MS } from '../runtime/engine-limits.js';
+import { DEFAULT_START_DEADLINE_MS } from '../config/limits.js';
 import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
-import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring.js';
+import { LOG_LEVELS, MONITORING_DEFAULTS } from './run-monitoring-config.js';
 
 /**
  * The flags of `kvtier run`. Options carry no commander defaults: a value is

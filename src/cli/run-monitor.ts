@@ -3,7 +3,7 @@ import { createLogger } from '../log/create-logger.js';
 import type { Engine, EngineOptions } from '../runtime/engine.js';
 import { createMetricsRegistry } from '../runtime/prometheus.js';
 import { MetricsServer } from './metrics-server.js';
-import type { RunMonitoringConfig } from './run-monitoring.js';
+import type { RunMonitoringConfig } from './run-monitoring-config.js';
 
 /**
  * The monitoring side of one `kvtier run`: the logger the engine writes to

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { flagInput, mergeInputs, originOf, parseInput, readConfigFile, rejectStringNumbers, type LayeredInput, type ValueOrigin } from './config-input.js';
 import { flag, nonEmptyString, nonNegativeInt, positiveInt } from './field-schemas.js';
 import { buildRunConfig, type RunConfig } from './run-config.js';
-import { port } from './run-monitoring.js';
+import { port } from './run-monitoring-config.js';
 import { DEFAULT_DRAIN_TIMEOUT_MS, RUN_ONLY_KEYS } from './serve-flags.js';
 import { UsageError } from './usage-error.js';
 import { DEFAULT_MAX_WAITING } from '../serve/serving-engine.js';

@@ -1,22 +1,23 @@
 import { Command } from 'commander';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { runSweep, parseSweepPolicy, type SweepPoint, type SweepPolicy, type SweepResult } from '../bench/sweep.js';
 import { ENGINE_DEFAULTS } from '../config/engine-schema.js';
 import { cpuBytesCapacity, cpuBytesIssue } from '../config/engine-rules.js';
-import { describeConfigIssue, invalidSetting, type SettingNaming } from '../config/issues.js';
 import { MAX_CPU_BLOCKS } from '../config/limits.js';
 import { KvtierError } from '../core/errors.js';
-import { isModelPresetName, MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
+import { MODEL_PRESETS, MODEL_PRESET_NAMES, type ModelPresetName } from '../model/presets.js';
 import { DEFAULT_TIMED_MODEL } from '../bench/replay-clock.js';
-import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES, gpuProfile, isGpuProfileName, type GpuProfileName } from '../timing/gpu-profiles.js';
+import { DEFAULT_GPU_PROFILE, GPU_PROFILE_NAMES, gpuProfile, type GpuProfileName } from '../timing/gpu-profiles.js';
 import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { sweepHitsSvg, sweepPaceLines, sweepReportHtml } from '../bench/sweep-report.js';
 import { parseByteSize } from '../core/byte-size.js';
-import { parseCommandArgs } from './command-parse.js';
-import { engineSetting, positiveInt } from './field-schemas.js';
+import { flagInput, invalidItem, invalidValue, originOf, parseInput, rejectBoth, type LayeredInput } from './config-input.js';
+import { engineSetting, oneOf, positiveInt, positiveNumber } from './field-schemas.js';
 import { checkOutputFile, checkOutputsApart, writeJsonFile, writeTextFile } from './output-file.js';
 import { RUN_DEFAULTS } from './run-defaults.js';
 import { UsageError } from './usage-error.js';
+import { ERROR_CODES } from '../core/error-codes.js';
+import { POOL_DEFAULTS } from '../config/pool-defaults.js';
 
 /**
  * `kvtier sweep`: one trace slice over a grid of CPU-tier capacities and
@@ -26,11 +27,11 @@ import { UsageError } from './usage-error.js';
  */
 
 export const SWEEP_DEFAULTS = {
-  cpuBlocks: [2000, 4000, 8000, 16000],
+  cpuBlocks: POOL_DEFAULTS.sweep.cpuBlocks,
   policies: [...EVICTION_POLICY_NAMES],
   maxRequests: 1000,
   tokenScale: 16,
-  gpuBlocks: 1024,
+  gpuBlocks: POOL_DEFAULTS.sweep.gpuBlocks,
   blockSize: ENGINE_DEFAULTS.blockSize,
   offloadFactor: ENGINE_DEFAULTS.offloadFactor,
   speedup: 20,
@@ -85,101 +86,73 @@ export interface SweepCommandOptions {
   readonly svg: string | null;
 }
 
-interface RawSweepFlags {
-  trace?: string;
-  cpuBlocks?: string;
-  cpuBytes?: string;
-  model?: string;
-  policies?: string;
-  maxRequests?: string;
-  tokenScale?: string;
-  gpuBlocks?: string;
-  blockSize?: string;
-  offloadFactor?: string;
-  engine?: boolean;
-  gpu?: string;
-  speedup?: string;
-  stepMs?: string;
-  tp?: string;
-  json?: string;
-  html?: string;
-  svg?: string;
-}
+/** The sweep's flags, each checked by its field schema; the lists are read item by item below. */
+const sweepInputSchema = z
+  .object({
+    trace: z.string(),
+    cpuBlocks: z.string(),
+    cpuBytes: z.string(),
+    model: oneOf(MODEL_PRESET_NAMES as unknown as readonly [ModelPresetName, ...ModelPresetName[]]),
+    gpu: oneOf(GPU_PROFILE_NAMES as unknown as readonly [GpuProfileName, ...GpuProfileName[]]),
+    policies: z.string(),
+    maxRequests: positiveInt(),
+    tokenScale: positiveInt(),
+    gpuBlocks: engineSetting('gpuBlocks'),
+    blockSize: engineSetting('blockSize'),
+    offloadFactor: engineSetting('offloadFactor'),
+    stepMs: positiveNumber(),
+    engine: z.boolean(),
+    speedup: positiveNumber(),
+    tp: engineSetting('tp'),
+    json: z.string(),
+    html: z.string(),
+    svg: z.string(),
+  })
+  .partial()
+  .strict();
 
-/** An error naming `flag` and the value it got, in the one wording of config errors (src/config/issues.ts). */
-function flagError(flag: string, value: string, message: string): UsageError {
-  const naming: SettingNaming = { where: () => flag, shown: () => JSON.stringify(value), unknownKey: () => `unknown option ${flag}` };
-  return new UsageError(describeConfigIssue(invalidSetting(flag, message), naming));
-}
+type SweepInput = z.output<typeof sweepInputSchema>;
 
-/** A flag's value checked by a field schema (an engine setting's own, or a CLI one). */
-function flagValue<T>(flag: string, text: string | undefined, field: z.ZodType<T>, fallback: T): T {
-  if (text === undefined) return fallback;
-  const parsed = field.safeParse(text);
-  if (!parsed.success) throw flagError(flag, text, parsed.error.issues[0].message);
-  return parsed.data;
-}
-
-function positiveIntFlag(flag: string, text: string | undefined, fallback: number): number {
-  return flagValue(flag, text, positiveInt(), fallback);
-}
-
-/** A flag's number > 0 (not only integers), or `fallback` when it is absent. */
-function positiveNumberFlag(flag: string, text: string | undefined, fallback: number): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || value <= 0) throw flagError(flag, text, 'expected a number > 0');
-  return value;
-}
-
-function listOf(flag: string, text: string): string[] {
+/** A list flag's items, none empty. */
+function listOf(input: LayeredInput, key: string, text: string): string[] {
   const items = text.split(',').map((item) => item.trim());
-  if (items.some((item) => item === '')) throw flagError(flag, text, 'expected a comma-separated list with no empty items');
+  if (items.some((item) => item === '')) throw invalidValue(input, key, 'expected a comma-separated list with no empty items');
   return items;
 }
 
-function capacities(flags: RawSweepFlags, blockSize: number, offloadFactor: number): number[] {
-  if (flags.cpuBlocks !== undefined && flags.cpuBytes !== undefined) {
-    throw new UsageError('--cpu-blocks and --cpu-bytes both size the CPU tier; give one');
-  }
+function capacities(input: LayeredInput, given: SweepInput, blockSize: number, offloadFactor: number): number[] {
+  rejectBoth(input, 'cpuBlocks', 'cpuBytes', 'size the CPU tier');
   let blocks: number[];
-  if (flags.cpuBytes !== undefined) {
-    const model = modelFlag(flags);
+  if (given.cpuBytes !== undefined) {
+    const model = given.model ?? DEFAULT_TIMED_MODEL;
     const shape = MODEL_PRESETS[model];
-    blocks = listOf('--cpu-bytes', flags.cpuBytes).map((item) => {
+    blocks = listOf(input, 'cpuBytes', given.cpuBytes).map((item) => {
       const bytes = parseByteSize(item);
-      if (bytes === null) throw flagError('--cpu-bytes', item, 'expected a size such as 64MiB or 2GB');
+      if (bytes === null) throw invalidItem(input, 'cpuBytes', item, 'expected a size such as 64MiB or 2GB');
       // The engine's rule: at least one offloaded block, at most its limit.
       const issue = cpuBytesIssue(shape, blockSize, offloadFactor, bytes);
-      if (issue?.kind === 'invalid') throw flagError('--cpu-bytes', item, `${issue.message} (--model ${model})`);
+      if (issue?.kind === 'invalid') throw invalidItem(input, 'cpuBytes', item, `${issue.message} (--model ${model})`);
       return cpuBytesCapacity(shape, blockSize, offloadFactor, bytes).blocks;
     });
-  } else if (flags.cpuBlocks !== undefined) {
-    blocks = listOf('--cpu-blocks', flags.cpuBlocks).map((item) => flagValue('--cpu-blocks', item, positiveInt(MAX_CPU_BLOCKS), 0));
+  } else if (given.cpuBlocks !== undefined) {
+    const capacity = positiveInt(MAX_CPU_BLOCKS);
+    blocks = listOf(input, 'cpuBlocks', given.cpuBlocks).map((item) => {
+      const parsed = capacity.safeParse(item);
+      if (!parsed.success) throw invalidItem(input, 'cpuBlocks', item, parsed.error.issues[0].message);
+      return parsed.data;
+    });
   } else {
     blocks = [...SWEEP_DEFAULTS.cpuBlocks];
   }
   const distinct = [...new Set(blocks)].sort((a, b) => a - b);
   if (distinct.length !== blocks.length) {
-    throw new UsageError(`${flags.cpuBytes !== undefined ? '--cpu-bytes' : '--cpu-blocks'}: the same capacity is listed twice`);
+    throw new UsageError(`${originOf(input, given.cpuBytes !== undefined ? 'cpuBytes' : 'cpuBlocks')}: the same capacity is listed twice`);
   }
   return distinct;
 }
 
-function modelFlag(flags: RawSweepFlags): ModelPresetName {
-  const model = flags.model ?? DEFAULT_TIMED_MODEL;
-  if (!isModelPresetName(model)) throw flagError('--model', model, `expected one of ${MODEL_PRESET_NAMES.join(', ')}`);
-  return model;
-}
-
-function gpuFlag(flags: RawSweepFlags): GpuProfileName {
-  const gpu = flags.gpu ?? DEFAULT_GPU_PROFILE;
-  if (!isGpuProfileName(gpu)) throw flagError('--gpu', gpu, `expected one of ${GPU_PROFILE_NAMES.join(', ')}`);
-  return gpu;
-}
-
-function policies(text: string | undefined): SweepPolicy[] {
-  const names = text === undefined ? [...SWEEP_DEFAULTS.policies] : listOf('--policies', text);
+function policies(input: LayeredInput, text: string | undefined): SweepPolicy[] {
+  const names = text === undefined ? [...SWEEP_DEFAULTS.policies] : listOf(input, 'policies', text);
   const parsed = names.map((name) => {
     try {
       return parseSweepPolicy(name);
@@ -191,42 +164,38 @@ function policies(text: string | undefined): SweepPolicy[] {
   return parsed;
 }
 
-/** Options of a parsed `sweep` command. */
+/** Options of a parsed `sweep` command, read through the same layer as run's and analyze's flags (config-input.ts). */
 export function sweepOptionsFromCommand(command: Command): SweepCommandOptions {
-  const flags = command.opts<RawSweepFlags>();
-  if (flags.trace === undefined || flags.trace.trim() === '') throw new UsageError('--trace: expected a trace file path');
-  const blockSize = flagValue('--block-size', flags.blockSize, engineSetting('blockSize'), SWEEP_DEFAULTS.blockSize);
-  const offloadFactor = flagValue('--offload-factor', flags.offloadFactor, engineSetting('offloadFactor'), SWEEP_DEFAULTS.offloadFactor);
-  const engine = flags.engine === true;
-  if (!engine && flags.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
-  if (!engine && flags.tp !== undefined) throw new UsageError('--tp only applies with --engine');
-  if (engine && flags.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
-  const traceMsPerStep = flags.stepMs === undefined ? null : positiveNumberFlag('--step-ms', flags.stepMs, 0);
-  const speedup = positiveNumberFlag('--speedup', flags.speedup, SWEEP_DEFAULTS.speedup);
-  const outputs = (['json', 'html', 'svg'] as const).flatMap((key) => (flags[key] === undefined ? [] : [{ flag: `--${key}`, file: flags[key] }]));
-  checkOutputsApart(outputs, [{ flag: '--trace', file: flags.trace }]);
+  const input = flagInput(command);
+  const given = parseInput(sweepInputSchema, input);
+  const trace = given.trace;
+  if (trace === undefined || trace.trim() === '') throw new UsageError('--trace: expected a trace file path');
+  const blockSize = given.blockSize ?? SWEEP_DEFAULTS.blockSize;
+  const offloadFactor = given.offloadFactor ?? SWEEP_DEFAULTS.offloadFactor;
+  const engine = given.engine === true;
+  if (!engine && given.speedup !== undefined) throw new UsageError('--speedup only applies with --engine');
+  if (!engine && given.tp !== undefined) throw new UsageError('--tp only applies with --engine');
+  if (engine && given.stepMs !== undefined) throw new UsageError('--step-ms applies to the simulated replay, not with --engine (use --speedup)');
+  const gpu = given.gpu ?? DEFAULT_GPU_PROFILE;
+  const outputs = (['json', 'html', 'svg'] as const).flatMap((key) => (given[key] === undefined ? [] : [{ flag: `--${key}`, file: given[key] }]));
+  checkOutputsApart(outputs, [{ flag: '--trace', file: trace }]);
   return {
-    trace: flags.trace,
-    cpuBlocks: capacities(flags, blockSize, offloadFactor),
-    policies: policies(flags.policies),
-    maxRequests: positiveIntFlag('--max-requests', flags.maxRequests, SWEEP_DEFAULTS.maxRequests),
-    tokenScale: positiveIntFlag('--token-scale', flags.tokenScale, SWEEP_DEFAULTS.tokenScale),
-    gpuBlocks: flagValue('--gpu-blocks', flags.gpuBlocks, engineSetting('gpuBlocks'), SWEEP_DEFAULTS.gpuBlocks),
+    trace,
+    cpuBlocks: capacities(input, given, blockSize, offloadFactor),
+    policies: policies(input, given.policies),
+    maxRequests: given.maxRequests ?? SWEEP_DEFAULTS.maxRequests,
+    tokenScale: given.tokenScale ?? SWEEP_DEFAULTS.tokenScale,
+    gpuBlocks: given.gpuBlocks ?? SWEEP_DEFAULTS.gpuBlocks,
     blockSize,
     offloadFactor,
-    engine: engine ? { backend: 'host', tp: flagValue('--tp', flags.tp, engineSetting('tp'), SWEEP_DEFAULTS.tp), speedup, gpu: gpuFlag(flags) } : null,
-    traceMsPerStep,
-    model: modelFlag(flags),
-    gpu: gpuFlag(flags),
-    json: flags.json ?? null,
-    html: flags.html ?? null,
-    svg: flags.svg ?? null,
+    engine: engine ? { backend: 'host', tp: given.tp ?? SWEEP_DEFAULTS.tp, speedup: given.speedup ?? SWEEP_DEFAULTS.speedup, gpu } : null,
+    traceMsPerStep: given.stepMs ?? null,
+    model: given.model ?? DEFAULT_TIMED_MODEL,
+    gpu,
+    json: given.json ?? null,
+    html: given.html ?? null,
+    svg: given.svg ?? null,
   };
-}
-
-/** Parses `kvtier sweep`'s arguments (without program and command names). */
-export function parseSweepArgs(argv: readonly string[]): SweepCommandOptions {
-  return sweepOptionsFromCommand(parseCommandArgs(createSweepCommand(), argv));
 }
 
 /** The sweep as a terminal table, one row per point. */
@@ -290,7 +259,7 @@ function boundNotes(result: SweepResult): string[] {
 /** A point whose outputs differed from the reference model, as an error. */
 export class SweepVerificationError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_SWEEP_VERIFY', message);
+    super(ERROR_CODES.sweepVerify, message);
   }
 }
 

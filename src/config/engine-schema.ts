@@ -23,6 +23,7 @@ import {
   MAX_TIMER_MS,
   MAX_TP,
 } from './limits.js';
+import { POOL_DEFAULTS } from './pool-defaults.js';
 
 /**
  * The engine's configuration schema: every setting's type, limit and default,
@@ -50,7 +51,7 @@ export const engineConfigSchema = z
     layout: oneOf(['cross-layer', 'per-layer']).default('cross-layer'),
     blockSize: positiveInt(MAX_BLOCK_SIZE).default(16),
     /** GPU KV blocks per rank (each rank holds its heads of every block). */
-    gpuBlocks: positiveInt(MAX_GPU_BLOCKS).default(1024),
+    gpuBlocks: positiveInt(MAX_GPU_BLOCKS).default(POOL_DEFAULTS.engine.gpuBlocks),
     /** Offloading: off when `offload` is false or neither cpuBlocks nor cpuBytes is given. */
     offload: flag().default(true),
     /** CPU tier capacity in offloaded blocks. */

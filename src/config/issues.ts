@@ -10,11 +10,18 @@ import { printable } from '../core/safe-text.js';
  */
 export type ConfigIssue =
   | { readonly kind: 'invalid'; readonly path: readonly string[]; readonly message: string }
+  /** The message shows the value itself, in a form safe to print (a URL with its password masked). */
+  | { readonly kind: 'stated'; readonly path: readonly string[]; readonly message: string }
   | { readonly kind: 'unknown'; readonly key: string };
 
 /** A problem with `key`'s value: `message` says what was expected or why it cannot be used. */
 export function invalidSetting(key: string, message: string): ConfigIssue {
   return { kind: 'invalid', path: [key], message };
+}
+
+/** A problem with `key` whose message shows the value itself: worded `<setting>: <message>`. */
+export function statedSetting(key: string, message: string): ConfigIssue {
+  return { kind: 'stated', path: [key], message };
 }
 
 /** The issue zod reported (the first one is what a message shows). */
@@ -36,6 +43,7 @@ export interface SettingNaming {
 /** The one wording of a ConfigIssue. */
 export function describeConfigIssue(issue: ConfigIssue, naming: SettingNaming): string {
   if (issue.kind === 'unknown') return naming.unknownKey(issue.key);
+  if (issue.kind === 'stated') return `${naming.where(issue.path)}: ${issue.message}`;
   const shown = naming.shown(issue.path);
   const where = naming.where(issue.path);
   return shown === undefined ? `${where}: missing: ${issue.message}` : `${where}: invalid value ${shown}: ${issue.message}`;
@@ -57,6 +65,13 @@ export function objectNaming(input: unknown): SettingNaming {
     unknownKey: (key) => `unknown key "${printable(key, 40)}"`,
   };
 }
+
+/** Naming for settings already named as the caller shows them (`remote`, `--remote`): the path is the name. */
+export const literalNaming: SettingNaming = {
+  where: (path) => path.join('.'),
+  shown: () => undefined,
+  unknownKey: (key) => `unknown key "${printable(key, 40)}"`,
+};
 
 function valueAt(input: unknown, path: readonly string[]): unknown {
   let value: unknown = input;

@@ -4,10 +4,10 @@ import { createOffloadingManager } from '../offload/create-manager.js';
 import type { KvGeometry } from '../core/kv-geometry.js';
 import { cpuTierGeometry, type CpuTierCapacity, type CpuTierGeometry } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
-import { StoreOnComputePolicy } from '../offload/policies/on-compute.js';
-import { StoreOnEvictPolicy } from '../offload/policies/on-evict.js';
+import { StoreOnComputePolicy } from '../offload/store-policies/on-compute.js';
+import { StoreOnEvictPolicy } from '../offload/store-policies/on-evict.js';
 import { parseStorePolicyName } from '../config/store-policy-name.js';
-import type { StorePolicy } from '../offload/policies/store-policy.js';
+import type { StorePolicy } from '../offload/store-policies/store-policy.js';
 
 /** Engine-level offloading options; errors name the field and value. */
 export interface OffloadingConnectorConfig extends CpuTierCapacity {

@@ -1,9 +1,9 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { KvtierError } from '../core/errors.js';
-import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
+import type { ExternalMatch, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector-port.js';
 import type { ModelRunnerOutput, OffloadStepMetadata, TransferJobSpec } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
-import { TransferJobLedger } from './job-ids.js';
+import { TransferJobLedger } from './transfer-job-ledger.js';
 import { offloadKeyOf, offloadKeys } from '../offload/geometry.js';
 import type { OffloadingManager } from '../offload/manager.js';
 import type {
@@ -13,7 +13,8 @@ import type {
   StoreContext,
   StorePolicy,
   StoreResult,
-} from '../offload/policies/store-policy.js';
+} from '../offload/store-policies/store-policy.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * The scheduler side of KV offloading (docs/architecture.md, "Offloading"): turns
@@ -32,7 +33,7 @@ import type {
 /** The connector was called out of protocol (a load for a match it never offered...). */
 export class OffloadingConnectorError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_OFFLOAD_CONNECTOR', message);
+    super(ERROR_CODES.offloadConnector, message);
   }
 }
 

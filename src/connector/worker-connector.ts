@@ -206,6 +206,8 @@ export class WorkerConnector {
     let store: number | null = null;
     let load: number | null = null;
     for (const [jobId, job] of this.inFlight) {
+      // A job the device holds back (the stall fault) makes no progress by being waited on; held jobs are the newest.
+      if (this.device.holds?.(jobId) === true) continue;
       if (job.spec.direction === 'gpuToCpu') store ??= jobId;
       else load ??= jobId;
       if (store !== null && load !== null) break;

@@ -1,11 +1,13 @@
+import { ERROR_CODES, type ErrorCode } from './error-codes.js';
+
 /**
  * Errors carry a stable `code` so callers can branch on the kind of failure
  * without parsing messages. Messages name the field, value, line or rank.
  */
 export class KvtierError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
 
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
@@ -15,14 +17,14 @@ export class KvtierError extends Error {
 /** A configuration value is missing, malformed or inconsistent. */
 export class ConfigError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_CONFIG', message, options);
+    super(ERROR_CODES.config, message, options);
   }
 }
 
 /** A request was rejected before it was accepted (empty prompt, out-of-vocab token, too long...). */
 export class RequestError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_REQUEST', message, options);
+    super(ERROR_CODES.request, message, options);
   }
 }
 
@@ -32,7 +34,7 @@ export class RankError extends KvtierError {
   readonly cause_: string;
 
   constructor(rank: number, cause: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_RANK', `rank ${rank} failed: ${cause}`, options);
+    super(ERROR_CODES.rank, `rank ${rank} failed: ${cause}`, options);
     this.rank = rank;
     this.cause_ = cause;
   }
@@ -43,7 +45,7 @@ export class TraceError extends KvtierError {
   readonly line: number;
 
   constructor(file: string, line: number, message: string) {
-    super('ERR_KVTIER_TRACE', `${file}:${line}: ${message}`);
+    super(ERROR_CODES.trace, `${file}:${line}: ${message}`);
     this.line = line;
   }
 }
@@ -51,6 +53,6 @@ export class TraceError extends KvtierError {
 /** The engine failed and can no longer serve requests. */
 export class EngineError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_ENGINE', message, options);
+    super(ERROR_CODES.engine, message, options);
   }
 }

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KvtierError } from './errors.js';
+import { ERROR_CODES } from './error-codes.js';
 
 let root: string | null = null;
 
@@ -20,7 +21,7 @@ export function packageRoot(): string {
       return dir;
     }
     const parent = dirname(dir);
-    if (parent === dir) throw new KvtierError('ERR_KVTIER_BUILD', `no kvtier package.json above ${fileURLToPath(import.meta.url)}`);
+    if (parent === dir) throw new KvtierError(ERROR_CODES.build, `no kvtier package.json above ${fileURLToPath(import.meta.url)}`);
     dir = parent;
   }
 }

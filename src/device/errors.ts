@@ -1,4 +1,5 @@
 import { KvtierError } from '../core/errors.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * The native device refused a call (bad argument, closed device, unavailable
@@ -7,7 +8,7 @@ import { KvtierError } from '../core/errors.js';
  */
 export class DeviceError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_DEVICE', message, options);
+    super(ERROR_CODES.device, message, options);
   }
 }
 

@@ -139,6 +139,11 @@ export interface DeviceFaults {
   readonly storeFailProbability?: number;
   /** Delay before every job starts, in ms. */
   readonly delayMs?: number;
+  /**
+   * Transfers submitted from now on are held back until something needs them,
+   * or for `steps` rank steps (src/faults/stalling-device.ts applies it).
+   */
+  readonly stall?: { readonly steps: number | null };
   /** A further delay per job, uniform in [0, delayJitterMs) ms, drawn from the seed. */
   readonly delayJitterMs?: number;
   /** Probability that a job fails on the device as a whole: its result is not ok and carries an error. */
@@ -164,6 +169,8 @@ export interface Device {
   waitJobs(jobIds: readonly number[]): Promise<void>;
   /** Number of submitted jobs not yet finished. */
   pendingJobs(): number;
+  /** Optional: whether the device holds `jobId` back (the stall fault), so waiting for progress on it is pointless. */
+  holds?(jobId: number): boolean;
   /**
    * Runs one step of the reference model; resolves with this rank's digest per
    * request (0 where not sampled). One forward at a time per device: a call

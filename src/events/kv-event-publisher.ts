@@ -1,3 +1,4 @@
+import { ERROR_CODES } from '../core/error-codes.js';
 import type { Publisher, Router } from 'zeromq';
 import { KvtierError } from '../core/errors.js';
 import type { KvEventBatch } from './kv-cache-events.js';
@@ -38,7 +39,7 @@ export interface KvEventPublisherOptions {
 /** A publisher option is malformed, or its socket could not bind or connect. */
 export class KvEventPublisherError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_KV_EVENTS_PUBLISHER', message, options);
+    super(ERROR_CODES.kvEventsPublisher, message, options);
   }
 }
 

@@ -1,3 +1,4 @@
+import { ERROR_CODES } from '../core/error-codes.js';
 import { KvtierError } from '../core/errors.js';
 import type { KvEventBatch } from './kv-cache-events.js';
 import type { KvEventListener } from './kv-event-recorder.js';
@@ -15,7 +16,7 @@ export interface KvEventStreamOptions {
 /** A KV event stream's reader fell so far behind that batches would have been lost. */
 export class KvEventOverflowError extends KvtierError {
   constructor(maxBuffered: number) {
-    super('ERR_KVTIER_KV_EVENTS_OVERFLOW', `KV event stream: the reader fell ${maxBuffered} batches behind; the stream ended rather than drop events`);
+    super(ERROR_CODES.kvEventsOverflow, `KV event stream: the reader fell ${maxBuffered} batches behind; the stream ended rather than drop events`);
   }
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { KvtierError } from '../core/errors.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * Fault plans: one format for tests, the library config and `--faults`.
@@ -16,6 +17,14 @@ import { KvtierError } from '../core/errors.js';
  * time: 1 at engine start, 2 at its first restart, ...) or `reset=N` (during
  * the engine's N-th rank-loss reset, 1 being the first).
  *
+ * `stall:rank=R[,after=S][,steps=N]` holds back the transfers the targeted
+ * ranks submit from step S on: one starts when a forward needs its blocks, a
+ * transfer is ordered after it, something waits for it (a preemption flush, a
+ * drain), or, with `steps=N`, N rank steps after the one that submitted it.
+ * It orders a scenario by events and steps where `delay` orders it by wall
+ * time. Without `steps` it is meant for tests: a request waiting for a
+ * stalled load waits until the rank drains.
+ *
  * Remote tier faults: `remote-fail:rank=R,p=P[,after=S]` fails each remote
  * read or write job part on the targeted ranks with probability P;
  * `remote-down:step=S[,steps=N]` makes the remote unreachable from step S
@@ -24,7 +33,7 @@ import { KvtierError } from '../core/errors.js';
  */
 export class FaultPlanError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_FAULT_PLAN', message);
+    super(ERROR_CODES.faultPlan, message);
   }
 }
 
@@ -59,6 +68,15 @@ const delay = z
     rank: rankField.default('*'),
     ms: z.number().min(0).max(60_000),
     after: step.default(0),
+  })
+  .strict();
+
+const stall = z
+  .object({
+    kind: z.literal('stall'),
+    rank: rankField.default('*'),
+    after: step.default(0),
+    steps: z.number().int().min(1).nullable().default(null),
   })
   .strict();
 
@@ -113,7 +131,7 @@ const hang = z
   .strict()
   .refine(oneDeathMoment, deathMomentMessage);
 
-export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, crash, hang, remoteFail, remoteDown]);
+export const faultRuleSchema = z.discriminatedUnion('kind', [loadFail, storeFail, delay, stall, crash, hang, remoteFail, remoteDown]);
 export type FaultRule = z.output<typeof faultRuleSchema>;
 export type FaultKind = FaultRule['kind'];
 
@@ -126,6 +144,7 @@ const KNOWN_KEYS: Record<FaultKind, readonly string[]> = {
   'load-fail': ['rank', 'p', 'blocks', 'after', 'count'],
   'store-fail': ['rank', 'p', 'after'],
   delay: ['rank', 'ms', 'after'],
+  stall: ['rank', 'after', 'steps'],
   crash: ['rank', 'step', 'open', 'reset', 'how'],
   hang: ['rank', 'step', 'open', 'reset'],
   'remote-fail': ['rank', 'p', 'after'],

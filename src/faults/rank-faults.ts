@@ -57,13 +57,20 @@ export class RankFaults {
     return null;
   }
 
+  /** Whether a `stall` rule targets this rank (its device must be able to hold transfers back). */
+  get stalls(): boolean {
+    return this.rules.some((r) => r.kind === 'stall');
+  }
+
   /**
    * The device faults active at `step`, or null when they are unchanged since
    * the last call (so the device's fault RNG is not reseeded every step).
    */
   deviceFaultsAt(step: number): DeviceFaults | null {
     const active = this.rules.filter(
-      (r) => (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay') && r.after <= step,
+      (r) =>
+        (r.kind === 'load-fail' || r.kind === 'store-fail' || r.kind === 'delay' || r.kind === 'stall') &&
+        r.after <= step,
     );
     const key = active.map((r) => this.rules.indexOf(r)).join(',');
     if (key === this.appliedKey) return null;
@@ -73,6 +80,7 @@ export class RankFaults {
     let loadKeep = 1;
     let storeKeep = 1;
     let delayMs = 0;
+    let stall: { steps: number | null } | null = null;
     let limit: number | null = 0;
     for (const rule of active) {
       if (rule.kind === 'load-fail') {
@@ -83,6 +91,10 @@ export class RankFaults {
         storeKeep *= 1 - rule.p;
       } else if (rule.kind === 'delay') {
         delayMs = Math.max(delayMs, rule.ms);
+      } else if (rule.kind === 'stall') {
+        // Two stalls: the longer hold wins (null, until needed, is the longest).
+        const steps: number | null = stall === null ? rule.steps : stall.steps === null || rule.steps === null ? null : Math.max(stall.steps, rule.steps);
+        stall = { steps };
       }
     }
     const hasLoadRule = active.some((r) => r.kind === 'load-fail');
@@ -92,6 +104,7 @@ export class RankFaults {
       loadFailLimit: !hasLoadRule ? 0 : limit === null ? undefined : Math.max(0, limit - this.loadFailuresSoFar),
       storeFailProbability: 1 - storeKeep,
       delayMs,
+      ...(stall ? { stall } : {}),
       seed: mix((this.seed ^ Math.imul(this.rank + 1, 0x9e3779b9) ^ Math.imul(step + 1, 0x85ebca6b)) >>> 0),
     };
   }

@@ -1,5 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
-import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
+import { CpuOffloadingManager, type CpuOffloadingManagerOptions } from './cpu-offloading-manager.js';
+import type { EvictionPolicy } from './manager.js';
 
 /** ARC's lists, each oldest first, and its adaptive target for T1. */
 export interface ArcState {
@@ -139,18 +140,7 @@ function remember(ghosts: Map<BlockHash, true>, key: BlockHash, capacity: number
   }
 }
 
-/** An OffloadingManager over the CPU tier with ARC eviction. */
-export class ArcOffloadingManager extends CpuOffloadingManager {
-  private readonly arc: ArcEvictionPolicy;
-
-  constructor(options: CpuOffloadingManagerOptions) {
-    const policy = new ArcEvictionPolicy(options.capacityBlocks);
-    super(options, policy);
-    this.arc = policy;
-  }
-
-  /** A copy of ARC's lists and target (for diagnostics and tests). */
-  arcState(): ArcState {
-    return this.arc.state();
-  }
+/** A manager of the CPU tier with ARC eviction. */
+export function arcManager(options: CpuOffloadingManagerOptions): CpuOffloadingManager<ArcEvictionPolicy> {
+  return new CpuOffloadingManager(options, new ArcEvictionPolicy(options.capacityBlocks));
 }

@@ -1,9 +1,10 @@
 import { ConfigError, KvtierError } from '../core/errors.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /** The CPU block allocator was asked for more blocks than are free, or to free a block it did not hand out. */
 export class CpuBlockAllocatorError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_CPU_ALLOCATOR', message);
+    super(ERROR_CODES.cpuAllocator, message);
   }
 }
 

@@ -1,13 +1,13 @@
 import { ConfigError } from '../core/errors.js';
 import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
-import { ArcOffloadingManager } from './arc-manager.js';
+import { arcManager } from './arc-manager.js';
 import { EVICTION_POLICY_NAMES, QUEUE_PROTECTION_SUFFIX } from '../config/eviction-policy-names.js';
-import { HitDensityOffloadingManager } from './hit-density-manager.js';
+import { hitDensityManager } from './hit-density-manager.js';
 import { HoldOffloadingManager } from './hold-manager.js';
-import { LruOffloadingManager } from './lru-manager.js';
+import { lruManager } from './lru-manager.js';
 import type { OffloadingManager } from './manager.js';
 import { ReuseFilterManager } from './reuse-filter-manager.js';
-import { S3FifoOffloadingManager } from './s3fifo-manager.js';
+import { s3FifoManager } from './s3fifo-manager.js';
 
 export interface OffloadingManagerConfig {
   readonly eviction: EvictionPolicyName;
@@ -42,10 +42,10 @@ export function createOffloadingManager(config: OffloadingManagerConfig): Offloa
   const options = { capacityBlocks, protectQueued };
   let manager: OffloadingManager;
   if (!(EVICTION_POLICY_NAMES as readonly string[]).includes(eviction)) manager = unknownEviction(eviction);
-  else if (order === 'lru') manager = new LruOffloadingManager(options);
-  else if (order === 'arc') manager = new ArcOffloadingManager(options);
-  else if (order === 'lhd') manager = new HitDensityOffloadingManager(options);
-  else if (order === 's3fifo') manager = new S3FifoOffloadingManager(options);
+  else if (order === 'lru') manager = lruManager(options);
+  else if (order === 'arc') manager = arcManager(options);
+  else if (order === 'lhd') manager = hitDensityManager(options);
+  else if (order === 's3fifo') manager = s3FifoManager(options);
   else if (order === 'hold') manager = new HoldOffloadingManager(options);
   else manager = unknownEviction(eviction);
 

@@ -1,6 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { SeededRandom } from '../core/prng.js';
-import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy } from './manager.js';
+import { CpuOffloadingManager, type CpuOffloadingManagerOptions } from './cpu-offloading-manager.js';
+import type { EvictionPolicy } from './manager.js';
 import { ArraySet, PrefixLinks, type ChosenKeys } from './prefix-links.js';
 
 /**
@@ -291,18 +292,7 @@ export class HitDensityEvictionPolicy implements EvictionPolicy {
   }
 }
 
-/** An OffloadingManager over the CPU tier that evicts the least hit-dense blocks, leaves first. */
-export class HitDensityOffloadingManager extends CpuOffloadingManager {
-  private readonly lhd: HitDensityEvictionPolicy;
-
-  constructor(options: CpuOffloadingManagerOptions) {
-    const policy = new HitDensityEvictionPolicy(options.capacityBlocks);
-    super(options, policy);
-    this.lhd = policy;
-  }
-
-  /** A copy of the policy's state (for diagnostics and tests). */
-  hitDensityState(): HitDensityState {
-    return this.lhd.state();
-  }
+/** A manager of the CPU tier that evicts the least hit-dense blocks, leaves first. */
+export function hitDensityManager(options: CpuOffloadingManagerOptions): CpuOffloadingManager<HitDensityEvictionPolicy> {
+  return new CpuOffloadingManager(options, new HitDensityEvictionPolicy(options.capacityBlocks));
 }

@@ -1,13 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ABSENT } from '../core/lane-hash-table.js';
-import {
-  CpuOffloadingManager,
-  type CpuOffloadingManagerOptions,
-  type EvictionPolicy,
-  type PrepareStoreOutput,
-  type StoreAdmission,
-  type TierSlots,
-} from './manager.js';
+import { CpuOffloadingManager, type CpuOffloadingManagerOptions } from './cpu-offloading-manager.js';
+import type { EvictionPolicy, PrepareStoreOutput, StoreAdmission, TierSlots } from './manager.js';
 import { OfferHistory } from './offer-history.js';
 import { RecentKeys } from './recent-keys.js';
 import { ReuseDistances } from './reuse-distances.js';

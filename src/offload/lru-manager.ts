@@ -1,6 +1,7 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ABSENT } from '../core/lane-hash-table.js';
-import { CpuOffloadingManager, type CpuOffloadingManagerOptions, type EvictionPolicy, type TierSlots } from './manager.js';
+import { CpuOffloadingManager, type CpuOffloadingManagerOptions } from './cpu-offloading-manager.js';
+import type { EvictionPolicy, TierSlots } from './manager.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
 /**
@@ -108,18 +109,7 @@ export class LruEvictionPolicy implements EvictionPolicy {
   }
 }
 
-/** An OffloadingManager over the CPU tier that evicts the least recently used block first. */
-export class LruOffloadingManager extends CpuOffloadingManager {
-  private readonly lru: LruEvictionPolicy;
-
-  constructor(options: CpuOffloadingManagerOptions) {
-    const policy = new LruEvictionPolicy(options.capacityBlocks);
-    super(options, policy);
-    this.lru = policy;
-  }
-
-  /** Held keys, least recently used first (for diagnostics and tests). */
-  keysOldestFirst(): BlockHash[] {
-    return this.lru.keysOldestFirst();
-  }
+/** A manager of the CPU tier that evicts the least recently used block first. */
+export function lruManager(options: CpuOffloadingManagerOptions): CpuOffloadingManager<LruEvictionPolicy> {
+  return new CpuOffloadingManager(options, new LruEvictionPolicy(options.capacityBlocks));
 }

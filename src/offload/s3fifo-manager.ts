@@ -1,12 +1,8 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { GhostKeys } from './ghost-keys.js';
-import {
-  CpuOffloadingManager,
-  type CpuOffloadingManagerOptions,
-  type EvictionPolicy,
-  type TierSlots,
-} from './manager.js';
+import { CpuOffloadingManager, type CpuOffloadingManagerOptions } from './cpu-offloading-manager.js';
+import type { EvictionPolicy, TierSlots } from './manager.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 import { SlotList } from './slot-list.js';
 import { SlotPrefixTree } from './slot-prefix-tree.js';
@@ -281,18 +277,7 @@ export class S3FifoEvictionPolicy implements EvictionPolicy {
   }
 }
 
-/** An OffloadingManager over the CPU tier with S3-FIFO eviction, leaves first. */
-export class S3FifoOffloadingManager extends CpuOffloadingManager {
-  private readonly s3: S3FifoEvictionPolicy;
-
-  constructor(options: CpuOffloadingManagerOptions) {
-    const policy = new S3FifoEvictionPolicy(options.capacityBlocks);
-    super(options, policy);
-    this.s3 = policy;
-  }
-
-  /** A copy of the queues (for diagnostics and tests). */
-  s3FifoState(): S3FifoState {
-    return this.s3.state();
-  }
+/** A manager of the CPU tier with S3-FIFO eviction, leaves first. */
+export function s3FifoManager(options: CpuOffloadingManagerOptions): CpuOffloadingManager<S3FifoEvictionPolicy> {
+  return new CpuOffloadingManager(options, new S3FifoEvictionPolicy(options.capacityBlocks));
 }

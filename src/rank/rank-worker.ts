@@ -4,6 +4,7 @@ import { cudaDeviceCount } from '../device/native.js';
 import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { InjectedLoadFailures } from '../faults/fault-ledger.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
+import { StallingDevice } from '../faults/stalling-device.js';
 import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
 import { RankTiers } from './rank-tiers.js';
@@ -13,7 +14,7 @@ const IDLE_WAIT_MS = 2;
 
 /**
  * What a RankWorker needs from where it runs: how to open its device, and how
- * to carry out an injected death. A rank thread (workers/rank-worker.ts) opens
+ * to carry out an injected death. A rank thread (workers/rank-thread.ts) opens
  * the native addon and ends the thread; an in-process caller can open another
  * Device and handle deaths its own way.
  */
@@ -38,6 +39,8 @@ export class RankWorker implements RankWorkerApi {
   /** The tiers below the GPU: the CPU tier's worker side and the remote tier, composed. */
   private tiers: RankTiers | null = null;
   private faults: RankFaults | null = null;
+  /** The device behind the `stall` fault, when a rule of this rank stalls. */
+  private stalling: StallingDevice | null = null;
   private rank = -1;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
@@ -50,7 +53,8 @@ export class RankWorker implements RankWorkerApi {
     const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
     this.rank = init.rank;
     const { geometry } = init;
-    const device = await this.host.openDevice({
+    const faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
+    const opened = await this.host.openDevice({
       backend: init.backend,
       rank: init.rank,
       deviceIndex,
@@ -60,9 +64,11 @@ export class RankWorker implements RankWorkerApi {
       copyMethod: init.copyMethod,
       ...(init.hostLink === undefined ? {} : { hostLink: init.hostLink }),
     });
+    this.stalling = faults.stalls ? new StallingDevice(opened) : null;
+    const device = this.stalling ?? opened;
     this.device = device;
     this.tiers = await RankTiers.open(device, init);
-    this.faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
+    this.faults = faults;
     await this.die(this.faults.deathAtOpen(init.openCount), `after opening its device (open ${init.openCount})`);
     const info = device.info;
     return {
@@ -194,6 +200,7 @@ export class RankWorker implements RankWorkerApi {
     await this.die(faults.deathAt(step), `at step ${step}`);
     const deviceFaults = faults.deviceFaultsAt(step);
     if (deviceFaults) this.requireDevice().setFaults(deviceFaults);
+    this.stalling?.atStep(step);
   }
 
   /** Applies table changes; returns the blocks that entered a table this step. */

@@ -1,16 +1,26 @@
 import { KvtierError } from '../core/errors.js';
+import { describeConfigIssue, literalNaming, statedSetting, type ConfigIssue } from '../config/issues.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
-/** A remote tier option is malformed (URL, namespace, timeout); the message names the field. */
+/**
+ * A remote tier option is malformed (URL, namespace, secret). `issue` names
+ * the setting as the caller named it (`remote`, `--remote`); the problem
+ * shows the value itself, a URL with its password masked.
+ */
 export class RemoteConfigError extends KvtierError {
-  constructor(message: string) {
-    super('ERR_KVTIER_REMOTE_CONFIG', message);
+  readonly issue: ConfigIssue;
+
+  constructor(setting: string, problem: string) {
+    const issue = statedSetting(setting, problem);
+    super(ERROR_CODES.remoteConfig, describeConfigIssue(issue, literalNaming));
+    this.issue = issue;
   }
 }
 
 /** The remote server could not be reached when the engine started; the message names the masked URL. */
 export class RemoteUnavailableError extends KvtierError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_REMOTE_UNAVAILABLE', message, options);
+    super(ERROR_CODES.remoteUnavailable, message, options);
   }
 }
 
@@ -23,6 +33,19 @@ export class RemoteValueError extends KvtierError {
     readonly fault: RemoteValueFault,
     message: string,
   ) {
-    super('ERR_KVTIER_REMOTE_VALUE', message);
+    super(ERROR_CODES.remoteValue, message);
+  }
+}
+
+/** How a remote operation failed. */
+export type RemoteFailureKind = 'miss' | 'timeout' | 'connection' | 'value' | 'dropped' | 'server';
+
+/** One remote command failed; `kind` says how (the rank counts it and serves from its other tiers). */
+export class RemoteOperationError extends KvtierError {
+  constructor(
+    readonly kind: RemoteFailureKind,
+    message: string,
+  ) {
+    super(ERROR_CODES.remoteOperation, message);
   }
 }

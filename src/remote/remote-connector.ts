@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { BlockHash } from '../core/block-hash.js';
 import type { OffloadingConnector } from '../connector/scheduler-connector.js';
-import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector.js';
+import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, StepView } from '../scheduler/connector-port.js';
 import type { ModelRunnerOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { Request } from '../scheduler/request.js';
 import type { RemoteBlockRef, RemoteFetchSpec, RemoteJobResult, RemoteTestSwitches, RemoteWriteSpec } from '../protocol/remote-jobs.js';
@@ -15,7 +15,6 @@ import { RetryWaits, writeWithRetries, type RemoteRetrySettings } from './write-
 
 /** When remote writes happen: as soon as a CPU-tier store completed, or when the CPU tier evicts the block. */
 export type RemotePolicy = 'write-through' | 'write-back';
-export const REMOTE_POLICIES: readonly RemotePolicy[] = ['write-through', 'write-back'];
 
 export interface RemoteTierConnectorOptions {
   readonly inner: OffloadingConnector;

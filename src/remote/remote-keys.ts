@@ -42,7 +42,7 @@ const NAMESPACE_PATTERN = /^[A-Za-z0-9._/-]{1,100}$/;
 /** Checks a namespace name: it is part of every key, so no braces (hash tags) or spaces. */
 export function checkNamespaceName(name: string, field = 'remoteNamespace'): string {
   if (typeof name !== 'string' || !NAMESPACE_PATTERN.test(name)) {
-    throw new RemoteConfigError(`${field}: '${String(name)}' must be 1-100 characters of A-Z a-z 0-9 . _ / -`);
+    throw new RemoteConfigError(field, `'${String(name)}' must be 1-100 characters of A-Z a-z 0-9 . _ / -`);
   }
   return name;
 }

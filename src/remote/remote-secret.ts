@@ -19,7 +19,7 @@ export interface RemoteSecretInput {
  */
 export function resolveRemoteSecret(input: RemoteSecretInput, env: NodeJS.ProcessEnv = process.env): Buffer | null {
   if (input.remoteSecret !== undefined && input.remoteSecretFile !== undefined) {
-    throw new RemoteConfigError('remoteSecretFile: remoteSecret is given too: give one of them, not both');
+    throw new RemoteConfigError('remoteSecretFile', 'remoteSecret is given too: give one of them, not both');
   }
   if (input.remoteSecret !== undefined) return checkRemoteSecret(Buffer.from(input.remoteSecret, 'utf8'), 'remoteSecret');
   if (input.remoteSecretFile !== undefined) return checkRemoteSecret(readSecretFile(input.remoteSecretFile), `remoteSecretFile '${input.remoteSecretFile}'`);
@@ -35,7 +35,7 @@ export function readSecretFile(path: string, field = 'remoteSecretFile'): Buffer
     bytes = readFileSync(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new RemoteConfigError(`${field}: cannot read '${path}' (${code})`);
+    throw new RemoteConfigError(field, `cannot read '${path}' (${code})`);
   }
   let end = bytes.length;
   if (end > 0 && bytes[end - 1] === 0x0a) end--;
@@ -46,7 +46,7 @@ export function readSecretFile(path: string, field = 'remoteSecretFile'): Buffer
 /** The secret, if long enough; the error names where it came from. */
 export function checkRemoteSecret(secret: Buffer, where: string): Buffer {
   if (secret.length < MIN_SECRET_BYTES) {
-    throw new RemoteConfigError(`${where}: the remote secret has ${secret.length} bytes; give at least ${MIN_SECRET_BYTES} (e.g. openssl rand -hex 32)`);
+    throw new RemoteConfigError(where, `the remote secret has ${secret.length} bytes; give at least ${MIN_SECRET_BYTES} (e.g. openssl rand -hex 32)`);
   }
   return secret;
 }

@@ -1,4 +1,6 @@
 import { ConfigError } from '../core/errors.js';
+import { describeConfigIssue, literalNaming, statedSetting, type ConfigIssue } from '../config/issues.js';
+import { RemoteConfigError } from './errors.js';
 import type { ModelShape } from '../model/shape.js';
 import type { RemotePolicy } from './remote-connector.js';
 import { checkNamespaceName } from './remote-keys.js';
@@ -41,27 +43,30 @@ interface RemoteInput {
 export function remoteTierSettings(c: RemoteInput, model: ModelShape, offload: boolean, env: NodeJS.ProcessEnv = process.env): RemoteTierSettings | null {
   if (c.remote === undefined) {
     for (const key of ['remoteSecret', 'remoteSecretFile'] as const) {
-      if (c[key] !== undefined) throw new ConfigError(`invalid engine config: ${key}: the remote secret needs a remote tier: give remote too`);
+      if (c[key] !== undefined) refuse(statedSetting(key, 'the remote secret needs a remote tier: give remote too'));
     }
-    if (c.remoteEncrypt) throw new ConfigError('invalid engine config: remoteEncrypt: needs a remote tier: give remote too');
+    if (c.remoteEncrypt) refuse(statedSetting('remoteEncrypt', 'needs a remote tier: give remote too'));
     return null;
   }
   try {
     const address = parseRemoteUrl(c.remote, 'remote');
-    if (!offload) throw new ConfigError('remote: the remote tier sits behind the CPU tier: give cpuBlocks or cpuBytes, and keep offload on');
+    if (!offload) refuse(statedSetting('remote', 'the remote tier sits behind the CPU tier: give cpuBlocks or cpuBytes, and keep offload on'));
     const namespace = checkNamespaceName(c.remoteNamespace ?? defaultNamespace(model), 'remoteNamespace');
     const secret = resolveRemoteSecret(c, env);
     if (c.remoteEncrypt && secret === null) {
-      throw new ConfigError(`remoteEncrypt: encryption needs a secret: give remoteSecretFile (--remote-secret-file), remoteSecret or ${REMOTE_SECRET_ENV}`);
+      refuse(statedSetting('remoteEncrypt', `encryption needs a secret: give remoteSecretFile (--remote-secret-file), remoteSecret or ${REMOTE_SECRET_ENV}`));
     }
     const retry = { writeAttempts: c.remoteWriteAttempts, backoffMs: c.remoteRetryBackoffMs };
     return { address, url: c.remote, policy: c.remotePolicy, timeoutMs: c.remoteTimeoutMs, retry, namespace, secret, encrypt: c.remoteEncrypt };
   } catch (error) {
-    if (error instanceof Error && !error.message.startsWith('invalid engine config')) {
-      throw new ConfigError(`invalid engine config: ${error.message}`);
-    }
+    if (error instanceof RemoteConfigError) refuse(error.issue);
     throw error;
   }
+}
+
+/** An engine config error worded as every other one (config/issues.ts). */
+function refuse(issue: ConfigIssue): never {
+  throw new ConfigError(`invalid engine config: ${describeConfigIssue(issue, literalNaming)}`);
 }
 
 /** The model's name, with characters a key cannot hold replaced. */

@@ -1,6 +1,8 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'iovalkey';
-import { RemoteUnavailableError } from './errors.js';
+import { RemoteOperationError, RemoteUnavailableError } from './errors.js';
 import type { RemoteAddress } from './remote-url.js';
+
+export { RemoteOperationError, type RemoteFailureKind } from './errors.js';
 
 /**
  * One connection to the remote tier (a Redis/Valkey server or cluster)
@@ -10,19 +12,6 @@ import type { RemoteAddress } from './remote-url.js';
  * the connection is down, commands fail at once instead of queueing, so the
  * engine keeps serving from its GPU and CPU tiers.
  */
-
-/** How a remote operation failed. */
-export type RemoteFailureKind = 'miss' | 'timeout' | 'connection' | 'value' | 'dropped' | 'server';
-
-export class RemoteOperationError extends Error {
-  constructor(
-    readonly kind: RemoteFailureKind,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'RemoteOperationError';
-  }
-}
 
 export interface RemoteStoreOptions {
   readonly address: RemoteAddress;

@@ -21,28 +21,28 @@ const DEFAULT_PORT = 6379;
 /** Parses and checks a remote URL; errors name the field and show the URL masked. */
 export function parseRemoteUrl(url: string, field = 'remote'): RemoteAddress {
   if (typeof url !== 'string' || url.length === 0) {
-    throw new RemoteConfigError(`${field}: expected a redis:// or rediss:// URL, got ${url === '' ? 'an empty string' : typeof url}`);
+    throw new RemoteConfigError(field, `expected a redis:// or rediss:// URL, got ${url === '' ? 'an empty string' : typeof url}`);
   }
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new RemoteConfigError(`${field}: '${maskRemoteUrl(url)}' is not a URL (expected redis://[user:password@]host:port or rediss://...; percent-encode / ? # in a password, e.g. %2F)`);
+    throw new RemoteConfigError(field, `'${maskRemoteUrl(url)}' is not a URL (expected redis://[user:password@]host:port or rediss://...; percent-encode / ? # in a password, e.g. %2F)`);
   }
   const masked = maskRemoteUrl(url);
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
-    throw new RemoteConfigError(`${field}: '${masked}' has scheme '${parsed.protocol.replace(/:$/, '')}', expected redis or rediss`);
+    throw new RemoteConfigError(field, `'${masked}' has scheme '${parsed.protocol.replace(/:$/, '')}', expected redis or rediss`);
   }
-  if (parsed.hostname === '') throw new RemoteConfigError(`${field}: '${masked}' names no host`);
+  if (parsed.hostname === '') throw new RemoteConfigError(field, `'${masked}' names no host`);
   if (parsed.search !== '' || parsed.hash !== '') {
     // Nothing after the path is read: a password given as ?password= would be silently ignored.
-    throw new RemoteConfigError(`${field}: '${masked}' has a ${parsed.search !== '' ? "query ('?...')" : "fragment ('#...')"}, which is not read; give the password as redis://user:password@host:port`);
+    throw new RemoteConfigError(field, `'${masked}' has a ${parsed.search !== '' ? "query ('?...')" : "fragment ('#...')"}, which is not read; give the password as redis://user:password@host:port`);
   }
   const port = parsed.port === '' ? DEFAULT_PORT : Number(parsed.port);
   const path = parsed.pathname.replace(/^\//, '');
   let db = 0;
   if (path !== '') {
-    if (!/^[0-9]{1,2}$/.test(path)) throw new RemoteConfigError(`${field}: '${masked}': database '${path}' must be a number 0..99`);
+    if (!/^[0-9]{1,2}$/.test(path)) throw new RemoteConfigError(field, `'${masked}': database '${path}' must be a number 0..99`);
     db = Number(path);
   }
   return {
@@ -62,7 +62,7 @@ function decodePart(encoded: string, part: string, field: string, masked: string
   try {
     return decodeURIComponent(encoded);
   } catch {
-    throw new RemoteConfigError(`${field}: '${masked}': the ${part} has a % not followed by two hex digits; write a literal % as %25`);
+    throw new RemoteConfigError(field, `'${masked}': the ${part} has a % not followed by two hex digits; write a literal % as %25`);
   }
 }
 

@@ -12,6 +12,7 @@ import {
   type IntegrityTask,
 } from './integrity-check.js';
 import { compiledWorkerPath } from '../core/package-root.js';
+import { ERROR_CODES } from '../core/error-codes.js';
 
 /**
  * Checks finished requests against the reference model off the main thread,
@@ -43,7 +44,7 @@ const MAX_EXAMPLES = 10;
 
 export class IntegrityWorkerMissingError extends KvtierError {
   constructor(file: string) {
-    super('ERR_KVTIER_BUILD', `integrity worker ${file} is missing: build kvtier first (npm run build:ts)`);
+    super(ERROR_CODES.build, `integrity worker ${file} is missing: build kvtier first (npm run build:ts)`);
   }
 }
 

@@ -5,7 +5,7 @@ import { RankFaultLedger } from '../faults/fault-ledger.js';
 import type { TransferLogEntry } from '../connector/worker-connector.js';
 import type { RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
 import { threadEndpoint } from './comlink-endpoint.js';
-import { DEFAULT_START_DEADLINE_MS } from './engine-limits.js';
+import { DEFAULT_START_DEADLINE_MS } from '../config/limits.js';
 import type { RankFaultStats, RankReady, RankSetup, RankState, RankWorkerApi } from '../rank/rank-protocol.js';
 import { workerScript } from './worker-path.js';
 
@@ -125,6 +125,13 @@ export class Executor {
     return info;
   }
 
+  /** Ends a rank's thread now, between steps: the next call to it finds the rank dead, as after a crash. */
+  async killRank(rank: number): Promise<void> {
+    const handle = this.handles[rank];
+    if (!handle) throw new RangeError(`rank ${rank} is not a rank of this executor (tp ${this.handles.length})`);
+    await this.terminate(handle);
+  }
+
   /** Per rank, in rank order: whether its current thread is alive (not dead, not declared dead). */
   ranksAlive(): boolean[] {
     return this.handles.map((h) => h.dead === null);
@@ -172,7 +179,7 @@ export class Executor {
   }
 
   private spawn(rank: number): RankHandle {
-    const worker = new Worker(workerScript('rank-worker'), { name: `kvtier-rank-${rank}` });
+    const worker = new Worker(workerScript('rank-thread'), { name: `kvtier-rank-${rank}` });
     const api = Comlink.wrap<RankWorkerApi>(threadEndpoint(worker));
     const handle: RankHandle = { rank, worker, api, deathListeners: new Set(), dead: null, exited: false };
     const died = (error: RankError): void => {

@@ -1,5 +1,5 @@
 import { EngineError } from '../core/errors.js';
-import type { ExternalMatch, IssuedLoad } from './connector.js';
+import type { ExternalMatch, IssuedLoad } from './connector-port.js';
 import type { Request } from './request.js';
 
 /**

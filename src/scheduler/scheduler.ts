@@ -1,7 +1,7 @@
 import { EngineError, RequestError } from '../core/errors.js';
 import type { FinishReason } from './request.js';
 import type { SchedulerConfig } from './config.js';
-import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, ScheduledRequestView } from './connector.js';
+import type { ExternalMatch, FailedExternalRead, IssuedLoad, SchedulerConnector, ScheduledRequestView } from './connector-port.js';
 import { checkExternalMatch, checkIssuedLoad } from './connector-checks.js';
 import { FinishedHolds } from './finished-holds.js';
 import { KVCacheManager } from './kv-cache-manager.js';

@@ -1,4 +1,4 @@
-import type { ScheduledRequestView } from './connector.js';
+import type { ScheduledRequestView } from './connector-port.js';
 import type { ScheduledRequest } from '../protocol/step-protocol.js';
 import type { Request } from './request.js';
 

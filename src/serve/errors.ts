@@ -1,3 +1,4 @@
+import { ERROR_CODES } from '../core/error-codes.js';
 import { KvtierError } from '../core/errors.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 
@@ -11,7 +12,7 @@ export class QueueFullError extends KvtierError {
   readonly limit: number;
 
   constructor(limit: number) {
-    super('ERR_KVTIER_QUEUE_FULL', `the waiting queue is full (${limit} requests wait already); retry later`);
+    super(ERROR_CODES.queueFull, `the waiting queue is full (${limit} requests wait already); retry later`);
     this.limit = limit;
   }
 }
@@ -20,7 +21,7 @@ export class QueueFullError extends KvtierError {
 export class ServingClosedError extends KvtierError {
   constructor(why: 'draining' | 'closed') {
     super(
-      why === 'draining' ? 'ERR_KVTIER_DRAINING' : 'ERR_KVTIER_SERVING_CLOSED',
+      why === 'draining' ? ERROR_CODES.draining : ERROR_CODES.servingClosed,
       why === 'draining' ? 'the server is shutting down and takes no new requests' : 'the serving engine is closed',
     );
   }
@@ -36,7 +37,7 @@ export class RequestAbortedError extends KvtierError {
   readonly outputTokens: readonly number[];
 
   constructor(message: string, outputTokens: readonly number[], partial: FinishedRequest | null = null, options?: { cause?: unknown }) {
-    super('ERR_KVTIER_ABORTED', message, options);
+    super(ERROR_CODES.aborted, message, options);
     this.outputTokens = outputTokens;
     this.partial = partial;
   }

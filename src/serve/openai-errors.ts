@@ -1,3 +1,4 @@
+import { ERROR_CODES } from '../core/error-codes.js';
 import { KvtierError } from '../core/errors.js';
 
 /**
@@ -19,13 +20,14 @@ export class HttpError extends KvtierError {
     readonly type: OpenAiErrorType,
     message: string,
     readonly param: string | null = null,
-    code: string = 'ERR_KVTIER_HTTP',
+    /** The body's `code`: OpenAI's kind of refusal, or the code of the kvtier error behind it. */
+    readonly bodyCode: string = ERROR_CODES.http,
   ) {
-    super(code, message);
+    super(ERROR_CODES.http, message);
   }
 
   body(): OpenAiErrorBody {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.bodyCode } };
   }
 }
 

@@ -65,6 +65,15 @@ export class EngineProbe {
     return this.parts.executor.transferLogs();
   }
 
+  /**
+   * Ends a rank's thread between steps, at a moment the test chose by what it
+   * observed rather than by a step number fixed up front; the next step finds
+   * the rank dead, as after a crash.
+   */
+  killRank(rank: number): Promise<void> {
+    return this.parts.executor.killRank(rank);
+  }
+
   /** Faults each rank's device injected so far. */
   faultStats(): Promise<RankFaultStats[]> {
     return this.parts.executor.faultStats();

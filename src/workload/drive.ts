@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineStoppedError, type Engine } from '../runtime/engine.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
-import { MAX_TIMER_MS } from '../runtime/engine-limits.js';
+import { MAX_TIMER_MS } from '../config/limits.js';
 import type { Workload } from './workload.js';
 
 /** Requests added per loop turn at most, so a burst of arrivals does not starve stepping. */

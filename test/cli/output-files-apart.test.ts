@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { benchCommand } from '../../src/cli/bench.js';
 import { parseRunArgs } from '../../src/cli/run-config.js';
-import { parseSweepArgs } from '../../src/cli/sweep-command.js';
+import { parseSweepArgs } from './sweep-args.js';
 
 /**
  * Every command refuses, before it runs, output files that name one of its

@@ -212,7 +212,7 @@ describe('kvtier run bad flags', () => {
     [['--block-size', '8192'], '--block-size: invalid value "8192": expected a positive integer up to 4096'],
     [['--offload-factor', '65'], '--offload-factor: invalid value "65": expected a positive integer up to 64'],
     [['--fault-seed', '4294967296'], '--fault-seed: invalid value "4294967296": expected an integer from 0 to 4294967295'],
-    [['--faults', 'explode:rank=0'], `--faults: invalid value "explode:rank=0": unknown fault kind 'explode' (known: load-fail, store-fail, delay, crash, hang, remote-fail, remote-down)`],
+    [['--faults', 'explode:rank=0'], `--faults: invalid value "explode:rank=0": unknown fault kind 'explode' (known: load-fail, store-fail, delay, stall, crash, hang, remote-fail, remote-down)`],
     [['--faults', 'delay:rank=0'], /^--faults: invalid value "delay:rank=0": delay: /],
   ])('%j is rejected naming the flag and value', (argv, message) => {
     if (typeof message === 'string') expect(usageMessage(argv)).toBe(message);

@@ -5,7 +5,8 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { parseRunArgs } from '../../src/cli/run-config.js';
 import { createRunWorkload } from '../../src/cli/run-workload.js';
-import { parseSweepArgs, sweepCommand } from '../../src/cli/sweep-command.js';
+import { sweepCommand } from '../../src/cli/sweep-command.js';
+import { parseSweepArgs } from './sweep-args.js';
 import { loadTrace } from '../../src/workload/trace.js';
 import { TraceWorkload } from '../../src/workload/trace-workload.js';
 

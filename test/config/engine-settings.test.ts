@@ -47,9 +47,9 @@ describe('a setting past its limit', () => {
     expect(runRefusal(flag, String(value))).toBe(`${flag}: invalid value "${value}": ${expected}`);
   });
 
-  it("is refused by a bench option that sets it, in the engine's range", () => {
+  it("is refused by a bench option that sets it, in the engine's range and words", () => {
     const options = new BenchOptions('e2e', { blockSize: '8192' });
-    expect(refusal(() => options.engineInt('blockSize', 'blockSize', 16))).toBe('bench e2e: --block-size: invalid value "8192": expected an integer from 1 to 4096');
+    expect(refusal(() => options.engineInt('blockSize', 'blockSize', 16))).toBe('bench e2e: --block-size: invalid value "8192": expected a positive integer up to 4096');
     expect(new BenchOptions('e2e', { blockSize: '4096' }).engineInt('blockSize', 'blockSize', 16)).toBe(4096);
   });
 });

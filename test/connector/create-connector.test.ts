@@ -4,11 +4,12 @@ import { ConfigError } from '../../src/core/errors.js';
 import { kvGeometry } from '../../src/core/kv-geometry.js';
 import { ForwardingManager } from '../../src/offload/forwarding-manager.js';
 import { bytesPerGpuBlock } from '../../src/model/shape.js';
-import { ArcOffloadingManager } from '../../src/offload/arc-manager.js';
+import { ArcEvictionPolicy } from '../../src/offload/arc-manager.js';
+import type { CpuOffloadingManager } from '../../src/offload/cpu-offloading-manager.js';
 import { createOffloadingConnector, type OffloadingConnectorConfig } from '../../src/connector/create-connector.js';
-import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
-import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
-import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
+import { LruEvictionPolicy } from '../../src/offload/lru-manager.js';
+import { StoreOnComputePolicy } from '../../src/offload/store-policies/on-compute.js';
+import { StoreOnEvictPolicy } from '../../src/offload/store-policies/on-evict.js';
 import { ReuseFilterManager } from '../../src/offload/reuse-filter-manager.js';
 import { bareRequest, promptOf, TINY } from './helpers.js';
 
@@ -21,10 +22,10 @@ function config({ offloadFactor = 1, ...overrides }: Partial<Omit<OffloadingConn
 describe('createOffloadingConnector', () => {
   it('builds an LRU or ARC manager of the configured capacity under a store-on-compute policy by default', () => {
     const lru = createOffloadingConnector(config());
-    expect(lru.manager).toBeInstanceOf(LruOffloadingManager);
+    expect((lru.manager as CpuOffloadingManager).policy).toBeInstanceOf(LruEvictionPolicy);
     expect(lru.connector.policy.name).toBe('on-compute');
     expect(lru.manager.stats().capacityBlocks).toBe(16);
-    expect(createOffloadingConnector(config({ eviction: 'arc' })).manager).toBeInstanceOf(ArcOffloadingManager);
+    expect((createOffloadingConnector(config({ eviction: 'arc' })).manager as CpuOffloadingManager).policy).toBeInstanceOf(ArcEvictionPolicy);
   });
 
   it('builds reuse:K as the on-compute policy over the configured manager wrapped in a reuse filter of threshold K', () => {

@@ -7,13 +7,13 @@ import { OffloadingConnector } from '../../src/connector/scheduler-connector.js'
 import { kvGeometry } from '../../src/core/kv-geometry.js';
 import { assembleSimulatedEngine } from '../../src/sim/assemble-simulated.js';
 import { offloadKeys } from '../../src/offload/geometry.js';
-import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
+import { lruManager } from '../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats, PrepareStoreOutput, StoreAdmission } from '../../src/offload/manager.js';
-import { StoreOnComputePolicy } from '../../src/offload/policies/on-compute.js';
-import { offloadGeometry } from '../../src/offload/policies/store-policy.js';
+import { StoreOnComputePolicy } from '../../src/offload/store-policies/on-compute.js';
+import { offloadGeometry } from '../../src/offload/store-policies/store-policy.js';
 import type { EvictionPolicyName } from '../../src/runtime/engine-types.js';
 import type { SchedulerConfigInput } from '../../src/scheduler/config.js';
-import type { SchedulerConnector, StepView } from '../../src/scheduler/connector.js';
+import type { SchedulerConnector, StepView } from '../../src/scheduler/connector-port.js';
 import type { ModelRunnerOutput, SchedulerOutput, TransferJobSpec } from '../../src/protocol/step-protocol.js';
 import { createRequest, type Request } from '../../src/scheduler/request.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
@@ -47,7 +47,7 @@ export function bareRequest(id: string, prompt: readonly number[], blockSize: nu
  * admission filter does. Every offer is recorded.
  */
 export class ScriptedManager implements OffloadingManager {
-  readonly backing: LruOffloadingManager;
+  readonly backing: ReturnType<typeof lruManager>;
   readonly storeOffers: BlockHash[][] = [];
   readonly lookups: BlockHash[][] = [];
   readonly touches: BlockHash[][] = [];
@@ -57,7 +57,7 @@ export class ScriptedManager implements OffloadingManager {
   declined = new Set<BlockHash>();
 
   constructor(capacityBlocks = 64) {
-    this.backing = new LruOffloadingManager({ capacityBlocks });
+    this.backing = lruManager({ capacityBlocks });
   }
 
   lookup(keys: readonly BlockHash[]): number | null {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TransferJobLedger } from '../../src/connector/job-ids.js';
+import { TransferJobLedger } from '../../src/connector/transfer-job-ledger.js';
 
 describe('transfer job ledger', () => {
   it('finds every job in flight by its id, once, whatever order they finish in', () => {

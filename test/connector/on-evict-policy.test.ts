@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../src/core/block-hash.js';
 import { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
-import { StoreOnEvictPolicy } from '../../src/offload/policies/on-evict.js';
-import { offloadGeometry, type GpuPrefixCache } from '../../src/offload/policies/store-policy.js';
-import type { StepView } from '../../src/scheduler/connector.js';
+import { StoreOnEvictPolicy } from '../../src/offload/store-policies/on-evict.js';
+import { offloadGeometry, type GpuPrefixCache } from '../../src/offload/store-policies/store-policy.js';
+import type { StepView } from '../../src/scheduler/connector-port.js';
 import type { Request } from '../../src/scheduler/request.js';
 import { bareRequest, promptOf, ScriptedManager } from './helpers.js';
 

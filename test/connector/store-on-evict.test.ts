@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { OffloadingConnector } from '../../src/connector/scheduler-connector.js';
 import { createOffloadingConnector } from '../../src/connector/create-connector.js';
 import { kvGeometry } from '../../src/core/kv-geometry.js';
-import type { SchedulerConnector, StepView } from '../../src/scheduler/connector.js';
+import type { SchedulerConnector, StepView } from '../../src/scheduler/connector-port.js';
 import type { OffloadStepMetadata } from '../../src/protocol/step-protocol.js';
 import { OffloadHarness, offloadedKeysOf, promptOf, TINY, type OffloadHarnessOptions } from './helpers.js';
 

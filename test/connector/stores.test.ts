@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OffloadingConnector, OffloadingConnectorError } from '../../src/connector/scheduler-connector.js';
-import { LruOffloadingManager } from '../../src/offload/lru-manager.js';
-import { offloadGeometry, type StoreContext, type StorePolicy } from '../../src/offload/policies/store-policy.js';
+import { lruManager } from '../../src/offload/lru-manager.js';
+import { offloadGeometry, type StoreContext, type StorePolicy } from '../../src/offload/store-policies/store-policy.js';
 import { bareRequest, blockRange, computeStep, jobsFinished, offloadedKeysOf, promptOf, scriptedConnector } from './helpers.js';
 
 /** Store on compute, driven step by step without a scheduler (blocks of 4 tokens). */
@@ -208,7 +208,7 @@ describe("a request's chain refreshed by its stores", () => {
       reset: () => {},
     };
     const connector = new OffloadingConnector({
-      manager: new LruOffloadingManager({ capacityBlocks: 8 }),
+      manager: lruManager({ capacityBlocks: 8 }),
       policy,
       geometry: offloadGeometry(4, 1),
       bytesPerGpuBlock: 1,

@@ -134,6 +134,16 @@ export async function idleUntilStep(engine: Engine, step: number): Promise<void>
   while (engine.metrics().steps < step) await engine.step();
 }
 
+/**
+ * Steps until some rank reported a transfer another has not (the aggregator
+ * holds a partial report). Bounded by steps, not time: a transfer no rank
+ * stalls finishes within a few idle steps.
+ */
+export async function stepUntilPartiallyReported(engine: Engine, maxSteps = 10_000): Promise<void> {
+  for (let i = 0; i < maxSteps && probe(engine).holdings().partialJobs === 0; i++) await engine.step();
+  expect(probe(engine).holdings().partialJobs).toBeGreaterThan(0);
+}
+
 /** Steps until the engine has recovered from a rank loss; returns what the ranks held before the step that lost one. */
 export async function stepUntilRestarted(engine: Engine, finished: FinishedRequest[]): Promise<RankState[]> {
   let before: RankState[] = [];

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineOptions } from '../../src/runtime/engine.js';
-import { evictThenReuse, idleUntilStep, runWaves, SMALL_GPU, stepUntilRestarted, withFailingEngine } from './helpers.js';
+import {
+  evictThenReuse,
+  idleUntilStep,
+  runWaves,
+  SMALL_GPU,
+  stepUntilPartiallyReported,
+  withFailingEngine,
+} from './helpers.js';
 import { probe, withSwitches } from '../../src/testing/index.js';
 
 /**
@@ -11,22 +18,27 @@ import { probe, withSwitches } from '../../src/testing/index.js';
  */
 describe('rank-loss recovery with a step of it switched off (sensitivity)', () => {
   /**
-   * Rank 1 dies two steps into a wave of loads while rank 0 runs every job
-   * 1.5 s late (far longer than respawning a rank takes): at the crash rank 0
-   * still runs loads of the lost state, and rank 1 has reported loads rank 0
-   * has not. The run is cut short after the recovery (every later job would
-   * be as slow).
+   * Rank 0 stalls every transfer from step 200 on (it starts one only when
+   * something needs it), so the wave of loads that follows runs on rank 1
+   * alone. Once rank 1 has reported a load rank 0 has not (the aggregator
+   * holds a partial report), rank 1 dies: at that moment rank 0 still holds
+   * loads of the lost state, and rank 1 has reported loads rank 0 has not.
+   * The order comes from what the test observes, not from how fast anything
+   * runs. The run is cut short after the recovery.
    */
   async function stateAfterRecovery(options: EngineOptions): Promise<{ deviceJobs: number[]; partialJobs: number }> {
     const [computed, again] = evictThenReuse(8);
-    const faults = 'delay:rank=0,ms=1500,after=200;crash:rank=1,step=202';
     return withFailingEngine(
-      { ...SMALL_GPU, tp: 2, rankRestart: true, faults, stepDeadlineMs: 10_000 },
+      { ...SMALL_GPU, tp: 2, rankRestart: true, faults: 'stall:rank=0,after=200', stepDeadlineMs: 10_000 },
       async (engine) => {
         await runWaves(engine, [computed]);
         await idleUntilStep(engine, 200);
         await engine.addRequests(again);
-        await stepUntilRestarted(engine, []);
+        await stepUntilPartiallyReported(engine);
+        await probe(engine).killRank(1);
+        // The next step finds rank 1 dead and recovers.
+        await engine.step();
+        expect(engine.metrics().rankRestarts).toBe(1);
         return {
           deviceJobs: (await probe(engine).rankStates()).map((s) => s.deviceJobs),
           partialJobs: probe(engine).holdings().partialJobs,

@@ -33,6 +33,16 @@ describe('per-rank fault schedule', () => {
     expect(faults.deviceFaultsAt(0)).toMatchObject({ loadFailProbability: 0.75, delayMs: 2 });
   });
 
+  it('stalls transfers from its start step, for the longest hold two rules ask', () => {
+    const faults = rankFaults('stall:rank=0,after=5,steps=2;stall:rank=0,after=7,steps=3', 0);
+    expect(faults.stalls).toBe(true);
+    expect(faults.deviceFaultsAt(4)).toBeNull();
+    expect(faults.deviceFaultsAt(5)).toMatchObject({ stall: { steps: 2 } });
+    expect(faults.deviceFaultsAt(7)).toMatchObject({ stall: { steps: 3 } });
+    expect(rankFaults('stall:rank=0;stall:rank=0,steps=4', 0).deviceFaultsAt(0)).toMatchObject({ stall: { steps: null } });
+    expect(rankFaults('stall:rank=0,after=5', 1).stalls).toBe(false);
+  });
+
   it('says when the rank crashes or hangs', () => {
     const faults = rankFaults('crash:rank=2,step=40,how=exit;hang:rank=2,step=50', 2);
     expect(faults.deathAt(39)).toBeNull();

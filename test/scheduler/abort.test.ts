@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SchedulerConnector } from '../../src/scheduler/connector.js';
+import type { SchedulerConnector } from '../../src/scheduler/connector-port.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { Harness, outputWith, promptOf, requestFor, SeededTierConnector, tinyConfig } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runSchedulerBench } from '../../src/bench/scheduler.js';
-import type { SchedulerConnector } from '../../src/scheduler/connector.js';
+import type { SchedulerConnector } from '../../src/scheduler/connector-port.js';
 
 /** A connector that matches nothing and counts the steps it was asked to describe. */
 function countingConnector(): SchedulerConnector & { steps: number } {

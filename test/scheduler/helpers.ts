@@ -8,7 +8,7 @@ import type {
   IssuedLoad,
   SchedulerConnector,
   StepView,
-} from '../../src/scheduler/connector.js';
+} from '../../src/scheduler/connector-port.js';
 import {
   NO_TOKEN,
   type ModelRunnerOutput,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { chainStates } from '../../src/model/reference.js';
-import type { SchedulerConnector } from '../../src/scheduler/connector.js';
+import type { SchedulerConnector } from '../../src/scheduler/connector-port.js';
 import { Harness, outputWith, promptOf, TINY } from './helpers.js';
 
 /** A connector that matches nothing and records the GPU blocks evicted, with their contents at that moment. */

@@ -13,7 +13,7 @@ import { eventLogObserver, monitorObserver, StepObservers, transferTotalsObserve
 import { Closers } from './closers.js';
 import { rankSetups, type RankDeviceConfig } from './rank-setups.js';
 import { buildTierStack, openTierStack, type CpuTierConfig, type RankTierSetup, type TierHooks, type TierStack } from './tier-stack.js';
-import type { SchedulerConnector } from '../../scheduler/connector.js';
+import type { SchedulerConnector } from '../../scheduler/connector-port.js';
 
 /** Everything an engine is built from besides its geometry, resolved. */
 export interface AssemblyConfig {

@@ -11,7 +11,7 @@ import type { RemoteTierPlan } from '../../remote/create-remote-tier.js';
 import type { RemoteTierConnector } from '../../remote/remote-connector.js';
 import { RemoteFaults } from '../../remote/remote-faults.js';
 import type { RemoteTierSettings } from '../../remote/remote-settings.js';
-import type { SchedulerConnector } from '../../scheduler/connector.js';
+import type { SchedulerConnector } from '../../scheduler/connector-port.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { Closers } from './closers.js';
 

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../../src/core/errors.js';
-import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
+import { ArcEvictionPolicy } from '../../../src/offload/arc-manager.js';
+import type { CpuOffloadingManager } from '../../../src/offload/cpu-offloading-manager.js';
 import { createOffloadingManager, type OffloadingManagerConfig } from '../../../src/offload/create-manager.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { LruEvictionPolicy } from '../../../src/offload/lru-manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
 import { keys, storeReady } from './helpers.js';
 
@@ -20,8 +21,8 @@ describe('createOffloadingManager', () => {
   it('builds the eviction policy the config names, with the given capacity', () => {
     const lru = createOffloadingManager({ eviction: 'lru', capacityBlocks: 3 });
     const arc = createOffloadingManager({ eviction: 'arc', capacityBlocks: 5 });
-    expect(lru).toBeInstanceOf(LruOffloadingManager);
-    expect(arc).toBeInstanceOf(ArcOffloadingManager);
+    expect((lru as CpuOffloadingManager).policy).toBeInstanceOf(LruEvictionPolicy);
+    expect((arc as CpuOffloadingManager).policy).toBeInstanceOf(ArcEvictionPolicy);
     expect(lru.stats().capacityBlocks).toBe(3);
     expect(arc.stats().capacityBlocks).toBe(5);
   });

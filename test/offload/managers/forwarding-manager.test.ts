@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
 import { ForwardingManager } from '../../../src/offload/forwarding-manager.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
 import { CpuTierTrackingManager } from '../../../src/remote/tracking-manager.js';
 
 /** A queue-protecting LRU tier of two blocks, full with `a` and `b` (a the oldest). */
 function fullProtectingTier(): OffloadingManager {
-  const tier = new LruOffloadingManager({ capacityBlocks: 2, protectQueued: true });
+  const tier = lruManager({ capacityBlocks: 2, protectQueued: true });
   for (const key of ['a', 'b'] as BlockHash[]) {
     tier.prepareStore([key]);
     tier.completeStore([key], true);
@@ -36,6 +36,6 @@ describe.each(WRAPPERS)('%s', (_name, wrap) => {
 
   it('says whether the tier it wraps protects queued blocks, so the connector builds keys only then', () => {
     expect(wrap(fullProtectingTier()).protectsQueued).toBe(true);
-    expect(wrap(new LruOffloadingManager({ capacityBlocks: 2 })).protectsQueued).toBe(false);
+    expect(wrap(lruManager({ capacityBlocks: 2 })).protectsQueued).toBe(false);
   });
 });

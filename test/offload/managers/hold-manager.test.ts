@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
 
 /**
@@ -69,7 +69,7 @@ function oneOffBurst(manager: OffloadingManager, n: number, tag: string): void {
 describe('hold manager', () => {
   it('learns that turns come back far past its capacity and hits continuations that LRU never does', () => {
     const hold = new HoldOffloadingManager({ capacityBlocks: CAPACITY });
-    const lru = new LruOffloadingManager({ capacityBlocks: CAPACITY });
+    const lru = lruManager({ capacityBlocks: CAPACITY });
     const turns = 3 * CONTINUED_AFTER;
     expect(conversations(lru, turns)).toBe(0);
     expect(conversations(hold, turns)).toBeGreaterThan(0);
@@ -79,7 +79,7 @@ describe('hold manager', () => {
 
   it('keeps a recent turn through a burst of one-off prompts that flushes LRU', () => {
     const hold = new HoldOffloadingManager({ capacityBlocks: CAPACITY });
-    const lru = new LruOffloadingManager({ capacityBlocks: CAPACITY });
+    const lru = lruManager({ capacityBlocks: CAPACITY });
     for (const manager of [hold, lru]) {
       conversations(manager, 2 * CONTINUED_AFTER);
       storeBetweenOneOffs(manager, prompt('recent'), 'wait');

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import { keys, prepareStore, storeEachReady, storeReady } from './helpers.js';
 
-function lru(capacityBlocks: number): LruOffloadingManager {
-  return new LruOffloadingManager({ capacityBlocks });
+function lru(capacityBlocks: number): ReturnType<typeof lruManager> {
+  return lruManager({ capacityBlocks });
 }
 
 describe('LRU manager', () => {
@@ -11,22 +11,22 @@ describe('LRU manager', () => {
     const manager = lru(5);
     storeEachReady(manager, 1, 2, 3, 4);
     manager.touch(keys(2, 1));
-    expect(manager.keysOldestFirst()).toEqual(keys(3, 4, 1, 2));
+    expect(manager.policy.keysOldestFirst()).toEqual(keys(3, 4, 1, 2));
     prepareStore(manager, 5);
-    expect(manager.keysOldestFirst()).toEqual(keys(3, 4, 1, 2, 5));
+    expect(manager.policy.keysOldestFirst()).toEqual(keys(3, 4, 1, 2, 5));
   });
 
   it('moves a refreshed chain to the newest end, its first block newest, whether it lies in pieces or in one run', () => {
     const manager = lru(6);
     storeEachReady(manager, 1, 2, 3, 4, 5, 6);
     manager.refresh(keys(2, 4, 5, 1), 0, 4);
-    expect(manager.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
+    expect(manager.policy.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
     // Refreshed again, extended by block 6 and with an unknown key: block 6 goes just behind the rest.
     manager.refresh(keys(2, 4, 9, 5, 1, 6), 5, 6);
-    expect(manager.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
+    expect(manager.policy.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
     manager.touch(keys(3));
     manager.refresh(keys(2, 4, 5, 1, 6), 4, 5);
-    expect(manager.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
+    expect(manager.policy.keysOldestFirst()).toEqual(keys(3, 6, 1, 5, 4, 2));
   });
 
   it('refreshes a block still being stored on touch, without making it evictable', () => {
@@ -34,7 +34,7 @@ describe('LRU manager', () => {
     prepareStore(manager, 1);
     storeReady(manager, 2);
     manager.touch(keys(1));
-    expect(manager.keysOldestFirst()).toEqual(keys(2, 1));
+    expect(manager.policy.keysOldestFirst()).toEqual(keys(2, 1));
     expect(prepareStore(manager, 3).evictedKeys).toEqual(keys(2));
   });
 
@@ -76,8 +76,8 @@ describe('LRU order with keys that share their lanes', () => {
     const upper = 'ABCDEF0123456789';
     for (const key of [lower, upper, 'other-key']) manager.completeStore(manager.prepareStore([key])!.keysToStore, true);
     manager.touch([lower]);
-    expect(manager.keysOldestFirst()).toEqual([upper, 'other-key', lower]);
+    expect(manager.policy.keysOldestFirst()).toEqual([upper, 'other-key', lower]);
     expect(manager.prepareStore(['next-key'])!.evictedKeys).toEqual([upper]);
-    expect(manager.keysOldestFirst()).toEqual(['other-key', lower, 'next-key']);
+    expect(manager.policy.keysOldestFirst()).toEqual(['other-key', lower, 'next-key']);
   });
 });

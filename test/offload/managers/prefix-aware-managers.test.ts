@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
+import { hitDensityManager } from '../../../src/offload/hit-density-manager.js';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { PrefixLinks } from '../../../src/offload/prefix-links.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
-import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
+import { s3FifoManager } from '../../../src/offload/s3fifo-manager.js';
 import { extendChain, keys, storeReady } from './helpers.js';
 
 /**
@@ -13,8 +13,8 @@ import { extendChain, keys, storeReady } from './helpers.js';
  */
 
 const PREFIX_AWARE = [
-  { name: 'S3-FIFO', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks }) },
-  { name: 'LHD', create: (capacityBlocks: number) => new HitDensityOffloadingManager({ capacityBlocks }) },
+  { name: 'S3-FIFO', create: (capacityBlocks: number) => s3FifoManager({ capacityBlocks }) },
+  { name: 'LHD', create: (capacityBlocks: number) => hitDensityManager({ capacityBlocks }) },
   { name: 'Hold', create: (capacityBlocks: number) => new HoldOffloadingManager({ capacityBlocks }) },
 ];
 
@@ -64,29 +64,29 @@ describe.each(PREFIX_AWARE)('$name manager over the prefix tree', ({ create }) =
 
 describe('S3-FIFO manager', () => {
   it('keeps a prompt reused while new over a stream of one-time prompts', () => {
-    const manager = new S3FifoOffloadingManager({ capacityBlocks: 20 });
+    const manager = s3FifoManager({ capacityBlocks: 20 });
     storePrompt(manager, 1, 2);
     manager.touch(keys(1, 2)); // reused while in the small FIFO: it moves to the main FIFO
     for (let n = 100; n < 160; n++) storePrompt(manager, n);
     expect(manager.lookup(keys(1, 2))).toBe(2);
-    const state = manager.s3FifoState();
+    const state = manager.policy.state();
     expect(state.main).toEqual(expect.arrayContaining(keys(1, 2)));
   });
 
   it("counts no reuse when a request's store refreshes its chain: its blocks stay in the small FIFO", () => {
-    const manager = new S3FifoOffloadingManager({ capacityBlocks: 20 });
+    const manager = s3FifoManager({ capacityBlocks: 20 });
     extendChain(manager, [], [1, 2], [3], [4]);
-    expect(manager.s3FifoState()).toMatchObject({ small: keys(1, 2, 3, 4), main: [] });
+    expect(manager.policy.state()).toMatchObject({ small: keys(1, 2, 3, 4), main: [] });
   });
 
   it('stores a block that comes back while its ghost is remembered straight into the main FIFO', () => {
-    const manager = new S3FifoOffloadingManager({ capacityBlocks: 10 });
+    const manager = s3FifoManager({ capacityBlocks: 10 });
     storePrompt(manager, 1);
     for (let n = 100; n < 120; n++) storePrompt(manager, n);
-    expect(manager.s3FifoState().ghosts).toContain('k1');
+    expect(manager.policy.state().ghosts).toContain('k1');
     storePrompt(manager, 1);
-    expect(manager.s3FifoState().main).toContain('k1');
-    expect(manager.s3FifoState().ghosts).not.toContain('k1');
+    expect(manager.policy.state().main).toContain('k1');
+    expect(manager.policy.state().ghosts).not.toContain('k1');
   });
 });
 
@@ -107,22 +107,22 @@ describe('LHD manager', () => {
   }
 
   it("counts no hit when a request's store refreshes its chain", () => {
-    const manager = new HitDensityOffloadingManager({ capacityBlocks: 16 });
-    const refreshed = new HitDensityOffloadingManager({ capacityBlocks: 16 });
+    const manager = hitDensityManager({ capacityBlocks: 16 });
+    const refreshed = hitDensityManager({ capacityBlocks: 16 });
     // The same stores; one manager also sees every chain refreshed. Densities come from hits and evictions only.
     for (let n = 0; n < 200; n += 4) {
       storePrompt(manager, n, n + 1, n + 2, n + 3);
       extendChain(refreshed, [n, n + 1, n + 2, n + 3], [n, n + 1], [n + 2], [n + 3]);
     }
-    expect(refreshed.hitDensityState().densities).toEqual(manager.hitDensityState().densities);
+    expect(refreshed.policy.state().densities).toEqual(manager.policy.state().densities);
   });
 
   it('learns that prompts come back late and keeps some of them where LRU keeps none', () => {
     const capacity = 64;
-    expect(lateReturns(new LruOffloadingManager({ capacityBlocks: capacity }), capacity)).toBe(0);
-    const lhd = new HitDensityOffloadingManager({ capacityBlocks: capacity });
+    expect(lateReturns(lruManager({ capacityBlocks: capacity }), capacity)).toBe(0);
+    const lhd = hitDensityManager({ capacityBlocks: capacity });
     expect(lateReturns(lhd, capacity)).toBeGreaterThan(10);
-    expect(lhd.hitDensityState().densities.some((d) => d > 0)).toBe(true);
+    expect(lhd.policy.state().densities.some((d) => d > 0)).toBe(true);
   });
 });
 

@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
-import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
+import { s3FifoManager } from '../../../src/offload/s3fifo-manager.js';
 import { keys, loadable, storeEachReady } from './helpers.js';
 
 /** Blocks of the tier that queued requests will read are kept over blocks nobody queued asked for. */
 
 const KEEPING_KINDS = [
-  { name: 'lru+queue', create: (capacityBlocks: number) => new LruOffloadingManager({ capacityBlocks, protectQueued: true }) },
-  { name: 's3fifo+queue', create: (capacityBlocks: number) => new S3FifoOffloadingManager({ capacityBlocks, protectQueued: true }) },
+  { name: 'lru+queue', create: (capacityBlocks: number) => lruManager({ capacityBlocks, protectQueued: true }) },
+  { name: 's3fifo+queue', create: (capacityBlocks: number) => s3FifoManager({ capacityBlocks, protectQueued: true }) },
   { name: 'hold+queue', create: (capacityBlocks: number) => new HoldOffloadingManager({ capacityBlocks, protectQueued: true }) },
 ];
 
@@ -58,7 +58,7 @@ describe.each(KEEPING_KINDS)('$name', ({ create }) => {
 });
 
 it('a manager not built to keep queued requests\' blocks ignores what they would read', () => {
-  const manager = new LruOffloadingManager({ capacityBlocks: 2 });
+  const manager = lruManager({ capacityBlocks: 2 });
   storeEachReady(manager, 1, 2);
   queue(manager, 'a', [1]);
   storeEachReady(manager, 3);

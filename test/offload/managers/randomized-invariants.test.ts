@@ -1,12 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { BlockHash } from '../../../src/core/block-hash.js';
-import { ArcOffloadingManager } from '../../../src/offload/arc-manager.js';
-import { HitDensityOffloadingManager } from '../../../src/offload/hit-density-manager.js';
+import { arcManager } from '../../../src/offload/arc-manager.js';
+import { hitDensityManager } from '../../../src/offload/hit-density-manager.js';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager, OffloadingManagerStats } from '../../../src/offload/manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
-import { S3FifoOffloadingManager } from '../../../src/offload/s3fifo-manager.js';
+import { s3FifoManager } from '../../../src/offload/s3fifo-manager.js';
 import { Rng } from '../../support/random.js';
 import { keys } from './helpers.js';
 
@@ -53,12 +53,12 @@ function storingSubject(manager: OffloadingManager, checkPolicy: Subject['checkP
 }
 
 function lruSubject(protectQueued = false): Subject {
-  const manager = new LruOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
-  return storingSubject(manager, (held) => sameKeys(manager.keysOldestFirst(), held), protectQueued);
+  const manager = lruManager({ capacityBlocks: CAPACITY, protectQueued });
+  return storingSubject(manager, (held) => sameKeys(manager.policy.keysOldestFirst(), held), protectQueued);
 }
 
-function checkArc(manager: ArcOffloadingManager, held: ReadonlySet<BlockHash>): void {
-  const state = manager.arcState();
+function checkArc(manager: ReturnType<typeof arcManager>, held: ReadonlySet<BlockHash>): void {
+  const state = manager.policy.state();
   sameKeys([...state.t1, ...state.t2], held);
   expect(state.b1.length).toBeLessThanOrEqual(CAPACITY);
   expect(state.b2.length).toBeLessThanOrEqual(CAPACITY);
@@ -69,12 +69,12 @@ function checkArc(manager: ArcOffloadingManager, held: ReadonlySet<BlockHash>): 
 }
 
 function arcSubject(): Subject {
-  const manager = new ArcOffloadingManager({ capacityBlocks: CAPACITY });
+  const manager = arcManager({ capacityBlocks: CAPACITY });
   return storingSubject(manager, (held) => checkArc(manager, held));
 }
 
 function reuseFilterSubject(): Subject {
-  const backing = new ArcOffloadingManager({ capacityBlocks: CAPACITY });
+  const backing = arcManager({ capacityBlocks: CAPACITY });
   // The tracker holds the whole key universe, so counts are never forgotten here.
   const manager = new ReuseFilterManager(backing, { threshold: REUSE_THRESHOLD, maxTrackerSize: 64 });
   const sightings = new Map<BlockHash, number>();
@@ -90,9 +90,9 @@ function reuseFilterSubject(): Subject {
 }
 
 function hitDensitySubject(): Subject {
-  const manager = new HitDensityOffloadingManager({ capacityBlocks: CAPACITY });
+  const manager = hitDensityManager({ capacityBlocks: CAPACITY });
   return storingSubject(manager, (held) => {
-    const state = manager.hitDensityState();
+    const state = manager.policy.state();
     sameKeys(state.keys, held);
     // One assertion each: this check runs after every random call.
     expect(state.orphans.filter((orphan) => !held.has(orphan))).toEqual([]);
@@ -109,11 +109,11 @@ function holdSubject(protectQueued = false): Subject {
 }
 
 function s3FifoSubject(protectQueued = false): Subject {
-  const manager = new S3FifoOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
+  const manager = s3FifoManager({ capacityBlocks: CAPACITY, protectQueued });
   return storingSubject(
     manager,
     (held) => {
-      const state = manager.s3FifoState();
+      const state = manager.policy.state();
       sameKeys([...state.small, ...state.main], held);
       expect(state.ghosts.length).toBeLessThanOrEqual(4 * CAPACITY);
       for (const ghost of state.ghosts) expect(held.has(ghost)).toBe(false);

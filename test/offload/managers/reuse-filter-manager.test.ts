@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../../src/core/errors.js';
-import { LruOffloadingManager } from '../../../src/offload/lru-manager.js';
+import { lruManager } from '../../../src/offload/lru-manager.js';
 import { ReuseFilterManager } from '../../../src/offload/reuse-filter-manager.js';
 import { keys, prepareStore, storeReady } from './helpers.js';
 
 interface FilterSetup {
-  readonly backing: LruOffloadingManager;
+  readonly backing: ReturnType<typeof lruManager>;
   readonly filter: ReuseFilterManager;
 }
 
 function reuseFilter(threshold: number, maxTrackerSize: number, capacityBlocks = 8): FilterSetup {
-  const backing = new LruOffloadingManager({ capacityBlocks });
+  const backing = lruManager({ capacityBlocks });
   return { backing, filter: new ReuseFilterManager(backing, { threshold, maxTrackerSize }) };
 }
 
@@ -83,7 +83,7 @@ describe('reuse filter manager', () => {
     expect(backing.stats().pinnedBlocks).toBe(1);
     filter.completeLoad(keys(2));
     filter.touch(keys(1));
-    expect(backing.keysOldestFirst()).toEqual(keys(2, 1));
+    expect(backing.policy.keysOldestFirst()).toEqual(keys(2, 1));
     seen(filter, 1, 3);
     expect(prepareStore(filter, 3).evictedKeys).toEqual(keys(2));
     expect(filter.stats()).toEqual(backing.stats());
@@ -101,7 +101,7 @@ describe('reuse filter manager', () => {
   });
 
   it('rejects a threshold or tracker size that is not a positive integer, naming it', () => {
-    const backing = new LruOffloadingManager({ capacityBlocks: 1 });
+    const backing = lruManager({ capacityBlocks: 1 });
     expect(() => new ReuseFilterManager(backing, { threshold: 0, maxTrackerSize: 4 })).toThrowError(
       /threshold must be an integer >= 1, got 0/,
     );

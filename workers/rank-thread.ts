@@ -31,5 +31,5 @@ function die(death: RankDeath, when: string): Promise<never> {
   return new Promise<never>(() => {});
 }
 
-if (!parentPort) throw new Error('rank-worker must run in a worker thread');
+if (!parentPort) throw new Error('rank-thread must run in a worker thread');
 Comlink.expose(new RankWorker({ openDevice, die }), threadEndpoint(parentPort));

@@ -1,7 +1,7 @@
 import type { BlockHash } from '../../core/block-hash.js';
 import { ConfigError } from '../../core/errors.js';
 import type { KvGeometry } from '../../core/kv-geometry.js';
-import type { StepView } from '../../scheduler/connector.js';
+import type { StepView } from '../../scheduler/connector-port.js';
 import type { TransferJobSpec } from '../../protocol/step-protocol.js';
 import type { Request } from '../../scheduler/request.js';
 

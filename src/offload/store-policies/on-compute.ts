@@ -1,5 +1,5 @@
 import type { BlockHash } from '../../core/block-hash.js';
-import type { StepView } from '../../scheduler/connector.js';
+import type { StepView } from '../../scheduler/connector-port.js';
 import type { Request } from '../../scheduler/request.js';
 import { offloadKeyOf } from '../geometry.js';
 import type { OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from './store-policy.js';

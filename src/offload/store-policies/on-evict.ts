@@ -1,15 +1,16 @@
 import type { BlockHash } from '../../core/block-hash.js';
 import { KvtierError } from '../../core/errors.js';
-import type { StepView } from '../../scheduler/connector.js';
+import type { StepView } from '../../scheduler/connector-port.js';
 import type { Request } from '../../scheduler/request.js';
 import { offloadKeyOf } from '../geometry.js';
 import { FreedBlockGroups } from './freed-block-groups.js';
 import type { GpuPrefixCache, OffloadGeometry, StoreCandidate, StoreContext, StorePolicy } from './store-policy.js';
+import { ERROR_CODES } from '../../core/error-codes.js';
 
 /** The on-evict policy was used without the GPU prefix cache it needs. */
 export class StorePolicyWiringError extends KvtierError {
   constructor(message: string) {
-    super('ERR_KVTIER_STORE_POLICY', message);
+    super(ERROR_CODES.storePolicy, message);
   }
 }
 
