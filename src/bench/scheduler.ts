@@ -16,6 +16,7 @@ import { createRequest } from '../scheduler/request.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { assembleLocalEngine } from '../runtime/assembly/assemble-engine.js';
 import type { CpuTierConfig } from '../runtime/assembly/tier-stack.js';
+import { cacheTierMetrics } from '../runtime/cache-tier-metrics.js';
 
 /**
  * Scheduler bench (docs/architecture.md, "Benchmarks"): CPU time of one schedule() +
@@ -243,8 +244,7 @@ function benchMetrics(scheduler: Scheduler): EngineMetrics {
     preemptions: s.preemptions,
     requests: { added: s.requestsAdded, finished: s.requestsFinished, aborted: s.requestsAborted, failed: s.requestsFailed },
     tokens: { prompt: 0, output: s.outputTokens, prefillComputed: s.prefillTokensComputed, recomputed: s.recomputedTokens, promptReached: s.promptTokensReached },
-    hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
-    rereads: { gpuPrefixTokens: s.gpuPrefixRereadTokens, cpuTierTokens: s.externalRereadTokens },
+    ...cacheTierMetrics(s),
     transfers: { gpuToCpu: none, cpuToGpu: none },
     loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
     storeFailures: 0,

@@ -19,7 +19,7 @@ export interface ProgressSnapshot {
   readonly promptReachedTokens: number;
   readonly outputTokens: number;
   readonly gpuHitTokens: number;
-  readonly cpuHitTokens: number;
+  readonly cpuTierHitTokens: number;
   readonly bytesGpuToCpu: number;
   readonly bytesCpuToGpu: number;
 }
@@ -40,7 +40,7 @@ export function snapshotFromMetrics(metrics: EngineMetrics, requestsTotal: numbe
     promptReachedTokens: metrics.tokens.promptReached,
     outputTokens: metrics.tokens.output,
     gpuHitTokens: metrics.hits.gpuPrefixTokens,
-    cpuHitTokens: metrics.hits.cpuTierTokens,
+    cpuTierHitTokens: metrics.hits.cpuTierTokens,
     bytesGpuToCpu: metrics.transfers.gpuToCpu.bytes,
     bytesCpuToGpu: metrics.transfers.cpuToGpu.bytes,
   };
@@ -72,7 +72,7 @@ export function formatProgressLine(snapshot: ProgressSnapshot, rates: ProgressRa
   return [
     `${label === null ? '' : `[${label}] `}[${(elapsedMs / 1000).toFixed(1)}s] requests ${snapshot.requestsDone}/${snapshot.requestsTotal}`,
     `${Math.round(rates.outputTokensPerSecond).toLocaleString('en-US')} tok/s`,
-    `hits GPU ${pct(snapshot.gpuHitTokens)} CPU ${pct(snapshot.cpuHitTokens)}`,
+    `hits GPU ${pct(snapshot.gpuHitTokens)} CPU ${pct(snapshot.cpuTierHitTokens)}`,
     `GPU->CPU ${formatRate(rates.gbpsGpuToCpu)} CPU->GPU ${formatRate(rates.gbpsCpuToGpu)}`,
   ].join(' | ');
 }

@@ -48,7 +48,7 @@ export class RunTimeline {
         promptTokens: b.snapshot.promptTokens - a.snapshot.promptTokens,
         promptReachedTokens: b.snapshot.promptReachedTokens - a.snapshot.promptReachedTokens,
         gpuHitTokens: b.snapshot.gpuHitTokens - a.snapshot.gpuHitTokens,
-        cpuHitTokens: b.snapshot.cpuHitTokens - a.snapshot.cpuHitTokens,
+        cpuTierHitTokens: b.snapshot.cpuTierHitTokens - a.snapshot.cpuTierHitTokens,
         bytesGpuToCpu: b.snapshot.bytesGpuToCpu - a.snapshot.bytesGpuToCpu,
         bytesCpuToGpu: b.snapshot.bytesCpuToGpu - a.snapshot.bytesCpuToGpu,
       });

@@ -50,9 +50,9 @@ export interface OffloadingConnectorMetrics {
    * Prompt tokens served from the CPU tier that their request reached for the first time: counted
    * when the request uses them, so never the tokens of a failed load, nor the last prompt token.
    */
-  readonly cpuHitTokens: number;
+  readonly cpuTierHitTokens: number;
   /** Tokens served from the CPU tier that their request had reached before (read again after a preemption). */
-  readonly cpuRereadTokens: number;
+  readonly cpuTierRereadTokens: number;
   readonly loadsIssued: number;
   readonly loadsFailed: number;
   /** GPU blocks written by loads that succeeded. */
@@ -105,8 +105,8 @@ export class OffloadingConnector implements SchedulerConnector {
   private readonly loadedSinceMeta = new Set<string>();
   private readonly storeContext: StoreContext;
   private readonly counters = {
-    cpuHitTokens: 0,
-    cpuRereadTokens: 0,
+    cpuTierHitTokens: 0,
+    cpuTierRereadTokens: 0,
     loadsIssued: 0,
     loadsFailed: 0,
     gpuBlocksLoaded: 0,
@@ -216,8 +216,8 @@ export class OffloadingConnector implements SchedulerConnector {
   }
 
   externalTokensServed(_request: Request, hits: number, rereads: number): void {
-    this.counters.cpuHitTokens += hits;
-    this.counters.cpuRereadTokens += rereads;
+    this.counters.cpuTierHitTokens += hits;
+    this.counters.cpuTierRereadTokens += rereads;
   }
 
   // ---------------------------------------------------------------- one step
@@ -321,8 +321,8 @@ export class OffloadingConnector implements SchedulerConnector {
   metrics(): OffloadingConnectorMetrics {
     const c = this.counters;
     return {
-      cpuHitTokens: c.cpuHitTokens,
-      cpuRereadTokens: c.cpuRereadTokens,
+      cpuTierHitTokens: c.cpuTierHitTokens,
+      cpuTierRereadTokens: c.cpuTierRereadTokens,
       loadsIssued: c.loadsIssued,
       loadsFailed: c.loadsFailed,
       gpuBlocksLoaded: c.gpuBlocksLoaded,

@@ -32,6 +32,7 @@ import { engineAssemblyConfig, engineGeometry } from './assembly/engine-config-p
 import type { StepObserver } from './step-observer.js';
 import { KvEventRecorder, type KvEventListener } from '../events/kv-event-recorder.js';
 import { KvEventStream, type KvEventStreamOptions } from '../events/kv-event-stream.js';
+import { cacheTierMetrics } from './cache-tier-metrics.js';
 
 export interface EngineOptions {
   /** Called as each rank finished opening its device at start (to show start-up progress). */
@@ -287,8 +288,7 @@ export class Engine {
         recomputed: s.recomputedTokens,
         promptReached: s.promptTokensReached,
       },
-      hits: { gpuPrefixTokens: s.gpuPrefixHitTokens, cpuTierTokens: s.externalHitTokens },
-      rereads: { gpuPrefixTokens: s.gpuPrefixRereadTokens, cpuTierTokens: s.externalRereadTokens },
+      ...cacheTierMetrics(s),
       ...(this.remote ? { remote: this.remote.snapshot() } : {}),
       transfers,
       loadFailures: { blocks: s.loadFailures.blocks, requestsRecovered: s.loadFailures.requestsRecovered },
@@ -454,11 +454,11 @@ export class Engine {
       finishMs: request.finishTime ?? this.now(),
       numPreemptions: request.numPreemptions,
       gpuPrefixHitTokens: request.gpuPrefixHitTokens,
-      cpuTierHitTokens: request.externalHitTokens,
+      cpuTierHitTokens: request.cpuTierHitTokens,
       // The remote side counts the tokens its blocks offered; a whole-prompt hit takes one fewer (the last prompt token is computed).
-      remoteHitTokens: Math.min(request.remoteHitTokens, request.externalHitTokens),
+      remoteHitTokens: Math.min(request.remoteHitTokens, request.cpuTierHitTokens),
       gpuPrefixRereadTokens: request.gpuPrefixRereadTokens,
-      cpuTierRereadTokens: request.externalRereadTokens,
+      cpuTierRereadTokens: request.cpuTierRereadTokens,
     };
   }
 

@@ -99,11 +99,11 @@ export class Request {
    * tier), and positions served again after they were reached (rereads); see TokenLedger.
    */
   gpuPrefixHitTokens = 0;
-  externalHitTokens = 0;
-  /** Of externalHitTokens: tokens in CPU-tier blocks the remote tier filled (set by the remote connector). */
+  cpuTierHitTokens = 0;
+  /** Of cpuTierHitTokens: tokens in CPU-tier blocks the remote tier filled (set by the remote connector). */
   remoteHitTokens = 0;
   gpuPrefixRereadTokens = 0;
-  externalRereadTokens = 0;
+  cpuTierRereadTokens = 0;
   /** Positions [0, reachedTokens) had KV at some point (served or computed); never lowered. */
   reachedTokens = 0;
   /** Positions of the current admission already counted by the TokenLedger (served or computed). */

@@ -31,10 +31,10 @@ export interface SchedulerStats {
   readonly preemptions: number;
   /** Prompt tokens first reached by being served by the GPU prefix cache / by the connector (TokenLedger). */
   readonly gpuPrefixHitTokens: number;
-  readonly externalHitTokens: number;
+  readonly cpuTierHitTokens: number;
   /** Positions a request was served again after it had reached them (after a preemption, a rank loss). */
   readonly gpuPrefixRereadTokens: number;
-  readonly externalRereadTokens: number;
+  readonly cpuTierRereadTokens: number;
   /** Prompt positions computed for the first time plus every position computed again. */
   readonly prefillTokensComputed: number;
   /** Output positions computed for the first time. */

@@ -31,10 +31,10 @@ import type { Request } from './request.js';
 export class TokenLedger {
   /** Positions first reached by serving them from the GPU prefix cache / from the connector (CPU tier). */
   gpuPrefixHitTokens = 0;
-  externalHitTokens = 0;
+  cpuTierHitTokens = 0;
   /** Positions served again: reached before by the same request. */
   gpuPrefixRereadTokens = 0;
-  externalRereadTokens = 0;
+  cpuTierRereadTokens = 0;
   /** Prompt positions computed for the first time, plus every position computed again. */
   prefillTokensComputed = 0;
   /** Output positions computed for the first time (one per decode step). */
@@ -98,10 +98,10 @@ export class TokenLedger {
     if (externalTo > externalFrom) {
       const hits = this.split(request, externalFrom, externalTo);
       const rereads = externalTo - externalFrom - hits;
-      this.externalHitTokens += hits;
-      this.externalRereadTokens += rereads;
-      request.externalHitTokens += hits;
-      request.externalRereadTokens += rereads;
+      this.cpuTierHitTokens += hits;
+      this.cpuTierRereadTokens += rereads;
+      request.cpuTierHitTokens += hits;
+      request.cpuTierRereadTokens += rereads;
       this.externalServed?.(request, hits, rereads);
     }
   }

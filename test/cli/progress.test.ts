@@ -10,7 +10,7 @@ function snapshot(overrides: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
     promptReachedTokens: 0,
     outputTokens: 0,
     gpuHitTokens: 0,
-    cpuHitTokens: 0,
+    cpuTierHitTokens: 0,
     bytesGpuToCpu: 0,
     bytesCpuToGpu: 0,
     ...overrides,
@@ -38,7 +38,7 @@ async function until(condition: () => boolean): Promise<void> {
 describe('the progress line', () => {
   it('shows requests, token rate, hit shares of the prompt tokens reached per tier and transfer rates', () => {
     // Prompt tokens of requests still queued are not reached yet: the shares are of the 1,000 reached.
-    const now = snapshot({ requestsDone: 4, requestsTotal: 10, promptTokens: 1500, promptReachedTokens: 1000, gpuHitTokens: 250, cpuHitTokens: 125 });
+    const now = snapshot({ requestsDone: 4, requestsTotal: 10, promptTokens: 1500, promptReachedTokens: 1000, gpuHitTokens: 250, cpuTierHitTokens: 125 });
     const rates = { outputTokensPerSecond: 1234.4, gbpsGpuToCpu: 1.5, gbpsCpuToGpu: 0.25 };
     expect(formatProgressLine(now, rates, 12_340)).toBe(
       '[12.3s] requests 4/10 | 1,234 tok/s | hits GPU 25.0% CPU 12.5% | GPU->CPU 1.50 GB/s CPU->GPU 250.0 MB/s',
@@ -74,7 +74,7 @@ describe('the progress line', () => {
       stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
     };
     expect(snapshotFromMetrics(metrics, 12)).toEqual({
-      requestsDone: 8, requestsTotal: 12, promptTokens: 900, promptReachedTokens: 900, outputTokens: 80, gpuHitTokens: 400, cpuHitTokens: 200, bytesGpuToCpu: 10, bytesCpuToGpu: 20,
+      requestsDone: 8, requestsTotal: 12, promptTokens: 900, promptReachedTokens: 900, outputTokens: 80, gpuHitTokens: 400, cpuTierHitTokens: 200, bytesGpuToCpu: 10, bytesCpuToGpu: 20,
     });
   });
 

@@ -50,10 +50,10 @@ async function conversation(eviction: EvictionPolicyName, wrapManager?: (m: Offl
   const evicted = chain.filter((key) => h.manager.lookup([key]) === 0);
 
   h.forgetGpuCache();
-  const before = h.connector.metrics().cpuHitTokens;
+  const before = h.connector.metrics().cpuTierHitTokens;
   await h.serve('turn-2', { prompt: [...history, ...promptOf(2 * BLOCK_SIZE, 13)], maxTokens: 1 });
   expect(h.wrongOutputs()).toEqual([]);
-  return { heldPrefix, evicted, chain, turnTwoCpuHitTokens: h.connector.metrics().cpuHitTokens - before };
+  return { heldPrefix, evicted, chain, turnTwoCpuHitTokens: h.connector.metrics().cpuTierHitTokens - before };
 }
 
 describe.each(EVICTION_POLICY_NAMES)('a stored chain under %s eviction', (eviction) => {

@@ -16,7 +16,7 @@ describe('offloading end to end', () => {
     // Five full blocks of the prompt come from the tier; the sixth (2 tokens) is computed.
     expect(load.gpuBlockIds).toHaveLength(5);
     expect(h.scheduler.getRequest('again')).toBeUndefined();
-    expect(h.connector.metrics().cpuHitTokens).toBe(20);
+    expect(h.connector.metrics().cpuTierHitTokens).toBe(20);
     expect(h.wrongOutputs()).toEqual([]);
     expect(await h.leaks()).toEqual([]);
   });

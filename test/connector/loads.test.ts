@@ -38,9 +38,9 @@ describe('loads from the CPU tier', () => {
     expect(load.cpuBlockIds).toEqual(cpuIds);
     expect(manager.stats().pinnedBlocks).toBe(2);
     // Issued, not served: hits are counted once the request uses the loaded tokens.
-    expect(connector.metrics()).toMatchObject({ cpuHitTokens: 0, loadsIssued: 1 });
+    expect(connector.metrics()).toMatchObject({ cpuTierHitTokens: 0, loadsIssued: 1 });
     connector.externalTokensServed(request, 8, 0);
-    expect(connector.metrics()).toMatchObject({ cpuHitTokens: 8, cpuRereadTokens: 0 });
+    expect(connector.metrics()).toMatchObject({ cpuTierHitTokens: 8, cpuTierRereadTokens: 0 });
   });
 
   it('loads a middle-block hit into the GPU blocks after the GPU prefix hit', () => {

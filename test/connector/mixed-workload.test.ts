@@ -53,7 +53,7 @@ describe('a mixed workload under every store policy', () => {
         });
         await mixedWorkload(h, 11 + latency);
         expect(h.finished.size).toBe(18);
-        expect(h.connector.metrics().cpuHitTokens).toBeGreaterThan(0);
+        expect(h.connector.metrics().cpuTierHitTokens).toBeGreaterThan(0);
         expect(h.wrongOutputs()).toEqual([]);
         expect(h.wrongTierBlocks()).toEqual([]);
         expect(await h.leaks()).toEqual([]);

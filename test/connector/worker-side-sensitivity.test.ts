@@ -57,7 +57,7 @@ describe('worker-side reference behaviours (sensitivity)', () => {
   it('a failed store leaves its CPU blocks out of the tier, and reporting it ok lets a request load poisoned KV', async () => {
     const honest = await failingStores({});
     expect(honest.results.some((r) => r.finishedJobs.some((j) => j.direction === 'gpuToCpu' && !j.ok))).toBe(true);
-    expect(honest.connector.metrics().cpuHitTokens).toBeGreaterThan(0);
+    expect(honest.connector.metrics().cpuTierHitTokens).toBeGreaterThan(0);
     expect(damage(honest)).toEqual([]);
     const lying = await failingStores({ reportFailedStoresAsOk: true });
     expect(lying.wrongOutputs()).not.toEqual([]);

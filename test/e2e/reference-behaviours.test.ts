@@ -13,9 +13,9 @@ interface Outcome {
   readonly finished: FinishedRequest[];
   readonly wrong: string[];
   readonly preemptions: number;
-  readonly cpuHitTokens: number;
+  readonly cpuTierHitTokens: number;
   /** CPU-tier tokens read again by requests that had reached them before (a preempted request resuming). */
-  readonly cpuRereadTokens: number;
+  readonly cpuTierRereadTokens: number;
   readonly logs: TransferLogEntry[][];
 }
 
@@ -29,8 +29,8 @@ async function run(config: EngineConfigInput, waves: RequestSpec[][], worker: Wo
         finished,
         wrong: mismatches(finished),
         preemptions: m.preemptions,
-        cpuHitTokens: m.hits.cpuTierTokens,
-        cpuRereadTokens: m.rereads.cpuTierTokens,
+        cpuTierHitTokens: m.hits.cpuTierTokens,
+        cpuTierRereadTokens: m.rereads.cpuTierTokens,
         logs: await probe(engine).transferLogs(),
       };
     },
@@ -72,7 +72,7 @@ describe('preemption flush', () => {
     const outcome = await run(config, preemptionStorm());
     expect(outcome.preemptions).toBeGreaterThan(0);
     // The preempted requests read their own stored blocks back: rereads, not hits.
-    expect(outcome.cpuRereadTokens).toBeGreaterThan(0);
+    expect(outcome.cpuTierRereadTokens).toBeGreaterThan(0);
     expect(outcome.wrong).toEqual([]);
   });
 
@@ -89,13 +89,13 @@ describe('stores wait for compute', () => {
 
   it('a store copies a block only after the compute that wrote it, so CPU-tier hits give the right tokens', async () => {
     const outcome = await run(config, evictThenReuse());
-    expect(outcome.cpuHitTokens).toBeGreaterThan(0);
+    expect(outcome.cpuTierHitTokens).toBeGreaterThan(0);
     expect(outcome.wrong).toEqual([]);
   });
 
   it('a store not ordered after compute captures stale KV and the requests served from it diverge', async () => {
     const outcome = await run(config, evictThenReuse(), { storesIgnoreCompute: true, submitStoresImmediately: true });
-    expect(outcome.cpuHitTokens).toBeGreaterThan(0);
+    expect(outcome.cpuTierHitTokens).toBeGreaterThan(0);
     expect(outcome.wrong.length).toBeGreaterThan(0);
   });
 });

@@ -9,7 +9,7 @@ import type { RunReport } from '../../src/report/report.js';
  * passes 100%, even when the prompts arrived in an earlier interval.
  */
 
-function interval(endSeconds: number, counts: Pick<TimelineInterval, 'promptTokens' | 'promptReachedTokens' | 'gpuHitTokens' | 'cpuHitTokens'>): TimelineInterval {
+function interval(endSeconds: number, counts: Pick<TimelineInterval, 'promptTokens' | 'promptReachedTokens' | 'gpuHitTokens' | 'cpuTierHitTokens'>): TimelineInterval {
   return { endSeconds, seconds: 0.5, bytesGpuToCpu: 0, bytesCpuToGpu: 0, ...counts };
 }
 
@@ -24,11 +24,11 @@ describe('the hit shares chart', () => {
     const spec = hitSharesSpec([
       run([
         // A burst arrives: its prompts are received now and reached later.
-        interval(0.5, { promptTokens: 4000, promptReachedTokens: 1000, gpuHitTokens: 300, cpuHitTokens: 200 }),
+        interval(0.5, { promptTokens: 4000, promptReachedTokens: 1000, gpuHitTokens: 300, cpuTierHitTokens: 200 }),
         // Nothing arrives; the burst is served from the tiers: shares of the 2,000 reached, not of 0 received.
-        interval(1, { promptTokens: 0, promptReachedTokens: 2000, gpuHitTokens: 1200, cpuHitTokens: 800 }),
+        interval(1, { promptTokens: 0, promptReachedTokens: 2000, gpuHitTokens: 1200, cpuTierHitTokens: 800 }),
         // Received, not reached yet: no point.
-        interval(1.5, { promptTokens: 500, promptReachedTokens: 0, gpuHitTokens: 0, cpuHitTokens: 0 }),
+        interval(1.5, { promptTokens: 500, promptReachedTokens: 0, gpuHitTokens: 0, cpuTierHitTokens: 0 }),
       ]),
     ]);
     const points = (spec.data as { values: Point[] }).values;

@@ -25,7 +25,7 @@ function tierHarness(options: { loadFaults?: LoadFaultInjector; numGpuBlocks?: n
 
 function expectIdentity(s: SchedulerStats, promptTokens: number): void {
   expect(s.promptTokensReached).toBe(promptTokens);
-  expect(s.gpuPrefixHitTokens + s.externalHitTokens + s.prefillTokensComputed).toBe(promptTokens + s.recomputedTokens);
+  expect(s.gpuPrefixHitTokens + s.cpuTierHitTokens + s.prefillTokensComputed).toBe(promptTokens + s.recomputedTokens);
 }
 
 function expectExact(h: Harness, ids: readonly string[]): void {
@@ -42,7 +42,7 @@ describe('hit accounting', () => {
     expectExact(h, ['a']);
     const s = h.scheduler.stats();
     // Block 0 was served; block 1 failed, so blocks 1 and 2 and the last two tokens were computed, once.
-    expect(s.externalHitTokens).toBe(4);
+    expect(s.cpuTierHitTokens).toBe(4);
     expect(s.prefillTokensComputed).toBe(10);
     expect(s.recomputedTokens).toBe(0);
     expectIdentity(s, 14);
@@ -56,8 +56,8 @@ describe('hit accounting', () => {
     await h.runUntilIdle();
     expectExact(h, ['a']);
     const s = h.scheduler.stats();
-    expect(s.externalHitTokens).toBe(0);
-    expect(s.externalRereadTokens).toBe(0);
+    expect(s.cpuTierHitTokens).toBe(0);
+    expect(s.cpuTierRereadTokens).toBe(0);
     expectIdentity(s, 14);
   });
 
@@ -69,7 +69,7 @@ describe('hit accounting', () => {
     await h.runUntilIdle();
     expectExact(h, ['a']);
     const s = h.scheduler.stats();
-    expect(s.externalHitTokens).toBe(11);
+    expect(s.cpuTierHitTokens).toBe(11);
     expect(s.prefillTokensComputed).toBe(1);
     expectIdentity(s, 12);
   });

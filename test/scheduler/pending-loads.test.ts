@@ -26,7 +26,7 @@ describe('loads from the CPU tier', () => {
     expect([resumed.reqId, resumed.startPosition, resumed.tokens]).toEqual(['a', 12, [5, 6]]);
     await h.runUntilIdle();
     expect(h.outputs.get('a')).toEqual(h.expectedTokens('a'));
-    expect(h.scheduler.stats().externalHitTokens).toBe(12);
+    expect(h.scheduler.stats().cpuTierHitTokens).toBe(12);
   });
 
   it('still computes the last prompt token when the tier holds the whole prompt', async () => {
@@ -74,7 +74,7 @@ describe('loads from the CPU tier', () => {
     expect(tier.issuedLoads).toHaveLength(1);
     expect(h.outputs.get('first')).toEqual(h.expectedTokens('first'));
     expect(h.outputs.get('second')).toEqual(h.expectedTokens('second'));
-    expect(h.scheduler.stats()).toMatchObject({ externalHitTokens: 12, gpuPrefixHitTokens: 12 });
+    expect(h.scheduler.stats()).toMatchObject({ cpuTierHitTokens: 12, gpuPrefixHitTokens: 12 });
   });
 
   it('counts requests waiting for KV toward maxNumSeqs', async () => {

@@ -16,7 +16,7 @@ export interface TimelineInterval {
    */
   readonly promptReachedTokens: number;
   readonly gpuHitTokens: number;
-  readonly cpuHitTokens: number;
+  readonly cpuTierHitTokens: number;
   readonly bytesGpuToCpu: number;
   readonly bytesCpuToGpu: number;
 }
@@ -72,7 +72,7 @@ export function hitSharesSpec(runs: readonly RunForReport[]): ChartSpec {
       .flatMap((i) => [
         { seconds: i.endSeconds, share: i.gpuHitTokens / i.promptReachedTokens, series: `${run.label}: GPU prefix` },
         // Without a CPU tier its share is zero throughout: no line for it.
-        ...(run.report.offload ? [{ seconds: i.endSeconds, share: i.cpuHitTokens / i.promptReachedTokens, series: `${run.label}: CPU tier` }] : []),
+        ...(run.report.offload ? [{ seconds: i.endSeconds, share: i.cpuTierHitTokens / i.promptReachedTokens, series: `${run.label}: CPU tier` }] : []),
       ]),
   );
   return {
