@@ -47,7 +47,7 @@ export interface GaugeSources {
 export function readGauges(sources: GaugeSources): EngineGauges {
   const { scheduler: s, cpuTier: tier } = sources;
   return {
-    requests: { running: s.running, waiting: s.waiting, waitingForLoad: s.waitingForRemoteKvs },
+    requests: { running: s.running, waiting: s.waiting, waitingForLoad: s.waitingForCpuTierLoad },
     gpuBlocks: {
       capacity: s.kvCache.total,
       used: s.kvCache.referenced,

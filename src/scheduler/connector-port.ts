@@ -11,7 +11,7 @@ import type { Request } from './request.js';
 /** Tokens beyond the GPU prefix hit that the connector can provide. */
 export interface ExternalMatch {
   readonly numTokens: number;
-  /** true: loaded asynchronously; the request waits (waitingForRemoteKvs) until the load job finished. */
+  /** true: loaded asynchronously; the request waits (waitingForCpuTierLoad) until the load job finished. */
   readonly loadAsync: boolean;
 }
 

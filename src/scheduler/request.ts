@@ -14,7 +14,8 @@ export type FinishReason = 'length' | 'stopped' | 'aborted' | 'error';
 
 export type RequestStatus =
   | 'waiting'
-  | 'waitingForRemoteKvs'
+  /** Waiting for its CPU-tier hits to be loaded onto the GPU (vLLM: WAITING_FOR_REMOTE_KVS). */
+  | 'waitingForCpuTierLoad'
   | 'running'
   | 'preempted'
   | 'finishedLength'

@@ -21,7 +21,8 @@ export interface SchedulerStats {
   readonly running: number;
   /** Waiting or preempted requests not waiting for KV. */
   readonly waiting: number;
-  readonly waitingForRemoteKvs: number;
+  /** Requests in the waitingForCpuTierLoad state. */
+  readonly waitingForCpuTierLoad: number;
   /** Finished requests whose blocks are still held (loads landing, stores reading them). */
   readonly finishedHoldingBlocks: number;
   readonly requestsAdded: number;

@@ -262,7 +262,7 @@ export class Scheduler {
 
   private scheduleWaiting(draft: StepDraft, budget: number, now: number): void {
     let numSeqs = this.running.length;
-    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') numSeqs++;
+    for (const request of this.waiting) if (request.status === 'waitingForCpuTierLoad') numSeqs++;
     let admitNew = true;
     const stillWaiting: Request[] = [];
     for (const request of this.waiting) {
@@ -270,7 +270,7 @@ export class Scheduler {
         stillWaiting.push(request);
         continue;
       }
-      if (request.status === 'waitingForRemoteKvs') {
+      if (request.status === 'waitingForCpuTierLoad') {
         // Admitted already (holds its blocks and a sequence slot): runs once every load it waits for landed.
         const entry = this.loadWaits.isWaiting(request.id) ? null : this.scheduleAfterLoad(request, budget);
         if (entry === null) {
@@ -366,7 +366,7 @@ export class Scheduler {
     }
 
     if (waitsForKv) {
-      request.status = 'waitingForRemoteKvs';
+      request.status = 'waitingForCpuTierLoad';
       // Counts the tokens being loaded; the cap to numTokens - 1 applies when it runs.
       request.numComputedTokens = numKnown;
       const jobs = new Set(hit.pendingJobs);
@@ -660,10 +660,10 @@ export class Scheduler {
     this.counters.rankResets++;
     const wasRunning = this.running.takeAll();
     let lostKv = wasRunning.length;
-    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') lostKv++;
+    for (const request of this.waiting) if (request.status === 'waitingForCpuTierLoad') lostKv++;
     if (lostKv > 0) this.observer?.requestsPreempted('rank_loss', lostKv);
     for (const request of wasRunning) request.status = 'waiting';
-    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') request.status = 'waiting';
+    for (const request of this.waiting) if (request.status === 'waitingForCpuTierLoad') request.status = 'waiting';
     for (const request of [...wasRunning, ...this.waiting]) request.numComputedTokens = 0;
     this.waiting = [...wasRunning, ...this.waiting];
     for (const request of this.knownToWorkers) {
@@ -683,15 +683,15 @@ export class Scheduler {
   // ------------------------------------------------------------ inspection
 
   stats(): SchedulerStats {
-    let waitingForKv = 0;
-    for (const request of this.waiting) if (request.status === 'waitingForRemoteKvs') waitingForKv++;
+    let waitingForLoad = 0;
+    for (const request of this.waiting) if (request.status === 'waitingForCpuTierLoad') waitingForLoad++;
     const c = this.counters;
     const ledger = this.ledger;
     return {
       steps: this.stepCount,
       running: this.running.length,
-      waiting: this.waiting.length - waitingForKv,
-      waitingForRemoteKvs: waitingForKv,
+      waiting: this.waiting.length - waitingForLoad,
+      waitingForCpuTierLoad: waitingForLoad,
       finishedHoldingBlocks: this.holds.size,
       requestsAdded: c.requestsAdded,
       requestsFinished: c.requestsFinished,

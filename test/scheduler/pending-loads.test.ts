@@ -19,7 +19,7 @@ describe('loads from the CPU tier', () => {
     const first = (await h.step()).scheduled;
     expect(first.requests).toHaveLength(0);
     expect(first.offload?.loads.map((l) => l.reqId)).toEqual(['a']);
-    expect(h.scheduler.getRequest('a')!.status).toBe('waitingForRemoteKvs');
+    expect(h.scheduler.getRequest('a')!.status).toBe('waitingForCpuTierLoad');
     await h.step();
     await h.step(); // the load lands (two steps of latency)
     const resumed = (await h.step()).scheduled.requests[0];
@@ -62,7 +62,7 @@ describe('loads from the CPU tier', () => {
     h.add('second', { prompt: [...prefix, 7, 8, 9], maxTokens: 3 });
     await h.step(); // step 1: second hits first's blocks, still loading
     expect(tier.issuedLoads).toHaveLength(1);
-    expect(h.scheduler.getRequest('second')!.status).toBe('waitingForRemoteKvs');
+    expect(h.scheduler.getRequest('second')!.status).toBe('waitingForCpuTierLoad');
     await h.step(); // step 2: the load lands
     expect(h.results[2].finishedJobs.map((j) => j.jobId)).toEqual([tier.issuedLoads[0].jobId]);
     const both = (await h.step()).scheduled; // step 3
@@ -86,11 +86,11 @@ describe('loads from the CPU tier', () => {
     h.add('c', { prompt: promptOf(5, 7), maxTokens: 2 });
     const first = (await h.step()).scheduled;
     expect(first.requests).toHaveLength(0);
-    expect(h.scheduler.stats()).toMatchObject({ waitingForRemoteKvs: 2, waiting: 1 });
+    expect(h.scheduler.stats()).toMatchObject({ waitingForCpuTierLoad: 2, waiting: 1 });
     while (h.scheduler.hasPendingWork()) {
       await h.step();
       const stats = h.scheduler.stats();
-      expect(stats.running + stats.waitingForRemoteKvs).toBeLessThanOrEqual(2);
+      expect(stats.running + stats.waitingForCpuTierLoad).toBeLessThanOrEqual(2);
     }
     const cFirst = h.steps.findIndex((s) => s.requests.some((r) => r.reqId === 'c'));
     const aDone = h.steps.findIndex((s) => s.finishedReqIds.includes('a'));

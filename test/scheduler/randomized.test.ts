@@ -110,7 +110,7 @@ describe('randomized workloads on a tiny block pool', () => {
     seedTier();
     await drive(w, 3000, async (step) => {
       // Aborts while loading are the delicate case: the load still writes the blocks.
-      const loading = [...w.live].filter((id) => h.scheduler.getRequest(id)?.status === 'waitingForRemoteKvs');
+      const loading = [...w.live].filter((id) => h.scheduler.getRequest(id)?.status === 'waitingForCpuTierLoad');
       if (loading.length > 0 && w.rng.chance(0.1)) {
         const id = w.rng.pick(loading);
         if (h.scheduler.abortRequest(id)) w.aborted.add(id);

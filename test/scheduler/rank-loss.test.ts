@@ -12,7 +12,7 @@ describe('rank loss', () => {
     await h.step();
     h.add('loading', { prompt: [...promptOf(8, 50), 1], maxTokens: 3 });
     await h.step();
-    expect(h.scheduler.getRequest('loading')!.status).toBe('waitingForRemoteKvs');
+    expect(h.scheduler.getRequest('loading')!.status).toBe('waitingForCpuTierLoad');
     const returnedBefore = h.outputs.get('a')!.slice();
     expect(returnedBefore).toHaveLength(3);
 
