@@ -16,7 +16,7 @@ export type {
   TransferCounters,
 } from './runtime/engine-types.js';
 export { resolveEngineConfig, type EngineConfig } from './runtime/engine-config.js';
-export { createMetricsRegistry, type MetricsSource } from './runtime/prometheus.js';
+export { createMetricsRegistry, type MetricsSource } from './prometheus/metrics-registry.js';
 export type { EngineGauges, MonitoringSnapshot } from './metrics/gauges.js';
 export type { EngineLogger } from './log/engine-events.js';
 export type {

@@ -8,7 +8,7 @@ import { MODEL_PRESETS } from '../model/presets.js';
 import { readGauges } from '../metrics/gauges.js';
 import type { OffloadingManagerStats } from '../offload/manager.js';
 import type { EngineMetrics } from '../runtime/engine-types.js';
-import { createMetricsRegistry } from '../runtime/prometheus.js';
+import { createMetricsRegistry } from '../prometheus/metrics-registry.js';
 import { parseSchedulerConfig, type SchedulerConfig } from '../scheduler/config.js';
 import type { SchedulerConnector } from '../scheduler/connector-port.js';
 import { NO_TOKEN, type JobResult, type ModelRunnerOutput, type RankStepOutput, type SchedulerOutput, type TransferJobSpec } from '../protocol/step-protocol.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { createLogger } from '../log/create-logger.js';
 import type { Engine, EngineOptions } from '../runtime/engine.js';
-import { createMetricsRegistry } from '../runtime/prometheus.js';
+import { createMetricsRegistry } from '../prometheus/metrics-registry.js';
 import { MetricsServer } from './metrics-server.js';
 import type { RunMonitoringConfig } from './run-monitoring-config.js';
 

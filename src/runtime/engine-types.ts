@@ -2,13 +2,14 @@ import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import type { StorePolicyName } from '../config/store-policy-name.js';
 import type { FinishReason } from '../scheduler/request.js';
 import type { RemoteTierMetrics } from '../remote/remote-stats.js';
+import type { TransferCounters } from '../metrics/transfer-metrics.js';
 
 /**
  * The library API's types: what an embedding service or the CLI hands the
  * engine and gets back.
  */
 
-export type { EvictionPolicyName, FinishReason, StorePolicyName };
+export type { EvictionPolicyName, FinishReason, StorePolicyName, TransferCounters };
 export type FailurePolicy = 'recompute' | 'fail';
 
 /** Engine configuration before defaults are applied, inferred from the config schema (src/config/engine-schema.ts). */
@@ -54,14 +55,6 @@ export interface FinishedRequest {
   /** Tokens it was served again from each tier after a preemption or a rank loss (not hits). */
   readonly gpuPrefixRereadTokens: number;
   readonly cpuTierRereadTokens: number;
-}
-
-export interface TransferCounters {
-  jobs: number;
-  failedJobs: number;
-  bytes: number;
-  /** Sum of job device time (ms). */
-  busyMs: number;
 }
 
 export interface EngineMetrics {

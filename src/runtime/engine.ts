@@ -19,7 +19,7 @@ import type {
 } from './engine-types.js';
 import { Executor } from './executor.js';
 import { PromptHashPool } from './hash-pool.js';
-import type { TransferMetrics } from './metrics.js';
+import type { TransferMetrics } from '../metrics/transfer-metrics.js';
 import type { EngineMonitor } from '../metrics/engine-monitor.js';
 import { readGauges, type MonitoringSnapshot } from '../metrics/gauges.js';
 import type { EngineEventLog, EngineLogger } from '../log/engine-events.js';

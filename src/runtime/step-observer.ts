@@ -1,7 +1,7 @@
 import type { EngineEventLog } from '../log/engine-events.js';
 import type { EngineMonitor } from '../metrics/engine-monitor.js';
 import type { ModelRunnerOutput, RankStepOutput, SchedulerOutput } from '../protocol/step-protocol.js';
-import type { TransferMetrics } from './metrics.js';
+import type { TransferMetrics } from '../metrics/transfer-metrics.js';
 
 /**
  * What one engine step tells whoever watches it, in the order it happens.

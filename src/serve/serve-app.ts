@@ -1,4 +1,4 @@
-import { createMetricsRegistry } from '../runtime/prometheus.js';
+import { createMetricsRegistry } from '../prometheus/metrics-registry.js';
 import type { EngineOptions } from '../runtime/engine.js';
 import type { EngineConfigInput } from '../runtime/engine-types.js';
 import type { IntegrityMismatch } from '../report/integrity-check.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput, EngineMetrics, FinishedRequest, RequestSpec } from '../../src/runtime/engine-types.js';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 import { Exposition } from '../support/exposition.js';
 import {
   evictThenReuse,

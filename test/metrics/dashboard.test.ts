@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 import { withEngine } from '../e2e/helpers.js';
 
 /**

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseRunArgs, resolveRunConfig, toEngineConfig } from '../../src/cli/run-config.js';
 import { RemoteTierStats } from '../../src/remote/remote-stats.js';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 import { kvtier } from '../cli-e2e/cli.js';
 import { freeLoopbackPort } from '../../src/core/loopback-port.js';
 

@@ -7,7 +7,7 @@ import { remoteNamespace } from '../../src/remote/remote-keys.js';
 import { remoteReportRows } from '../../src/remote/remote-report.js';
 import type { RemoteTierMetrics } from '../../src/remote/remote-stats.js';
 import { RemoteTierStats } from '../../src/remote/remote-stats.js';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine } from './remote-helpers.js';

@@ -13,7 +13,7 @@ import { RemoteOperationError } from '../../src/remote/remote-store.js';
 import { retryDelayMs, RetryWaits, writeWithRetries } from '../../src/remote/write-retry.js';
 import { parseRunArgs } from '../../src/cli/run-config.js';
 import { resolveEngineConfig } from '../../src/runtime/engine-config.js';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 import { quietEngineMetrics } from '../support/engine-metrics.js';
 import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';

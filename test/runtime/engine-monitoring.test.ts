@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { EngineLogger } from '../../src/log/engine-events.js';
 import type { Engine } from '../../src/runtime/engine.js';
 import type { EngineConfigInput } from '../../src/runtime/engine-types.js';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 import { expectIdle, runWaves, tokens, withEngine } from '../e2e/helpers.js';
 import { evictThenReuse, FAST, SMALL_GPU } from '../failures/helpers.js';
 import { DEATH_STEP } from '../failures/rank-deaths.js';

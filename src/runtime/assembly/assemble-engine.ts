@@ -8,7 +8,7 @@ import type { SchedulerConfig } from '../../scheduler/config.js';
 import { Scheduler, type SchedulerOptions } from '../../scheduler/scheduler.js';
 import { KVOutputAggregator } from '../aggregator.js';
 import type { BehaviourSwitches } from '../engine-internals.js';
-import { TransferMetrics } from '../metrics.js';
+import { TransferMetrics } from '../../metrics/transfer-metrics.js';
 import { eventLogObserver, monitorObserver, StepObservers, transferTotalsObserver, type StepObserver } from '../step-observer.js';
 import { Closers } from './closers.js';
 import { rankSetups, type RankDeviceConfig } from './rank-setups.js';

@@ -1,5 +1,13 @@
 import type { JobResult } from '../protocol/step-protocol.js';
-import type { TransferCounters } from './engine-types.js';
+
+/** One direction's transfer totals. */
+export interface TransferCounters {
+  jobs: number;
+  failedJobs: number;
+  bytes: number;
+  /** Sum of job device time (ms). */
+  busyMs: number;
+}
 
 function emptyCounters(): TransferCounters {
   return { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 };

@@ -1,6 +1,6 @@
 import { label, unlabelled, type Sample } from '../metrics/snapshot-values.js';
-import { rankConnected } from './remote-report.js';
-import type { RemoteTierMetrics } from './remote-stats.js';
+import { rankConnected } from '../remote/remote-report.js';
+import type { RemoteTierMetrics } from '../remote/remote-stats.js';
 
 type Register = (name: string, help: string, labelNames: readonly string[], values: () => readonly Sample[]) => void;
 

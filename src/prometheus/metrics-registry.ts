@@ -3,8 +3,8 @@ import { directionLabel, LOAD_FAILURE_CAUSES } from '../metrics/engine-monitor.j
 import type { MonitoringSnapshot } from '../metrics/gauges.js';
 import { registerSnapshotHistogram } from '../metrics/snapshot-histogram.js';
 import { label, registerSnapshotValues, unlabelled, type Sample } from '../metrics/snapshot-values.js';
-import { registerRemoteMetrics } from '../remote/remote-prometheus.js';
-import type { EngineMetrics, TransferCounters } from './engine-types.js';
+import { registerRemoteMetrics } from './remote-metrics.js';
+import type { EngineMetrics, TransferCounters } from '../runtime/engine-types.js';
 
 /**
  * What a registry reads: an Engine, or anything with its `metrics()` (the

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineMetrics } from '../../src/runtime/engine-types.js';
-import { createMetricsRegistry } from '../../src/runtime/prometheus.js';
+import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
 
 function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
   return {
