@@ -1,13 +1,26 @@
+import type { z } from 'zod';
 import { engineIntRange, type EngineSettingKey } from '../config/engine-schema.js';
-import { describeConfigIssue, invalidSetting, type ConfigIssue, type SettingNaming } from '../config/issues.js';
-import { parseByteSize } from '../core/byte-size.js';
-import { engineSetting } from './field-schemas.js';
+import { describeConfigIssue, invalidSetting, issueFromZod, type ConfigIssue, type SettingNaming } from '../config/issues.js';
+import { layeredNaming, type LayeredInput } from './config-input.js';
+import {
+  booleanFlag,
+  choice,
+  choiceList,
+  engineSetting,
+  integerExpected,
+  integerIn,
+  positiveIntList,
+  positiveNumber,
+  text,
+  unitByteSize,
+} from './field-schemas.js';
 import { UsageError } from './usage-error.js';
 
 /**
- * Reads a bench's loose options (`--name value`), each at most once, with a
- * clear UsageError naming the flag for a bad value; `finish()` rejects the
- * options nobody read.
+ * Reads a bench's options, each at most once, from the same layered input
+ * and field schemas as the other commands (config-input.ts,
+ * field-schemas.ts): a bad value is a UsageError naming the flag and the
+ * value; `finish()` rejects the options nobody read.
  */
 /** Thrown by finish() after `--help`: the bench's options, to print instead of running it. */
 export class BenchHelp extends Error {
@@ -20,12 +33,15 @@ export class BenchOptions {
   private readonly used = new Set<string>();
   /** Set by `--help`: every option read is listed (with its default) and finish() throws BenchHelp. */
   private readonly help: { name: string; expected: string; fallback: string }[] | null;
+  /** Options are named as flags, values as given. */
+  private readonly naming: SettingNaming;
 
   constructor(
     private readonly kind: string,
-    private readonly raw: Record<string, string | boolean>,
+    private readonly input: LayeredInput,
   ) {
-    this.help = raw.help === undefined ? null : [];
+    this.help = input.values.help === undefined ? null : [];
+    this.naming = layeredNaming(input);
   }
 
   /** Lists `name` in the help (when --help was given); returns whether the bench should just take its default. */
@@ -36,52 +52,41 @@ export class BenchOptions {
     return true;
   }
 
-  string(name: string, fallback: string): string {
-    if (this.describe(name, 'a value', fallback)) return fallback;
+  /** `name`'s value checked by `schema`, or `fallback` when it was not given (or --help was). */
+  private read<T, F>(name: string, expected: string, schema: z.ZodType<T>, fallback: F): T | F {
+    if (this.describe(name, expected, fallback)) return fallback;
     const value = this.take(name);
     if (value === undefined) return fallback;
-    if (typeof value !== 'string') throw this.bad(name, value, 'a value');
-    return value;
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw this.error(issueFromZod({ ...parsed.error.issues[0], path: [name] }));
+    return parsed.data;
+  }
+
+  string(name: string, fallback: string): string {
+    return this.read(name, 'a value', text(), fallback);
   }
 
   /** `expected` says what the value is in the help (a file, unless told). */
   optionalString(name: string, expected = name === 'trace' ? 'a trace file' : 'a file'): string | null {
-    if (this.describe(name, expected, null)) return null;
-    const value = this.take(name);
-    if (value === undefined) return null;
-    if (typeof value !== 'string') throw this.bad(name, value, 'a value');
-    return value;
+    return this.read(name, expected, text(), null);
   }
 
   /** The value of `name` if it is a string, without taking it: for checks that span options (outputs against inputs). */
   peekString(name: string): string | null {
-    const value = this.raw[name];
+    const value = this.input.values[name];
     return typeof value === 'string' ? value : null;
   }
 
   flag(name: string, fallback: boolean): boolean {
-    if (this.describe(name, 'true | false', fallback)) return fallback;
-    const value = this.take(name);
-    if (value === undefined) return fallback;
-    if (value === true || value === 'true') return true;
-    if (value === 'false') return false;
-    throw this.bad(name, value, 'true or false');
+    return this.read(name, 'true | false', booleanFlag(), fallback);
   }
 
   oneOf<T extends string>(name: string, choices: readonly T[], fallback: T): T {
-    if (this.describe(name, choices.join(' | '), fallback)) return fallback;
-    const value = this.string(name, fallback);
-    if (!(choices as readonly string[]).includes(value)) throw this.bad(name, value, choices.join(' | '));
-    return value as T;
+    return this.read(name, choices.join(' | '), choice(choices), fallback);
   }
 
   int(name: string, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): number {
-    const expected = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
-    if (this.describe(name, expected, fallback)) return fallback;
-    const value = this.string(name, String(fallback));
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw this.bad(name, value, expected);
-    return n;
+    return this.read(name, integerExpected(min, max), integerIn(min, max), fallback);
   }
 
   /**
@@ -91,58 +96,32 @@ export class BenchOptions {
    */
   engineInt(name: string, key: EngineSettingKey, fallback: number): number {
     const { min, max } = engineIntRange(key);
-    const expected = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
-    if (this.describe(name, expected, fallback)) return fallback;
-    const value = this.take(name);
-    if (value === undefined) return fallback;
-    const parsed = engineSetting(key).safeParse(value);
-    if (!parsed.success) throw this.error(invalidSetting(name, parsed.error.issues[0].message), value);
-    return parsed.data as number;
+    return this.read(name, integerExpected(min, max), engineSetting(key), fallback) as number;
   }
 
   /** A finite number > 0. */
   positiveNumber(name: string, fallback: number): number {
-    if (this.describe(name, 'a number > 0', fallback)) return fallback;
-    const value = this.string(name, String(fallback));
-    const n = Number(value);
-    if (!Number.isFinite(n) || n <= 0) throw this.bad(name, value, 'a number > 0');
-    return n;
+    return this.read(name, 'a number > 0', positiveNumber(), fallback);
   }
 
   /** Throws a UsageError naming the flag when it was given although `conflict` holds (`reason` says why). */
   forbid(name: string, conflict: boolean, reason: string): void {
     if (this.help !== null) return;
     this.used.add(name);
-    if (conflict && this.raw[name] !== undefined) throw new UsageError(`bench ${this.kind}: --${kebab(name)} ${reason}`);
+    if (conflict && this.input.values[name] !== undefined) throw new UsageError(`bench ${this.kind}: ${this.naming.where([name])} ${reason}`);
   }
 
   bytes(name: string, fallback: number): number {
-    if (this.describe(name, 'a byte size such as 64MiB', fallback)) return fallback;
-    const value = this.take(name);
-    if (value === undefined) return fallback;
-    const n = typeof value === 'string' ? parseByteSize(value) : null;
-    if (n === null || n < 1) throw this.bad(name, value, 'a byte size such as 64MiB');
-    return n;
+    return this.read(name, 'a byte size such as 64MiB', unitByteSize(), fallback);
   }
 
   intList(name: string, fallback: readonly number[], max = Number.MAX_SAFE_INTEGER): number[] {
     const expected = `a comma-separated list of positive integers${max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`}`;
-    if (this.describe(name, expected, fallback)) return [...fallback];
-    const value = this.take(name);
-    if (value === undefined) return [...fallback];
-    const items = typeof value === 'string' ? value.split(',').map(Number) : [NaN];
-    if (items.some((n) => !Number.isInteger(n) || n < 1 || n > max)) throw this.bad(name, value, expected);
-    return items;
+    return [...this.read(name, expected, positiveIntList(max), fallback)];
   }
 
   list<T extends string>(name: string, choices: readonly T[], fallback: readonly T[]): T[] {
-    if (this.describe(name, `a comma-separated list of ${choices.join(', ')}`, fallback)) return [...fallback];
-    const value = this.take(name);
-    if (value === undefined) return [...fallback];
-    const items = typeof value === 'string' ? value.split(',') : [];
-    const bad = items.find((item) => !(choices as readonly string[]).includes(item));
-    if (items.length === 0 || bad !== undefined) throw this.bad(name, value, `a comma-separated list of ${choices.join(', ')}`);
-    return items as T[];
+    return [...this.read(name, `a comma-separated list of ${choices.join(', ')}`, choiceList(choices), fallback)];
   }
 
   /** A UsageError naming the flag and its value (for checks across options the bench makes itself). */
@@ -155,13 +134,6 @@ export class BenchOptions {
     const naming: SettingNaming = value === undefined ? this.naming : { ...this.naming, shown: () => `"${String(value)}"` };
     return new UsageError(`bench ${this.kind}: ${describeConfigIssue(issue, naming)}`);
   }
-
-  /** Options are named as flags, values as given. */
-  private readonly naming: SettingNaming = {
-    where: (path) => `--${kebab(path[0] ?? '')}`,
-    shown: (path) => `"${String(this.raw[path[0] ?? ''] ?? '')}"`,
-    unknownKey: (key) => `unknown option --${kebab(key)}`,
-  };
 
   /** true when `--help` asked for the option list (values are then the defaults). */
   get helpRequested(): boolean {
@@ -176,19 +148,15 @@ export class BenchOptions {
       const lines = rows.map(([left, right]) => `${left.padEnd(width)}  ${right}`.trimEnd());
       throw new BenchHelp(`Usage: kvtier bench ${this.kind} [options]\n\nOptions:\n${lines.join('\n')}`);
     }
-    const unknown = Object.keys(this.raw).filter((k) => !this.used.has(k));
+    const unknown = Object.keys(this.input.values).filter((k) => !this.used.has(k));
     if (unknown.length > 0) {
-      throw new UsageError(`bench ${this.kind}: unknown option ${unknown.map((k) => `--${kebab(k)}`).join(', ')}`);
+      throw new UsageError(`bench ${this.kind}: unknown option ${unknown.map((k) => this.naming.where([k])).join(', ')}`);
     }
   }
 
-  private take(name: string): string | boolean | undefined {
+  private take(name: string): unknown {
     this.used.add(name);
-    return this.raw[name];
-  }
-
-  private bad(name: string, value: unknown, expected: string): UsageError {
-    return this.error(invalidSetting(name, `expected ${expected}`), value);
+    return this.input.values[name];
   }
 }
 

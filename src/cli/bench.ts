@@ -19,6 +19,7 @@ import { EVICTION_POLICY_NAMES } from '../config/eviction-policy-names.js';
 import { ENGINE_DEFAULTS, engineField, engineIntRange } from '../config/engine-schema.js';
 import { tpIssue } from '../config/engine-rules.js';
 import { BenchHelp, BenchOptions } from './bench-options.js';
+import type { LayeredInput } from './config-input.js';
 import { formatBytes } from '../core/byte-size.js';
 import { checkOutputFile, checkOutputsApart, OutputWriteError } from './output-file.js';
 import { UsageError } from './usage-error.js';
@@ -463,8 +464,8 @@ function resolveBenchBackend(choice: 'auto' | BackendName): BackendName {
   return gpus > 0 ? 'cuda' : 'host';
 }
 
-export async function benchCommand(kind: string, raw: Record<string, string | boolean>): Promise<number> {
-  const options = new BenchOptions(kind, raw);
+export async function benchCommand(kind: string, flags: LayeredInput): Promise<number> {
+  const options = new BenchOptions(kind, flags);
   switch (kind as (typeof KINDS)[number]) {
     case 'transfer':
       return execute(kind, transferBench, options);

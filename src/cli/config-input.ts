@@ -212,3 +212,43 @@ export function parseInput<S extends z.ZodType>(schema: S, input: LayeredInput):
   if (result.success) return result.data;
   throw settingError(input, issueFromZod(result.error.issues[0]));
 }
+
+/** `--gpu-blocks` from the attribute name `gpuBlocks`. */
+function flagName(key: string): string {
+  return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/** Flag values already split by name (camelCase), as a layer whose origins are the flags. */
+export function namedFlagInput(flags: Readonly<Record<string, string | boolean>>): LayeredInput {
+  const values: Record<string, unknown> = {};
+  const origins = new Map<string, ValueOrigin>();
+  for (const [key, value] of Object.entries(flags)) {
+    values[key] = value;
+    origins.set(key, { kind: 'flag', flag: flagName(key) });
+  }
+  return { values, origins };
+}
+
+/**
+ * The flags of a command that defines them in its handler (`kvtier bench
+ * <kind>`): "--name value", "--name=value" and a bare "--flag" (true), with
+ * kebab-case names in camelCase. The handler checks the values, by the same
+ * field schemas and naming as the other commands.
+ */
+export function looseFlagInput(args: readonly string[]): LayeredInput {
+  const flags: Record<string, string | boolean> = {};
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    const match = /^--([a-z][a-z0-9-]*)(?:=(.*))?$/i.exec(arg);
+    if (match === null) throw new UsageError(`unexpected argument "${arg}" (options look like --name value)`);
+    const name = match[1].replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+    if (match[2] !== undefined) {
+      flags[name] = match[2];
+    } else if (i + 1 < args.length && !args[i + 1].startsWith('--')) {
+      flags[name] = args[++i];
+    } else {
+      flags[name] = true;
+    }
+  }
+  return namedFlagInput(flags);
+}

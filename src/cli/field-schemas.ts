@@ -91,3 +91,71 @@ export const tokenScale = () => {
     z.number({ error: expected }).refine((n) => Number.isInteger(n) && n >= 1 && MOONCAKE_BLOCK_TOKENS % n === 0, { error: expected }),
   );
 };
+
+/*
+ * Schemas for options a command reads one by one (the benches): each says in
+ * its message exactly what `--help` lists as the option's expected value.
+ */
+
+/** What an integer option expects, in words. */
+export function integerExpected(min: number, max: number): string {
+  return max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
+}
+
+/** An integer in [min, max] from a flag's digits or a JSON number. */
+export const integerIn = (min: number, max: number) => {
+  const expected = `expected ${integerExpected(min, max)}`;
+  return z.preprocess(numericString, z.number({ error: expected }).int({ error: expected }).min(min, { error: expected }).max(max, { error: expected }));
+};
+
+/** Any text. */
+export const text = () => z.string({ error: 'expected a value' });
+
+/** true or false: a bare flag, the words "true" and "false", or a JSON boolean. */
+export const booleanFlag = () =>
+  z.preprocess((value) => (value === 'true' ? true : value === 'false' ? false : value), z.boolean({ error: 'expected true or false' }));
+
+/** One of `choices`, as the help lists them ("a | b"). */
+export const choice = <T extends string>(choices: readonly T[]) => {
+  const expected = `expected ${choices.join(' | ')}`;
+  return z.string({ error: expected }).refine((value): value is T => (choices as readonly string[]).includes(value), { error: expected });
+};
+
+/** A byte count from a size with a unit ("64MiB"). */
+export const unitByteSize = () => {
+  const expected = 'expected a byte size such as 64MiB';
+  return z.string({ error: expected }).transform((value, ctx) => {
+    const bytes = parseByteSize(value);
+    if (bytes === null || bytes < 1) {
+      ctx.addIssue({ code: 'custom', message: expected });
+      return z.NEVER;
+    }
+    return bytes;
+  });
+};
+
+/** A comma-separated list of positive integers, each at most `max`. */
+export const positiveIntList = (max = Number.MAX_SAFE_INTEGER) => {
+  const expected = `expected a comma-separated list of positive integers${max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`}`;
+  return z.string({ error: expected }).transform((value, ctx) => {
+    const items = value.split(',').map(Number);
+    if (items.some((n) => !Number.isInteger(n) || n < 1 || n > max)) {
+      ctx.addIssue({ code: 'custom', message: expected });
+      return z.NEVER;
+    }
+    return items;
+  });
+};
+
+/** A comma-separated list of `choices`. */
+export const choiceList = <T extends string>(choices: readonly T[]) => {
+  const expected = `expected a comma-separated list of ${choices.join(', ')}`;
+  return z.string({ error: expected }).transform((value, ctx) => {
+    const items = value.split(',');
+    if (items.some((item) => !(choices as readonly string[]).includes(item))) {
+      ctx.addIssue({ code: 'custom', message: expected });
+      return z.NEVER;
+    }
+    return items as T[];
+  });
+};

@@ -5,7 +5,7 @@ import { analyzeCommand, analyzeOptionsFromCommand, createAnalyzeCommand } from 
 import { benchCommand } from './bench.js';
 import { cliExitFor } from './exit-codes.js';
 import { releaseCliInterrupts } from './interrupt.js';
-import { parseLooseOptions } from './loose-options.js';
+import { looseFlagInput } from './config-input.js';
 import { packageRoot } from '../core/package-root.js';
 import { runCommand } from './run.js';
 import { runConfigFromCommand } from './run-config.js';
@@ -72,7 +72,7 @@ async function main(argv: readonly string[]): Promise<number> {
           return;
         }
         const args = command.args.slice(1).map((arg) => (arg === '-h' ? '--help' : arg));
-        exitCode = await benchCommand(kind, parseLooseOptions(args));
+        exitCode = await benchCommand(kind, looseFlagInput(args));
       }),
   );
   await program.parseAsync(argv as string[], { from: 'user' });

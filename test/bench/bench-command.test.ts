@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { benchCommand } from '../../src/cli/bench.js';
 import { UsageError } from '../../src/cli/usage-error.js';
+import { namedFlagInput } from '../../src/cli/config-input.js';
 
 let dir = '';
 
@@ -23,7 +24,7 @@ describe('kvtier bench', () => {
   it('runs the gpu check on the host at small sizes: goals as Markdown, the whole report as JSON, figures marked as the host\'s', async () => {
     const json = join(dir, 'gpu.json');
     const markdown = join(dir, 'gpu.md');
-    const code = await benchCommand('gpu', { backend: 'host', json, markdown });
+    const code = await benchCommand('gpu', namedFlagInput({ backend: 'host', json, markdown }));
     expect(code).toBe(0);
     const results = JSON.parse(await readFile(json, 'utf8'));
     expect(results).toMatchObject({ bench: 'gpu', backend: 'host', report: { hostFigures: true, quick: true } });
@@ -37,7 +38,7 @@ describe('kvtier bench', () => {
   it('runs the overlap bench and writes its results as JSON and Markdown, with what a host figure means', async () => {
     const json = join(dir, 'overlap.json');
     const markdown = join(dir, 'overlap.md');
-    const code = await benchCommand('overlap', {
+    const code = await benchCommand('overlap', namedFlagInput({
       backend: 'host',
       models: 'tiny',
       layouts: 'per-layer',
@@ -50,7 +51,7 @@ describe('kvtier bench', () => {
       transfers: 'stores,loads',
       json,
       markdown,
-    });
+    }));
     expect(code).toBe(0);
     const results = JSON.parse(await readFile(json, 'utf8'));
     expect(results).toMatchObject({ bench: 'overlap', backend: 'host', machine: { gpu: null } });
@@ -67,7 +68,7 @@ describe('kvtier bench', () => {
 
   it('runs the transfer bench over a list of tensor-parallel shards and copy methods', async () => {
     const json = join(dir, 'transfer.json');
-    const code = await benchCommand('transfer', {
+    const code = await benchCommand('transfer', namedFlagInput({
       backend: 'host',
       models: 'small',
       layouts: 'per-layer',
@@ -77,7 +78,7 @@ describe('kvtier bench', () => {
       tp: '1,2',
       copyMethod: 'dma,kernel',
       json,
-    });
+    }));
     expect(code).toBe(0);
     const { results } = JSON.parse(await readFile(json, 'utf8'));
     const shards = results.map((r: { tp: number; copyMethod: string }) => `${r.tp} ${r.copyMethod}`);
@@ -85,26 +86,26 @@ describe('kvtier bench', () => {
   });
 
   it('refuses an unknown copy method, naming the flag', async () => {
-    await expect(benchCommand('transfer', { backend: 'host', copyMethod: 'fast' })).rejects.toThrow(
+    await expect(benchCommand('transfer', namedFlagInput({ backend: 'host', copyMethod: 'fast' }))).rejects.toThrow(
       '--copy-method: invalid value "fast": expected a comma-separated list of kernel, dma, auto',
     );
-    await expect(benchCommand('overlap', { backend: 'host', copyMethod: 'dma,fast' })).rejects.toThrow(
+    await expect(benchCommand('overlap', namedFlagInput({ backend: 'host', copyMethod: 'dma,fast' }))).rejects.toThrow(
       /--copy-method: invalid value "dma,fast"/,
     );
   });
 
   it('asks for a trace before an end-to-end run', async () => {
-    await expect(benchCommand('e2e', { backend: 'host' })).rejects.toThrow('--trace FILE is required');
+    await expect(benchCommand('e2e', namedFlagInput({ backend: 'host' }))).rejects.toThrow('--trace FILE is required');
   });
 
   it('refuses a speedup without arrivals, naming the flag', async () => {
-    await expect(benchCommand('e2e', { backend: 'host', trace: 'x.jsonl', arrivals: 'false', speedup: '2' })).rejects.toThrow(
+    await expect(benchCommand('e2e', namedFlagInput({ backend: 'host', trace: 'x.jsonl', arrivals: 'false', speedup: '2' }))).rejects.toThrow(
       /--speedup and --arrivals false do not go together/,
     );
   });
 
   it('lists the kinds it knows for an unknown one', async () => {
-    const failure = benchCommand('latency', {});
+    const failure = benchCommand('latency', namedFlagInput({}));
     await expect(failure).rejects.toThrow(UsageError);
     await expect(failure).rejects.toThrow('known: transfer, overlap, scheduler, e2e');
   });

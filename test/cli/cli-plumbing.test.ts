@@ -2,7 +2,8 @@ import { CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { formatBytes, parseByteSize } from '../../src/core/byte-size.js';
 import { cliExitFor } from '../../src/cli/exit-codes.js';
-import { parseLooseOptions } from '../../src/cli/loose-options.js';
+import { BenchOptions } from '../../src/cli/bench-options.js';
+import { looseFlagInput, originOf } from '../../src/cli/config-input.js';
 import { UsageError } from '../../src/cli/usage-error.js';
 import { ConfigError, EngineError, RankError, TraceError } from '../../src/core/errors.js';
 
@@ -64,15 +65,37 @@ describe('how the CLI exits on errors', () => {
 
 describe('bench options', () => {
   it('reads values, key=value pairs and bare flags in camelCase', () => {
-    expect(parseLooseOptions(['--blocks', '64', '--kv-layout=per-layer', '--json', '--requests', '256'])).toEqual({
+    const input = looseFlagInput(['--blocks', '64', '--kv-layout=per-layer', '--json', '--requests', '256']);
+    expect(input.values).toEqual({
       blocks: '64',
       kvLayout: 'per-layer',
       json: true,
       requests: '256',
     });
+    expect(originOf(input, 'kvLayout')).toBe('--kv-layout');
   });
 
   it('rejects a stray argument', () => {
-    expect(() => parseLooseOptions(['transfer'])).toThrow(UsageError);
+    expect(() => looseFlagInput(['transfer'])).toThrow(UsageError);
+  });
+
+  it.each([
+    [['--repeats', 'x'], 'bench transfer: --repeats: invalid value "x": expected an integer >= 1'],
+    [['--repeats'], 'bench transfer: --repeats: invalid value true: expected an integer >= 1'],
+    [['--arrivals', 'maybe'], 'bench transfer: --arrivals: invalid value "maybe": expected true or false'],
+    [['--models', 'tiny,huge'], 'bench transfer: --models: invalid value "tiny,huge": expected a comma-separated list of tiny, large'],
+  ] as const)('refuses %j naming the flag, the value and what it expects', (args, message) => {
+    const options = new BenchOptions('transfer', looseFlagInput(args));
+    expect(() => {
+      options.int('repeats', 5);
+      options.flag('arrivals', true);
+      options.list('models', ['tiny', 'large'] as const, ['tiny']);
+    }).toThrow(message);
+  });
+
+  it('refuses an option the bench did not read, by its flag', () => {
+    const options = new BenchOptions('transfer', looseFlagInput(['--repeat-count', '3']));
+    options.int('repeats', 5);
+    expect(() => options.finish()).toThrow('bench transfer: unknown option --repeat-count');
   });
 });

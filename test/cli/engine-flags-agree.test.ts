@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BenchOptions } from '../../src/cli/bench-options.js';
-import { parseLooseOptions } from '../../src/cli/loose-options.js';
+import { looseFlagInput } from '../../src/cli/config-input.js';
 import { parseRunArgs } from '../../src/cli/run-config.js';
 
 /** The message `kvtier run` refuses `--flag value` with. */
@@ -15,7 +15,7 @@ function runRefusal(flag: string, value: string): string {
 
 /** The message a bench refuses `--flag value` with, read as an engine setting. */
 function benchRefusal(flag: string, value: string, key: 'tp' | 'gpuBlocks' | 'blockSize'): string {
-  const options = new BenchOptions('e2e', parseLooseOptions([flag, value]));
+  const options = new BenchOptions('e2e', looseFlagInput([flag, value]));
   try {
     options.engineInt(key, key, 1);
   } catch (error) {
@@ -35,7 +35,7 @@ describe('an engine setting given as a flag', () => {
   });
 
   it('is read by the benches as run reads it', () => {
-    const options = new BenchOptions('e2e', parseLooseOptions(['--gpu-blocks', '1e3']));
+    const options = new BenchOptions('e2e', looseFlagInput(['--gpu-blocks', '1e3']));
     expect(options.engineInt('gpuBlocks', 'gpuBlocks', 1)).toBe(parseRunArgs(['--gpu-blocks', '1e3']).gpuBlocks);
   });
 });

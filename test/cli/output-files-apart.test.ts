@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { benchCommand } from '../../src/cli/bench.js';
 import { parseRunArgs } from '../../src/cli/run-config.js';
 import { parseSweepArgs } from './sweep-args.js';
+import { namedFlagInput } from '../../src/cli/config-input.js';
 
 /**
  * Every command refuses, before it runs, output files that name one of its
@@ -68,8 +69,8 @@ describe('kvtier run', () => {
 
 describe('kvtier bench', () => {
   it('refuses --json and --markdown naming one file, and an output naming its trace', async () => {
-    expect(await asyncRefusal(() => benchCommand('scheduler', { json: OUT, markdown: DOT_OUT }))).toMatch(/^--markdown .*: --json .* is the same file/);
-    expect(await asyncRefusal(() => benchCommand('share', { trace: TRACE, json: TRACE }))).toMatch(/^--json .*trace\.jsonl: --trace .* is the same file, an input/);
+    expect(await asyncRefusal(() => benchCommand('scheduler', namedFlagInput({ json: OUT, markdown: DOT_OUT })))).toMatch(/^--markdown .*: --json .* is the same file/);
+    expect(await asyncRefusal(() => benchCommand('share', namedFlagInput({ trace: TRACE, json: TRACE })))).toMatch(/^--json .*trace\.jsonl: --trace .* is the same file, an input/);
     expect(readFileSync(TRACE, 'utf8')).toBe(TRACE_TEXT);
   });
 });

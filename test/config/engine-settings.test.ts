@@ -8,6 +8,7 @@ import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { resolveEngineConfig, type EngineConfig } from '../../src/runtime/engine-config.js';
 import type { EngineConfigInput } from '../../src/runtime/engine-types.js';
 import { parseSchedulerConfig } from '../../src/scheduler/config.js';
+import { namedFlagInput } from '../../src/cli/config-input.js';
 
 /**
  * The engine's settings are stated once: the library, the scheduler's
@@ -48,9 +49,9 @@ describe('a setting past its limit', () => {
   });
 
   it("is refused by a bench option that sets it, in the engine's range and words", () => {
-    const options = new BenchOptions('e2e', { blockSize: '8192' });
+    const options = new BenchOptions('e2e', namedFlagInput({ blockSize: '8192' }));
     expect(refusal(() => options.engineInt('blockSize', 'blockSize', 16))).toBe('bench e2e: --block-size: invalid value "8192": expected a positive integer up to 4096');
-    expect(new BenchOptions('e2e', { blockSize: '4096' }).engineInt('blockSize', 'blockSize', 16)).toBe(4096);
+    expect(new BenchOptions('e2e', namedFlagInput({ blockSize: '4096' })).engineInt('blockSize', 'blockSize', 16)).toBe(4096);
   });
 });
 
@@ -66,7 +67,7 @@ describe('rules across settings', () => {
     const reason = "the tiny model's 4 KV heads must split evenly over the ranks";
     expect(engineRefusal({ tp: 3 })).toBe(`invalid engine config: tp: invalid value 3: ${reason}`);
     expect(runRefusal('--tp', '3')).toBe(`--tp: invalid value "3": ${reason}`);
-    await expect(benchCommand('transfer', { backend: 'host', models: 'tiny', tp: '3' })).rejects.toThrow(`bench transfer: --tp: invalid value "3": ${reason}`);
+    await expect(benchCommand('transfer', namedFlagInput({ backend: 'host', models: 'tiny', tp: '3' }))).rejects.toThrow(`bench transfer: --tp: invalid value "3": ${reason}`);
   });
 
   it('a CPU tier in bytes too small for one block is refused by the library and the CLI in the same words', () => {
