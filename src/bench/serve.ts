@@ -13,6 +13,7 @@ import { CompletionServer } from '../serve/http-server.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
+import { measureSocketFloor, type SocketFloor } from './serve-socket-floor.js';
 import type { ServeLoadResult, ServeLoadSpec } from './serve-load.js';
 import { median } from './stats.js';
 
@@ -37,6 +38,9 @@ import { median } from './stats.js';
  *   set against the scheduler's CPU time per step at the same number of
  *   running requests, measured in the same run as `kvtier bench scheduler`
  *   does (schedulerUsPerStep; overheadShare = added / scheduler).
+ * - the floor under streaming, in the same repeats: a bare socket.write of
+ *   one event-sized chunk to each of --streams loopback connections per
+ *   round (serve-socket-floor.ts); a streamed token costs at least that.
  */
 
 export interface ServeBenchOptions {
@@ -63,8 +67,8 @@ export interface ServeBenchOptions {
   readonly onProgress?: (line: string) => void;
 }
 
-export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole';
-type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate'>;
+export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole' | 'socket floor';
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor'>;
 
 export interface ServeBenchRow {
   readonly phase: ServeBenchPhase;
@@ -86,6 +90,14 @@ export interface ServeBenchRow {
   readonly addedUsPerStep: number | null;
   readonly schedulerUsPerStep: number | null;
   readonly overheadShare: number | null;
+  /**
+   * addedUsPerStep over the events a step's share of the batch sent (http
+   * sse: one per token per stream; xN: one per N tokens; http whole: one
+   * response per request); socket floor: CPU per bare write.
+   */
+  readonly addedUsPerEvent: number | null;
+  /** addedUsPerEvent / the socket floor's, same run. */
+  readonly vsFloor: number | null;
   /** Fixed rate: used heap after a full collection, before and after the phase (MiB). */
   readonly heapBeforeMiB: number | null;
   readonly heapAfterMiB: number | null;
@@ -164,6 +176,8 @@ async function fixedRate(server: RunningServer, options: ServeBenchOptions, prog
     addedUsPerStep: null,
     schedulerUsPerStep: null,
     overheadShare: null,
+    addedUsPerEvent: null,
+    vsFloor: null,
     heapBeforeMiB: heapBefore / 2 ** 20,
     heapAfterMiB: heapAfter / 2 ** 20,
     leakedGpuBlocks: after.leaks.gpuBlocks,
@@ -184,6 +198,7 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
   const batchedPhase: OverheadPhase = `http sse x${options.streamInterval}`;
   const phases: readonly OverheadPhase[] = ['library', 'http sse', batchedPhase, 'http whole'];
   const measures = new Map<string, BatchMeasure[]>(phases.map((p) => [p, []]));
+  const floors: SocketFloor[] = [];
   let batch = 0;
   for (let repeat = 0; repeat < options.repeats; repeat++) {
     for (const phase of phases) {
@@ -192,15 +207,25 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
       const url = phase === batchedPhase ? batchedUrl : server.url;
       measures.get(phase)!.push(await measureBatch(server, url, phase, batchPrompts, options.streamTokens));
     }
+    progress(`overhead ${repeat + 1}/${options.repeats}: socket floor, ${options.streamTokens} rounds of one write to each of ${options.streams} connections`);
+    await untilIdle(server);
+    floors.push(await measureSocketFloor(options.streams, options.streamTokens));
   }
+  const floorPerWrite = median(floors.map((f) => f.usPerWrite));
+  const floorPerRound = median(floors.map((f) => f.usPerRound));
+  // Events one stream sends over its --stream-tokens tokens.
+  const eventsPerStream = (phase: OverheadPhase): number =>
+    phase === 'http whole' ? 1 : phase === batchedPhase ? Math.ceil(options.streamTokens / options.streamInterval) : options.streamTokens;
   progress(`scheduler CPU time per step at ${options.streams} running requests`);
   const scheduler = await schedulerUsPerStep(options);
   const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
   const library = median(measures.get('library')!.map(perStep));
-  return phases.map((phase): ServeBenchRow => {
+  const rows = phases.map((phase): ServeBenchRow => {
     const runs = measures.get(phase)!;
     const cpu = median(runs.map(perStep));
     const added = phase === 'library' ? null : cpu - library;
+    const steps = Math.round(median(runs.map((m) => m.steps)));
+    const perEvent = added === null ? null : (added * steps) / (options.streams * eventsPerStream(phase));
     const requests = runs.reduce((n, m) => n + (m.load?.requests ?? options.streams), 0);
     const ok = runs.reduce((n, m) => n + (m.load?.ok ?? options.streams), 0);
     const seconds = runs.reduce((s, m) => s + m.seconds, 0);
@@ -214,18 +239,43 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
       p99Ms: loads.length === 0 ? null : median(loads.map((l) => l.p99Ms)),
       requestsPerSecond: ok / seconds,
       outputTokensPerSecond: runs.reduce((n, m) => n + m.outputTokens, 0) / seconds,
-      steps: Math.round(median(runs.map((m) => m.steps))),
+      steps,
       gpuHitTokens: runs.reduce((n, m) => n + m.gpuHitTokens, 0),
       cpuHitTokens: runs.reduce((n, m) => n + m.cpuHitTokens, 0),
       cpuUsPerStep: cpu,
       addedUsPerStep: added,
       schedulerUsPerStep: scheduler,
       overheadShare: added === null ? null : added / scheduler,
+      addedUsPerEvent: perEvent,
+      vsFloor: perEvent === null ? null : perEvent / floorPerWrite,
       heapBeforeMiB: null,
       heapAfterMiB: null,
       leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
     };
   });
+  rows.push({
+    phase: 'socket floor',
+    requests: 0,
+    ok: 0,
+    errors: 0,
+    p50Ms: null,
+    p99Ms: null,
+    requestsPerSecond: 0,
+    outputTokensPerSecond: 0,
+    steps: options.streamTokens,
+    gpuHitTokens: 0,
+    cpuHitTokens: 0,
+    cpuUsPerStep: null,
+    addedUsPerStep: floorPerRound,
+    schedulerUsPerStep: scheduler,
+    overheadShare: floorPerRound / scheduler,
+    addedUsPerEvent: floorPerWrite,
+    vsFloor: 1,
+    heapBeforeMiB: null,
+    heapAfterMiB: null,
+    leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
+  });
+  return rows;
 }
 
 async function measureBatch(server: RunningServer, url: string, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
