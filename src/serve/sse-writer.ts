@@ -19,6 +19,7 @@ import type { IncrementalDecoder } from './text-codec.js';
  */
 export class SseWriter implements TokenSink {
   private readonly head: string;
+  private readonly headBytes: number;
   private readonly prefix: string;
   private ids: number[] = [];
 
@@ -33,6 +34,7 @@ export class SseWriter implements TokenSink {
   ) {
     this.prefix = chunkPrefix(header);
     this.head = chunkEventHead(this.prefix);
+    this.headBytes = Buffer.byteLength(this.head);
     // Nagle's algorithm would hold an event back until the previous one is acknowledged.
     response.socket?.setNoDelay(true);
   }
@@ -41,7 +43,7 @@ export class SseWriter implements TokenSink {
     for (const token of tokens) this.ids.push(token);
     if (this.ids.length < this.interval || this.response.destroyed) return;
     const text = this.decoder === null ? '' : this.decoder.push(this.ids);
-    this.write(this.head + chunkEventRest(text, this.ids, null, this.usageNull));
+    this.write(chunkEventRest(text, this.ids, null, this.usageNull));
     this.ids = [];
   }
 
@@ -54,14 +56,36 @@ export class SseWriter implements TokenSink {
     return tail + DONE_EVENT;
   }
 
-  private write(event: string): void {
+  /** Writes one event: the constant head, then `rest` (from the text on). */
+  private write(rest: string): void {
     const response = this.response;
     const socket = response.socket;
     if (socket === null || !response.chunkedEncoding || response.writableLength !== socket.writableLength) {
-      response.write(event);
+      response.write(this.head + rest);
       return;
     }
-    socket.write(`${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`);
+    const bytes = this.headBytes + utf8Length(rest);
+    socket.write(`${bytes.toString(16)}\r\n${this.head}${rest}\r\n`);
   }
+}
+
+/**
+ * UTF-8 bytes of a string with no lone surrogates (JSON.stringify escapes
+ * them): counted here, as the event's rest is short and Buffer.byteLength
+ * is a call into C++ per event.
+ */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) continue;
+    if (code < 0x800) bytes += 1;
+    else if (code >= 0xd800 && code <= 0xdbff) {
+      // A surrogate pair: two UTF-16 units, four bytes.
+      bytes += 2;
+      i++;
+    } else bytes += 2;
+  }
+  return bytes;
 }
 

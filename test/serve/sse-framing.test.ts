@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningServer } from '../../src/serve/serve-app.js';
+import { utf8Length } from '../../src/serve/sse-writer.js';
 import { referenceOutput, startTestServer, tokenPrompt } from './helpers.js';
 
 let server: RunningServer | null = null;
@@ -73,5 +74,11 @@ describe('server-sent event framing on the wire', () => {
     expect(head).toMatch(/^HTTP\/1\.1 200/);
     expect(head.toLowerCase()).not.toContain('transfer-encoding');
     expect(eventTokens(answer.slice(split + 4))).toEqual({ tokens: referenceOutput(prompt, 12), done: true });
+  });
+
+  it('an event\'s byte count, for its chunk size, is its UTF-8 length: ASCII, two- and three-byte characters, surrogate pairs', () => {
+    for (const text of ['', 'plain', 'café', '日本語', '🙂 emoji 🙂', JSON.stringify('mixed «ü» 語 🙂\n\u0000'), JSON.stringify('\ud800 lone')]) {
+      expect(utf8Length(text)).toBe(Buffer.byteLength(text));
+    }
   });
 });
