@@ -34,7 +34,8 @@ import { median } from './stats.js';
  *   whole responses. cpuUsPerStep is
  *   this process's CPU time (user + system, every thread: the ranks too)
  *   over the engine steps the batch took; the HTTP rows' addedUsPerStep is
- *   theirs minus the library's: what the HTTP path costs per step. It is
+ *   theirs minus the library's in the same repeat (the median of those
+ *   differences): what the HTTP path costs per step. It is
  *   set against the scheduler's CPU time per step at the same number of
  *   running requests, measured in the same run as `kvtier bench scheduler`
  *   does (schedulerUsPerStep; overheadShare = added / scheduler).
@@ -219,11 +220,12 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
   progress(`scheduler CPU time per step at ${options.streams} running requests`);
   const scheduler = await schedulerUsPerStep(options);
   const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
-  const library = median(measures.get('library')!.map(perStep));
+  const libraryRuns = measures.get('library')!.map(perStep);
   const rows = phases.map((phase): ServeBenchRow => {
     const runs = measures.get(phase)!;
     const cpu = median(runs.map(perStep));
-    const added = phase === 'library' ? null : cpu - library;
+    // Paired with the library batch of the same repeat (run just before it), so a load that drifts over the run cancels.
+    const added = phase === 'library' ? null : median(runs.map((m, i) => perStep(m) - libraryRuns[i]));
     const steps = Math.round(median(runs.map((m) => m.steps)));
     const perEvent = added === null ? null : (added * steps) / (options.streams * eventsPerStream(phase));
     const requests = runs.reduce((n, m) => n + (m.load?.requests ?? options.streams), 0);
