@@ -5,14 +5,15 @@ import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { packageRoot } from '../core/package-root.js';
 import { chunkEvent, chunkPrefix } from '../serve/completion-response.js';
+import { threadCpuUsAfterSleep } from './serve-thread-cpu.js';
 
 /**
  * The floor under a streamed completion's cost on this machine: a bare
  * `socket.write` of one event-sized chunk to each of `connections` loopback
  * TCP connections (Nagle off, as the server's), one round per engine step,
- * read by another process. Nothing else runs in this process meanwhile
- * (the engine is idle), so its CPU time over the rounds is the writes'
- * (the kernel's loopback send and the wake-up of the reader included).
+ * read by another process. The engine is idle meanwhile, so the main
+ * thread's CPU time over the rounds is the writes' (the kernel's loopback
+ * send and the wake-up of the reader included) and the rounds' timers.
  * Rounds are spaced by a short sleep, as steps are, so the reader drains
  * each round and the kernel cannot coalesce a socket's writes.
  */
@@ -41,14 +42,18 @@ export async function measureSocketFloor(connections: number, rounds: number): P
   const reader = spawnReader(port, connections);
   try {
     await Promise.race([connected, reader.then(() => Promise.reject(new Error('the socket floor reader exited before it connected')))]);
-    let cpuUs = 0;
+    let processUs = 0;
+    const threadBefore = await threadCpuUsAfterSleep();
     for (let round = 0; round < rounds; round++) {
       await new Promise((resolve) => setTimeout(resolve, ROUND_GAP_MS));
       const before = process.cpuUsage();
       for (const socket of sockets) socket.write(frame);
       const used = process.cpuUsage(before);
-      cpuUs += used.user + used.system;
+      processUs += used.user + used.system;
     }
+    const threadAfter = await threadCpuUsAfterSleep();
+    // As the serve rows: the main thread's CPU (the sleeps' timers too) where it can be read, else the process's over the writes.
+    const cpuUs = threadBefore === null || threadAfter === null ? processUs : threadAfter - threadBefore;
     for (const socket of sockets) socket.end();
     const bytes = await reader;
     if (bytes !== rounds * connections * Buffer.byteLength(frame)) throw new Error(`the socket floor reader got ${bytes} bytes, expected ${rounds * connections * Buffer.byteLength(frame)}`);

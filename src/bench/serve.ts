@@ -14,6 +14,7 @@ import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
 import { measureSocketFloor, type SocketFloor } from './serve-socket-floor.js';
+import { threadCpuUsAfterSleep } from './serve-thread-cpu.js';
 import type { ServeLoadResult, ServeLoadSpec } from './serve-load.js';
 import { median } from './stats.js';
 
@@ -88,6 +89,8 @@ export interface ServeBenchRow {
   readonly cpuHitTokens: number;
   /** Overhead phases: median over the repeats. */
   readonly cpuUsPerStep: number | null;
+  /** Overhead phases: the main thread's CPU time per step (scheduler, serving loop, HTTP); null where it cannot be read. */
+  readonly threadUsPerStep: number | null;
   readonly addedUsPerStep: number | null;
   readonly schedulerUsPerStep: number | null;
   readonly overheadShare: number | null;
@@ -174,6 +177,7 @@ async function fixedRate(server: RunningServer, options: ServeBenchOptions, prog
     gpuHitTokens: after.hits.gpuPrefixTokens - before.hits.gpuPrefixTokens,
     cpuHitTokens: after.hits.cpuTierTokens - before.hits.cpuTierTokens,
     cpuUsPerStep: null,
+    threadUsPerStep: null,
     addedUsPerStep: null,
     schedulerUsPerStep: null,
     overheadShare: null,
@@ -187,6 +191,8 @@ async function fixedRate(server: RunningServer, options: ServeBenchOptions, prog
 
 interface BatchMeasure {
   readonly cpuUs: number;
+  /** The main thread's CPU time (null where it cannot be read). */
+  readonly threadUs: number | null;
   readonly steps: number;
   readonly seconds: number;
   readonly outputTokens: number;
@@ -220,12 +226,15 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
   progress(`scheduler CPU time per step at ${options.streams} running requests`);
   const scheduler = await schedulerUsPerStep(options);
   const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
-  const libraryRuns = measures.get('library')!.map(perStep);
+  // What the HTTP path adds is counted on the main thread where it can be read (the ranks' work is the same in every row, and noisy).
+  const onThread = [...measures.values()].every((runs) => runs.every((m) => m.threadUs !== null));
+  const addedBasis = (m: BatchMeasure) => (onThread ? m.threadUs! : m.cpuUs) / m.steps;
+  const libraryRuns = measures.get('library')!.map(addedBasis);
   const rows = phases.map((phase): ServeBenchRow => {
     const runs = measures.get(phase)!;
     const cpu = median(runs.map(perStep));
     // Paired with the library batch of the same repeat (run just before it), so a load that drifts over the run cancels.
-    const added = phase === 'library' ? null : median(runs.map((m, i) => perStep(m) - libraryRuns[i]));
+    const added = phase === 'library' ? null : median(runs.map((m, i) => addedBasis(m) - libraryRuns[i]));
     const steps = Math.round(median(runs.map((m) => m.steps)));
     const perEvent = added === null ? null : (added * steps) / (options.streams * eventsPerStream(phase));
     const requests = runs.reduce((n, m) => n + (m.load?.requests ?? options.streams), 0);
@@ -245,6 +254,7 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
       gpuHitTokens: runs.reduce((n, m) => n + m.gpuHitTokens, 0),
       cpuHitTokens: runs.reduce((n, m) => n + m.cpuHitTokens, 0),
       cpuUsPerStep: cpu,
+      threadUsPerStep: onThread ? median(runs.map((m) => m.threadUs! / m.steps)) : null,
       addedUsPerStep: added,
       schedulerUsPerStep: scheduler,
       overheadShare: added === null ? null : added / scheduler,
@@ -268,6 +278,7 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
     gpuHitTokens: 0,
     cpuHitTokens: 0,
     cpuUsPerStep: null,
+    threadUsPerStep: null,
     addedUsPerStep: floorPerRound,
     schedulerUsPerStep: scheduler,
     overheadShare: floorPerRound / scheduler,
@@ -283,22 +294,24 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
 async function measureBatch(server: RunningServer, url: string, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
   await untilIdle(server);
   const before = server.serving.engine.metrics();
+  const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
+  // The load generator starts and reads its requests before the accounting begins.
+  const child = phase === 'library' ? null : await startLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
+  const threadBefore = await threadCpuUsAfterSleep();
   const started = performance.now();
   const cpu = process.cpuUsage();
   let load: ServeLoadResult | null = null;
-  if (phase === 'library') {
-    await libraryBatch(server, batch, maxTokens);
-  } else {
-    const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
-    load = await runLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
-  }
+  if (child === null) await libraryBatch(server, batch, maxTokens);
+  else load = await child.go();
   await untilIdle(server);
   const used = process.cpuUsage(cpu);
+  const threadAfter = await threadCpuUsAfterSleep();
   // Over HTTP, the load generator's own clock: the child's start-up is not serving time.
   const seconds = load?.seconds ?? (performance.now() - started) / 1000;
   const after = server.serving.engine.metrics();
   return {
     cpuUs: used.user + used.system,
+    threadUs: threadBefore === null || threadAfter === null ? null : threadAfter - threadBefore,
     steps: after.steps - before.steps,
     seconds,
     outputTokens: after.tokens.output - before.tokens.output,
@@ -342,22 +355,44 @@ async function untilIdle(server: RunningServer): Promise<void> {
 
 /** Runs the load generator in a child process (dist/src/bench/serve-load-main.js). */
 async function runLoadChild(spec: ServeLoadSpec): Promise<ServeLoadResult> {
+  return (await startLoadChild(spec)).go();
+}
+
+interface LoadChild {
+  /** Starts the load; resolves with its result. */
+  go(): Promise<ServeLoadResult>;
+}
+
+/** Starts the load generator and resolves once it has read its spec and waits for go(). */
+async function startLoadChild(spec: ServeLoadSpec): Promise<LoadChild> {
   const entry = join(packageRoot(), 'dist', 'src', 'bench', 'serve-load-main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: build kvtier first (npm run build:ts)`);
-  return new Promise((resolve, reject) => {
-    // The spec goes on stdin: its request bodies are far beyond what arguments may hold.
-    const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
-    child.stdin.end(JSON.stringify(spec));
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  // The spec goes on stdin: its request bodies are far beyond what arguments may hold.
+  const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stdin.write(`${JSON.stringify(spec)}\n`);
+  let stdout = '';
+  let stderr = '';
+  let ready!: () => void;
+  const isReady = new Promise<void>((resolve) => (ready = resolve));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    if (stdout.startsWith('ready\n')) ready();
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<ServeLoadResult>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`the load generator failed (exit ${code}): ${stderr.trim()}`));
-      else resolve(JSON.parse(stdout) as ServeLoadResult);
+      else resolve(JSON.parse(stdout.slice('ready\n'.length)) as ServeLoadResult);
     });
   });
+  await Promise.race([isReady, exited]);
+  return {
+    go: () => {
+      child.stdin.end('go\n');
+      return exited;
+    },
+  };
 }
 
 let collect: (() => void) | null = null;
