@@ -21,6 +21,20 @@ export interface TextCodec {
   /** Token ids of a prompt, beginning-of-text token first, as the models were trained. */
   encode(text: string): number[];
   decode(ids: readonly number[]): string;
+  /**
+   * A decoder of a growing list of ids whose deltas add up to decode() of
+   * the whole list, where the tokenizer allows one cheaper than
+   * re-decoding a window per delta (IncrementalDecoder uses it).
+   */
+  streamDecoder?(): DeltaDecoder;
+}
+
+/** Text deltas of a growing list of token ids. */
+export interface DeltaDecoder {
+  /** The text the new tokens add ('' while they end inside a character). */
+  push(tokens: readonly number[]): string;
+  /** What is held back at the end. */
+  flush(): string;
 }
 
 const LLAMA2_VOCAB = 32000;
@@ -34,12 +48,14 @@ export const TOKENIZED_VOCAB_SIZES: readonly number[] = [LLAMA2_VOCAB, LLAMA3_VO
 export async function textCodecFor(vocabSize: number): Promise<TextCodec | null> {
   if (vocabSize === LLAMA2_VOCAB) {
     const { default: tokenizer } = await import('llama-tokenizer-js');
+    const pieces = new Llama2Pieces(tokenizer.vocabById);
     return {
       name: 'llama-tokenizer-js (LLaMA / Llama 2, 32000 ids)',
       vocabSize,
       encode: (text) => [LLAMA2_BOS, ...tokenizer.encode(text, false, true)],
       // Raw pieces: the "▁" word marks become spaces, byte tokens become UTF-8.
-      decode: llama2Decode(tokenizer.vocabById),
+      decode: (ids) => pieces.decode(ids),
+      streamDecoder: () => pieces.streamDecoder(),
     };
   }
   if (vocabSize === LLAMA3_VOCAB) {
@@ -59,38 +75,61 @@ const LLAMA2_SPACE_ID = 29871;
 
 /**
  * llama-tokenizer-js's decode(ids, false, false), with each id's UTF-8 bytes
- * computed once: a stream decodes a window of a few ids per event, and the
- * package's decode encodes every piece to UTF-8 again on every call (about
- * 6 us per one-token event here, as much as the socket write). Same result:
- * the pieces' bytes (a `<0xNN>` piece is that byte) decoded as UTF-8, word
- * marks made spaces.
+ * computed once: a stream decodes a few ids per event, and the package's
+ * decode encodes every piece to UTF-8 again on every call (about 6 us per
+ * one-token event here, as much as the socket write). Same result: the
+ * pieces' bytes (a `<0xNN>` piece is that byte) decoded as UTF-8, word
+ * marks made spaces. Since that is a plain UTF-8 decoding of concatenated
+ * bytes, a stream decodes its deltas with a streaming TextDecoder, which
+ * holds back a character cut between tokens.
  */
-function llama2Decode(vocabById: readonly string[]): (ids: readonly number[]) => string {
-  const encoder = new TextEncoder();
-  const decoder = new TextDecoder('utf-8');
-  const space = vocabById[LLAMA2_SPACE_ID];
-  const bytesById: (Uint8Array | undefined)[] = new Array(vocabById.length);
-  const bytesOf = (id: number): Uint8Array => {
-    let bytes = bytesById[id];
-    if (bytes !== undefined) return bytes;
-    const piece = vocabById[id];
-    if (piece === undefined) throw new RangeError(`token id ${id} is outside the vocabulary (0..${vocabById.length - 1})`);
-    bytes = piece.startsWith('<0x') && piece.endsWith('>') ? Uint8Array.of(Number.parseInt(piece.replace(/<0x|>/g, ''), 16)) : encoder.encode(piece);
-    bytesById[id] = bytes;
-    return bytes;
-  };
-  return (ids) => {
+class Llama2Pieces {
+  private readonly encoder = new TextEncoder();
+  private readonly decoder = new TextDecoder('utf-8');
+  private readonly space: string;
+  private readonly bytesById: (Uint8Array | undefined)[];
+
+  constructor(private readonly vocabById: readonly string[]) {
+    this.space = vocabById[LLAMA2_SPACE_ID];
+    this.bytesById = new Array<Uint8Array | undefined>(vocabById.length);
+  }
+
+  decode(ids: readonly number[]): string {
+    return this.decoder.decode(this.bytes(ids)).replaceAll(this.space, ' ');
+  }
+
+  streamDecoder(): DeltaDecoder {
+    const decoder = new TextDecoder('utf-8');
+    return {
+      push: (tokens) => decoder.decode(this.bytes(tokens), { stream: true }).replaceAll(this.space, ' '),
+      flush: () => decoder.decode().replaceAll(this.space, ' '),
+    };
+  }
+
+  /** The ids' bytes, one after another (a single id's own cached array). */
+  private bytes(ids: readonly number[]): Uint8Array {
+    if (ids.length === 1) return this.bytesOf(ids[0]);
     let length = 0;
-    for (const id of ids) length += bytesOf(id).length;
+    for (const id of ids) length += this.bytesOf(id).length;
     const bytes = new Uint8Array(length);
     let at = 0;
     for (const id of ids) {
-      const piece = bytesById[id]!;
+      const piece = this.bytesById[id]!;
       bytes.set(piece, at);
       at += piece.length;
     }
-    return decoder.decode(bytes).replaceAll(space, ' ');
-  };
+    return bytes;
+  }
+
+  private bytesOf(id: number): Uint8Array {
+    const cached = this.bytesById[id];
+    if (cached !== undefined) return cached;
+    const piece = this.vocabById[id];
+    if (piece === undefined) throw new RangeError(`token id ${id} is outside the vocabulary (0..${this.vocabById.length - 1})`);
+    const bytes = piece.startsWith('<0x') && piece.endsWith('>') ? Uint8Array.of(Number.parseInt(piece.replace(/<0x|>/g, ''), 16)) : this.encoder.encode(piece);
+    this.bytesById[id] = bytes;
+    return bytes;
+  }
 }
 
 /**
@@ -99,16 +138,22 @@ function llama2Decode(vocabById: readonly string[]): (ids: readonly number[]) =>
  * tokens since the last delta and the few before them), so a long
  * completion costs O(n); text is held back while the window ends inside a
  * UTF-8 sequence (a trailing U+FFFD), as incremental detokenizers do.
+ * A codec with a delta decoder of its own (LLaMA's) is used through it.
  */
-export class IncrementalDecoder {
+export class IncrementalDecoder implements DeltaDecoder {
   private readonly ids: number[] = [];
   private prefixOffset = 0;
   private readOffset = 0;
+  /** The codec's own delta decoder, where it has one (then the window above is unused). */
+  private readonly stream: DeltaDecoder | null;
 
-  constructor(private readonly codec: TextCodec) {}
+  constructor(private readonly codec: TextCodec) {
+    this.stream = codec.streamDecoder?.() ?? null;
+  }
 
   /** The text the new tokens add; '' while they end inside a character. */
   push(tokens: readonly number[]): string {
+    if (this.stream !== null) return this.stream.push(tokens);
     for (const token of tokens) this.ids.push(token);
     const prefix = this.codec.decode(this.ids.slice(this.prefixOffset, this.readOffset));
     const text = this.codec.decode(this.ids.slice(this.prefixOffset));
@@ -120,6 +165,7 @@ export class IncrementalDecoder {
 
   /** What is held back at the end (the last tokens decode to an incomplete character). */
   flush(): string {
+    if (this.stream !== null) return this.stream.flush();
     const prefix = this.codec.decode(this.ids.slice(this.prefixOffset, this.readOffset));
     const text = this.codec.decode(this.ids.slice(this.prefixOffset));
     this.prefixOffset = this.readOffset = this.ids.length;

@@ -17,6 +17,14 @@ function streamed(codec: TextCodec, ids: readonly number[]): string {
   return text + decoder.flush();
 }
 
+/** Decodes `ids` `size` ids per delta. */
+function streamedBy(codec: TextCodec, ids: readonly number[], size: number): string {
+  const decoder = new IncrementalDecoder(codec);
+  let text = '';
+  for (let at = 0; at < ids.length; at += size) text += decoder.push(ids.slice(at, at + size));
+  return text + decoder.flush();
+}
+
 describe('text prompts and completions', () => {
   it.each([
     ['tiny', MODEL_PRESETS.tiny.vocabSize],
@@ -61,7 +69,12 @@ describe('text prompts and completions', () => {
     for (let seed = 0; seed < 40; seed++) cases.push(promptOf(1 + (seed % 9), 500 + seed, MODEL_PRESETS.tiny.vocabSize));
     // Byte tokens only (ids 3..258): invalid UTF-8 becomes U+FFFD in both.
     for (let seed = 0; seed < 20; seed++) cases.push(promptOf(6, 900 + seed, 256).map((id) => id + 3));
-    for (const ids of cases) expect(codec.decode(ids)).toBe(tokenizer.decode(ids, false, false));
+    for (const ids of cases) {
+      expect(codec.decode(ids)).toBe(tokenizer.decode(ids, false, false));
+      // Streamed one id at a time, and eight at a time, the deltas add up to the same text.
+      expect(streamed(codec, ids)).toBe(tokenizer.decode(ids, false, false));
+      expect(streamedBy(codec, ids, 8)).toBe(tokenizer.decode(ids, false, false));
+    }
   });
 
   it('an id outside the LLaMA vocabulary is refused, naming it', async () => {
