@@ -74,24 +74,34 @@ export async function textCodecFor(vocabSize: number): Promise<TextCodec | null>
 const LLAMA2_SPACE_ID = 29871;
 
 /**
- * llama-tokenizer-js's decode(ids, false, false), with each id's UTF-8 bytes
- * computed once: a stream decodes a few ids per event, and the package's
- * decode encodes every piece to UTF-8 again on every call (about 6 us per
- * one-token event here, as much as the socket write). Same result: the
+ * llama-tokenizer-js's decode(ids, false, false), with every id's UTF-8
+ * bytes computed once, when the codec loads: a stream decodes a few ids
+ * per event, and the package's decode encodes every piece to UTF-8 again
+ * on every call (about 6 us per one-token event here, as much as the
+ * socket write). Same result: the
  * pieces' bytes (a `<0xNN>` piece is that byte) decoded as UTF-8, word
  * marks made spaces. Since that is a plain UTF-8 decoding of concatenated
  * bytes, a stream decodes its deltas with a streaming TextDecoder, which
  * holds back a character cut between tokens.
  */
 class Llama2Pieces {
-  private readonly encoder = new TextEncoder();
   private readonly decoder = new TextDecoder('utf-8');
   private readonly space: string;
-  private readonly bytesById: (Uint8Array | undefined)[];
+  /** Every piece's UTF-8 bytes, id after id (built once, so the heap does not grow as ids are first seen). */
+  private readonly pieceBytes: Uint8Array;
+  /** Where id i's bytes start in pieceBytes; starts[vocabulary size] is the end. */
+  private readonly starts: Uint32Array;
 
-  constructor(private readonly vocabById: readonly string[]) {
+  constructor(vocabById: readonly string[]) {
     this.space = vocabById[LLAMA2_SPACE_ID];
-    this.bytesById = new Array<Uint8Array | undefined>(vocabById.length);
+    const encoder = new TextEncoder();
+    const encoded = vocabById.map((piece) =>
+      piece.startsWith('<0x') && piece.endsWith('>') ? Uint8Array.of(Number.parseInt(piece.replace(/<0x|>/g, ''), 16)) : encoder.encode(piece),
+    );
+    this.starts = new Uint32Array(encoded.length + 1);
+    for (let id = 0; id < encoded.length; id++) this.starts[id + 1] = this.starts[id] + encoded[id].length;
+    this.pieceBytes = new Uint8Array(this.starts[encoded.length]);
+    encoded.forEach((bytes, id) => this.pieceBytes.set(bytes, this.starts[id]));
   }
 
   decode(ids: readonly number[]): string {
@@ -106,29 +116,26 @@ class Llama2Pieces {
     };
   }
 
-  /** The ids' bytes, one after another (a single id's own cached array). */
+  /** The ids' bytes, one after another (a single id's: a view of pieceBytes). */
   private bytes(ids: readonly number[]): Uint8Array {
-    if (ids.length === 1) return this.bytesOf(ids[0]);
+    if (ids.length === 1) return this.pieceBytes.subarray(this.start(ids[0]), this.starts[ids[0] + 1]);
     let length = 0;
-    for (const id of ids) length += this.bytesOf(id).length;
+    for (const id of ids) length += this.starts[id + 1] - this.start(id);
     const bytes = new Uint8Array(length);
     let at = 0;
     for (const id of ids) {
-      const piece = this.bytesById[id]!;
-      bytes.set(piece, at);
-      at += piece.length;
+      bytes.set(this.pieceBytes.subarray(this.starts[id], this.starts[id + 1]), at);
+      at += this.starts[id + 1] - this.starts[id];
     }
     return bytes;
   }
 
-  private bytesOf(id: number): Uint8Array {
-    const cached = this.bytesById[id];
-    if (cached !== undefined) return cached;
-    const piece = this.vocabById[id];
-    if (piece === undefined) throw new RangeError(`token id ${id} is outside the vocabulary (0..${this.vocabById.length - 1})`);
-    const bytes = piece.startsWith('<0x') && piece.endsWith('>') ? Uint8Array.of(Number.parseInt(piece.replace(/<0x|>/g, ''), 16)) : this.encoder.encode(piece);
-    this.bytesById[id] = bytes;
-    return bytes;
+  /** Where `id`'s bytes start; a RangeError for an id outside the vocabulary. */
+  private start(id: number): number {
+    if (!Number.isInteger(id) || id < 0 || id >= this.starts.length - 1) {
+      throw new RangeError(`token id ${id} is outside the vocabulary (0..${this.starts.length - 2})`);
+    }
+    return this.starts[id];
   }
 }
 
