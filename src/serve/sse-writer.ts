@@ -6,9 +6,9 @@ import type { IncrementalDecoder } from './text-codec.js';
 
 /**
  * The server-sent events of one streamed completion, fed synchronously by
- * the serving loop (a TokenSink): at most one socket write per step, the
- * event's constant JSON rendered once per request, and nothing allocated
- * per token but the event's text.
+ * the serving loop (a TokenSink), with no promise or closure per token: at
+ * most one socket write per step, the event's constant JSON rendered once
+ * per request; per event only its text, token id list and string are made.
  *
  * On an HTTP/1.1 response whose socket is its own (not queued behind a
  * pipelined one), an event goes to the socket as one pre-framed chunk
