@@ -1,13 +1,29 @@
-import { text } from 'node:stream/consumers';
+import { createInterface } from 'node:readline';
 import { runLoad, type ServeLoadSpec } from './serve-load.js';
 
-/** Child-process entry of the serve bench's load generator: a ServeLoadSpec as JSON on stdin, the ServeLoadResult as JSON on stdout. */
-text(process.stdin)
-  .then((input) => runLoad(JSON.parse(input) as ServeLoadSpec))
-  .then(
-    (result) => process.stdout.write(`${JSON.stringify(result)}\n`),
-    (error: unknown) => {
-      process.stderr.write(`${(error as Error).message}\n`);
-      process.exitCode = 1;
-    },
-  );
+/**
+ * Child-process entry of the serve bench's load generator. On stdin: a
+ * ServeLoadSpec as one line of JSON, then (after this prints `ready`) a
+ * line `go`; on stdout: `ready`, then the ServeLoadResult as JSON. The
+ * handshake lets the parent start its CPU accounting once this process
+ * has started and read its spec, so neither counts as serving.
+ */
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+async function main(): Promise<void> {
+  const spec = await lines.next();
+  if (spec.done === true) throw new Error('no load spec on stdin');
+  process.stdout.write('ready\n');
+  const go = await lines.next();
+  if (go.done === true || go.value.trim() !== 'go') throw new Error('expected "go" on stdin after the spec');
+  const result = await runLoad(JSON.parse(spec.value) as ServeLoadSpec);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`${(error as Error).message}\n`);
+    process.exit(1);
+  },
+);

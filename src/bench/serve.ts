@@ -13,6 +13,8 @@ import { CompletionServer } from '../serve/http-server.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
+import { measureSocketFloor, type SocketFloor } from './serve-socket-floor.js';
+import { threadCpuUsAfterSleep } from './serve-thread-cpu.js';
 import type { ServeLoadResult, ServeLoadSpec } from './serve-load.js';
 import { median } from './stats.js';
 
@@ -33,10 +35,14 @@ import { median } from './stats.js';
  *   whole responses. cpuUsPerStep is
  *   this process's CPU time (user + system, every thread: the ranks too)
  *   over the engine steps the batch took; the HTTP rows' addedUsPerStep is
- *   theirs minus the library's: what the HTTP path costs per step. It is
+ *   theirs minus the library's in the same repeat (the median of those
+ *   differences): what the HTTP path costs per step. It is
  *   set against the scheduler's CPU time per step at the same number of
  *   running requests, measured in the same run as `kvtier bench scheduler`
  *   does (schedulerUsPerStep; overheadShare = added / scheduler).
+ * - the floor under streaming, in the same repeats: a bare socket.write of
+ *   one event-sized chunk to each of --streams loopback connections per
+ *   round (serve-socket-floor.ts); a streamed token costs at least that.
  */
 
 export interface ServeBenchOptions {
@@ -63,8 +69,8 @@ export interface ServeBenchOptions {
   readonly onProgress?: (line: string) => void;
 }
 
-export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole';
-type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate'>;
+export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole' | 'socket floor';
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor'>;
 
 export interface ServeBenchRow {
   readonly phase: ServeBenchPhase;
@@ -83,9 +89,19 @@ export interface ServeBenchRow {
   readonly cpuHitTokens: number;
   /** Overhead phases: median over the repeats. */
   readonly cpuUsPerStep: number | null;
+  /** Overhead phases: the main thread's CPU time per step (scheduler, serving loop, HTTP); null where it cannot be read. */
+  readonly threadUsPerStep: number | null;
   readonly addedUsPerStep: number | null;
   readonly schedulerUsPerStep: number | null;
   readonly overheadShare: number | null;
+  /**
+   * addedUsPerStep over the events a step's share of the batch sent (http
+   * sse: one per token per stream; xN: one per N tokens; http whole: one
+   * response per request); socket floor: CPU per bare write.
+   */
+  readonly addedUsPerEvent: number | null;
+  /** addedUsPerEvent / the socket floor's, same run. */
+  readonly vsFloor: number | null;
   /** Fixed rate: used heap after a full collection, before and after the phase (MiB). */
   readonly heapBeforeMiB: number | null;
   readonly heapAfterMiB: number | null;
@@ -161,9 +177,12 @@ async function fixedRate(server: RunningServer, options: ServeBenchOptions, prog
     gpuHitTokens: after.hits.gpuPrefixTokens - before.hits.gpuPrefixTokens,
     cpuHitTokens: after.hits.cpuTierTokens - before.hits.cpuTierTokens,
     cpuUsPerStep: null,
+    threadUsPerStep: null,
     addedUsPerStep: null,
     schedulerUsPerStep: null,
     overheadShare: null,
+    addedUsPerEvent: null,
+    vsFloor: null,
     heapBeforeMiB: heapBefore / 2 ** 20,
     heapAfterMiB: heapAfter / 2 ** 20,
     leakedGpuBlocks: after.leaks.gpuBlocks,
@@ -172,6 +191,8 @@ async function fixedRate(server: RunningServer, options: ServeBenchOptions, prog
 
 interface BatchMeasure {
   readonly cpuUs: number;
+  /** The main thread's CPU time (null where it cannot be read). */
+  readonly threadUs: number | null;
   readonly steps: number;
   readonly seconds: number;
   readonly outputTokens: number;
@@ -184,6 +205,7 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
   const batchedPhase: OverheadPhase = `http sse x${options.streamInterval}`;
   const phases: readonly OverheadPhase[] = ['library', 'http sse', batchedPhase, 'http whole'];
   const measures = new Map<string, BatchMeasure[]>(phases.map((p) => [p, []]));
+  const floors: SocketFloor[] = [];
   let batch = 0;
   for (let repeat = 0; repeat < options.repeats; repeat++) {
     for (const phase of phases) {
@@ -192,15 +214,29 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
       const url = phase === batchedPhase ? batchedUrl : server.url;
       measures.get(phase)!.push(await measureBatch(server, url, phase, batchPrompts, options.streamTokens));
     }
+    progress(`overhead ${repeat + 1}/${options.repeats}: socket floor, ${options.streamTokens} rounds of one write to each of ${options.streams} connections`);
+    await untilIdle(server);
+    floors.push(await measureSocketFloor(options.streams, options.streamTokens));
   }
+  const floorPerWrite = median(floors.map((f) => f.usPerWrite));
+  const floorPerRound = median(floors.map((f) => f.usPerRound));
+  // Events one stream sends over its --stream-tokens tokens.
+  const eventsPerStream = (phase: OverheadPhase): number =>
+    phase === 'http whole' ? 1 : phase === batchedPhase ? Math.ceil(options.streamTokens / options.streamInterval) : options.streamTokens;
   progress(`scheduler CPU time per step at ${options.streams} running requests`);
   const scheduler = await schedulerUsPerStep(options);
   const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
-  const library = median(measures.get('library')!.map(perStep));
-  return phases.map((phase): ServeBenchRow => {
+  // What the HTTP path adds is counted on the main thread where it can be read (the ranks' work is the same in every row, and noisy).
+  const onThread = [...measures.values()].every((runs) => runs.every((m) => m.threadUs !== null));
+  const addedBasis = (m: BatchMeasure) => (onThread ? m.threadUs! : m.cpuUs) / m.steps;
+  const libraryRuns = measures.get('library')!.map(addedBasis);
+  const rows = phases.map((phase): ServeBenchRow => {
     const runs = measures.get(phase)!;
     const cpu = median(runs.map(perStep));
-    const added = phase === 'library' ? null : cpu - library;
+    // Paired with the library batch of the same repeat (run just before it), so a load that drifts over the run cancels.
+    const added = phase === 'library' ? null : median(runs.map((m, i) => addedBasis(m) - libraryRuns[i]));
+    const steps = Math.round(median(runs.map((m) => m.steps)));
+    const perEvent = added === null ? null : (added * steps) / (options.streams * eventsPerStream(phase));
     const requests = runs.reduce((n, m) => n + (m.load?.requests ?? options.streams), 0);
     const ok = runs.reduce((n, m) => n + (m.load?.ok ?? options.streams), 0);
     const seconds = runs.reduce((s, m) => s + m.seconds, 0);
@@ -214,39 +250,68 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
       p99Ms: loads.length === 0 ? null : median(loads.map((l) => l.p99Ms)),
       requestsPerSecond: ok / seconds,
       outputTokensPerSecond: runs.reduce((n, m) => n + m.outputTokens, 0) / seconds,
-      steps: Math.round(median(runs.map((m) => m.steps))),
+      steps,
       gpuHitTokens: runs.reduce((n, m) => n + m.gpuHitTokens, 0),
       cpuHitTokens: runs.reduce((n, m) => n + m.cpuHitTokens, 0),
       cpuUsPerStep: cpu,
+      threadUsPerStep: onThread ? median(runs.map((m) => m.threadUs! / m.steps)) : null,
       addedUsPerStep: added,
       schedulerUsPerStep: scheduler,
       overheadShare: added === null ? null : added / scheduler,
+      addedUsPerEvent: perEvent,
+      vsFloor: perEvent === null ? null : perEvent / floorPerWrite,
       heapBeforeMiB: null,
       heapAfterMiB: null,
       leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
     };
   });
+  rows.push({
+    phase: 'socket floor',
+    requests: 0,
+    ok: 0,
+    errors: 0,
+    p50Ms: null,
+    p99Ms: null,
+    requestsPerSecond: 0,
+    outputTokensPerSecond: 0,
+    steps: options.streamTokens,
+    gpuHitTokens: 0,
+    cpuHitTokens: 0,
+    cpuUsPerStep: null,
+    threadUsPerStep: null,
+    addedUsPerStep: floorPerRound,
+    schedulerUsPerStep: scheduler,
+    overheadShare: floorPerRound / scheduler,
+    addedUsPerEvent: floorPerWrite,
+    vsFloor: 1,
+    heapBeforeMiB: null,
+    heapAfterMiB: null,
+    leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
+  });
+  return rows;
 }
 
 async function measureBatch(server: RunningServer, url: string, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
   await untilIdle(server);
   const before = server.serving.engine.metrics();
+  const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
+  // The load generator starts and reads its requests before the accounting begins.
+  const child = phase === 'library' ? null : await startLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
+  const threadBefore = await threadCpuUsAfterSleep();
   const started = performance.now();
   const cpu = process.cpuUsage();
   let load: ServeLoadResult | null = null;
-  if (phase === 'library') {
-    await libraryBatch(server, batch, maxTokens);
-  } else {
-    const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
-    load = await runLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
-  }
+  if (child === null) await libraryBatch(server, batch, maxTokens);
+  else load = await child.go();
   await untilIdle(server);
   const used = process.cpuUsage(cpu);
+  const threadAfter = await threadCpuUsAfterSleep();
   // Over HTTP, the load generator's own clock: the child's start-up is not serving time.
   const seconds = load?.seconds ?? (performance.now() - started) / 1000;
   const after = server.serving.engine.metrics();
   return {
     cpuUs: used.user + used.system,
+    threadUs: threadBefore === null || threadAfter === null ? null : threadAfter - threadBefore,
     steps: after.steps - before.steps,
     seconds,
     outputTokens: after.tokens.output - before.tokens.output,
@@ -290,22 +355,44 @@ async function untilIdle(server: RunningServer): Promise<void> {
 
 /** Runs the load generator in a child process (dist/src/bench/serve-load-main.js). */
 async function runLoadChild(spec: ServeLoadSpec): Promise<ServeLoadResult> {
+  return (await startLoadChild(spec)).go();
+}
+
+interface LoadChild {
+  /** Starts the load; resolves with its result. */
+  go(): Promise<ServeLoadResult>;
+}
+
+/** Starts the load generator and resolves once it has read its spec and waits for go(). */
+async function startLoadChild(spec: ServeLoadSpec): Promise<LoadChild> {
   const entry = join(packageRoot(), 'dist', 'src', 'bench', 'serve-load-main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: build kvtier first (npm run build:ts)`);
-  return new Promise((resolve, reject) => {
-    // The spec goes on stdin: its request bodies are far beyond what arguments may hold.
-    const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
-    child.stdin.end(JSON.stringify(spec));
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  // The spec goes on stdin: its request bodies are far beyond what arguments may hold.
+  const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stdin.write(`${JSON.stringify(spec)}\n`);
+  let stdout = '';
+  let stderr = '';
+  let ready!: () => void;
+  const isReady = new Promise<void>((resolve) => (ready = resolve));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    if (stdout.startsWith('ready\n')) ready();
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<ServeLoadResult>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`the load generator failed (exit ${code}): ${stderr.trim()}`));
-      else resolve(JSON.parse(stdout) as ServeLoadResult);
+      else resolve(JSON.parse(stdout.slice('ready\n'.length)) as ServeLoadResult);
     });
   });
+  await Promise.race([isReady, exited]);
+  return {
+    go: () => {
+      child.stdin.end('go\n');
+      return exited;
+    },
+  };
 }
 
 let collect: (() => void) | null = null;

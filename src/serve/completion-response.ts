@@ -64,9 +64,18 @@ export function completionBody(header: CompletionHeader, finished: FinishedReque
  * variable parts are the text, the token ids and the finish reason.
  */
 export function chunkEvent(prefix: string, text: string, tokenIds: readonly number[], finishReason: OpenAiFinishReason | null, usageNull: boolean): string {
+  return chunkEventHead(prefix) + chunkEventRest(text, tokenIds, finishReason, usageNull);
+}
+
+/** The part of every chunk event before its text, constant per request: `data: {...,"choices":[{"index":0,"text":`. */
+export function chunkEventHead(prefix: string): string {
+  return `data: ${prefix}"choices":[{"index":0,"text":`;
+}
+
+/** The part of a chunk event from its text on. */
+export function chunkEventRest(text: string, tokenIds: readonly number[], finishReason: OpenAiFinishReason | null, usageNull: boolean): string {
   const reason = finishReason === null ? 'null' : `"${finishReason}"`;
-  const usage = usageNull ? ',"usage":null' : '';
-  return `data: ${prefix}"choices":[{"index":0,"text":${JSON.stringify(text)},"logprobs":null,"finish_reason":${reason},"token_ids":[${tokenIds.join(',')}]}]${usage}}\n\n`;
+  return `${JSON.stringify(text)},"logprobs":null,"finish_reason":${reason},"token_ids":[${tokenIds.join(',')}]}]${usageNull ? ',"usage":null' : ''}}\n\n`;
 }
 
 /** The fixed start of every chunk's JSON: `{"id":...,"object":...,"created":...,"model":...,` */

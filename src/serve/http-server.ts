@@ -6,11 +6,12 @@ import { RequestError } from '../core/errors.js';
 import { EngineStoppedError } from '../runtime/engine.js';
 import type { FinishedRequest } from '../runtime/engine-types.js';
 import { parseCompletionRequest, type CompletionLimits, type CompletionParams } from './completion-request.js';
-import { chunkEvent, chunkPrefix, completionBody, DONE_EVENT, openAiFinishReason, usageEvent, type CompletionHeader } from './completion-response.js';
+import { completionBody, DONE_EVENT, type CompletionHeader } from './completion-response.js';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
 import { HttpError, type OpenAiErrorBody } from './openai-errors.js';
 import type { RequestStream } from './request-stream.js';
 import { ServeCounters, registerServeMetrics } from './serve-metrics.js';
+import { SseWriter } from './sse-writer.js';
 import type { DrainOutcome, ServingEngine } from './serving-engine.js';
 import { IncrementalDecoder, type TextCodec } from './text-codec.js';
 import type { LiveVerifier } from './verifier.js';
@@ -204,20 +205,14 @@ export class CompletionServer {
 
   private async streamCompletion(params: CompletionParams, header: CompletionHeader, stream: RequestStream, response: ServerResponse): Promise<void> {
     response.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' });
-    const prefix = chunkPrefix(header);
+    // The header goes out now: the writer may then put events on the socket itself.
+    response.flushHeaders();
     const decoder = this.options.codec === null ? null : new IncrementalDecoder(this.options.codec);
-    const usageNull = params.includeUsage;
-    const interval = this.options.streamInterval ?? 1;
-    let ids: number[] = [];
+    const writer = new SseWriter(response, header, decoder, this.options.streamInterval ?? 1, params.includeUsage);
+    // Tokens reach the writer inside the serving loop's delivery: no promise per token.
+    stream.attach(writer);
     let finished: FinishedRequest;
     try {
-      for await (const token of stream) {
-        if (response.destroyed) break;
-        ids.push(token);
-        if (ids.length < interval) continue;
-        response.write(chunkEvent(prefix, decoder === null ? '' : decoder.push(ids), ids, null, usageNull));
-        ids = [];
-      }
       finished = await stream.result;
       if (finished.finishReason === 'error') throw requestFailed(finished);
     } catch (error) {
@@ -225,10 +220,7 @@ export class CompletionServer {
       return;
     }
     if (response.destroyed) return;
-    const text = decoder === null ? '' : decoder.push(ids) + decoder.flush();
-    let tail = chunkEvent(prefix, text, ids, openAiFinishReason(finished), usageNull);
-    if (params.includeUsage) tail += usageEvent(prefix, finished);
-    response.end(tail + DONE_EVENT);
+    response.end(writer.tail(finished, params.includeUsage));
   }
 }
 

@@ -1,6 +1,16 @@
 import type { FinishedRequest } from '../runtime/engine-types.js';
 
 /**
+ * A synchronous receiver of a request's tokens: called inside the serving
+ * loop's delivery, once per step that gave the request tokens, with no
+ * promise or microtask per token (what an HTTP front end writing hundreds
+ * of streams per step wants). The array is the step's: copy what is kept.
+ */
+export interface TokenSink {
+  onTokens(tokens: readonly number[]): void;
+}
+
+/**
  * One request's tokens as an async iterator, fed by the serving loop. Tokens
  * are buffered until read, so a slow reader never holds the engine up (a
  * request's output is bounded by its maxTokens). `result` settles with the
@@ -17,6 +27,7 @@ export class RequestStream implements AsyncIterableIterator<number> {
   private ended = false;
   private error: unknown = null;
   private settle!: { resolve: (f: FinishedRequest) => void; reject: (e: unknown) => void };
+  private sink: TokenSink | null = null;
 
   constructor(
     id: string,
@@ -40,9 +51,22 @@ export class RequestStream implements AsyncIterableIterator<number> {
     return this.ended;
   }
 
+  /**
+   * Sends the tokens generated so far, then every later step's, to `sink`
+   * as they are delivered (the iterator still works beside it). A sink
+   * that throws is detached and the request aborted, as a reader that
+   * stops early: the serving loop goes on for the others.
+   */
+  attach(sink: TokenSink): void {
+    if (this.sink !== null) throw new Error(`request ${this.id} has a token sink already`);
+    this.sink = sink;
+    if (this.buffer.length > 0) this.toSink(this.buffer.slice());
+  }
+
   push(tokens: readonly number[]): void {
     if (this.ended) return;
     for (const token of tokens) this.buffer.push(token);
+    if (this.sink !== null) this.toSink(tokens);
     this.wakeReader();
   }
 
@@ -77,6 +101,15 @@ export class RequestStream implements AsyncIterableIterator<number> {
 
   [Symbol.asyncIterator](): AsyncIterableIterator<number> {
     return this;
+  }
+
+  private toSink(tokens: readonly number[]): void {
+    try {
+      this.sink!.onTokens(tokens);
+    } catch {
+      this.sink = null;
+      if (!this.ended) this.onReturn(this);
+    }
   }
 
   private wakeReader(): void {

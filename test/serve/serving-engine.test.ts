@@ -92,6 +92,35 @@ describe('the serving engine', () => {
     expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
   });
 
+  it('a token sink attached after the first tokens gets every token in order, step by step, beside the iterator', async () => {
+    const s = await startServing();
+    const prompt = tokenPrompt(30, 21);
+    const stream = s.stream({ promptTokens: prompt, maxTokens: 10 });
+    expect((await stream.next()).done).toBe(false);
+    const deliveries: number[][] = [];
+    stream.attach({ onTokens: (tokens) => deliveries.push([...tokens]) });
+    await stream.result;
+    expect(deliveries.flat()).toEqual(referenceOutput(prompt, 10));
+    // The first delivery replays what came before the sink; each later one is a step's tokens.
+    expect(deliveries.length).toBeGreaterThan(1);
+    expect(await collect(stream)).toEqual(referenceOutput(prompt, 10).slice(1));
+  });
+
+  it('a token sink that throws aborts its own request only; the others finish', async () => {
+    const s = await startServing();
+    const failing = s.stream({ promptTokens: tokenPrompt(24, 22), maxTokens: 3000 });
+    failing.attach({
+      onTokens: () => {
+        throw new Error('sink failed');
+      },
+    });
+    const other = s.generate({ promptTokens: tokenPrompt(24, 23), maxTokens: 6 });
+    await expect(failing.result).rejects.toBeInstanceOf(RequestAbortedError);
+    expect((await other).outputTokens).toEqual(referenceOutput(tokenPrompt(24, 23), 6));
+    await untilIdle(s);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
   it('a signal aborted before the call queues nothing', async () => {
     const s = await startServing();
     expect(() => s.stream({ promptTokens: [1, 2, 3], maxTokens: 2 }, { signal: AbortSignal.abort() })).toThrow(RequestAbortedError);

@@ -17,6 +17,14 @@ function streamed(codec: TextCodec, ids: readonly number[]): string {
   return text + decoder.flush();
 }
 
+/** Decodes `ids` `size` ids per delta. */
+function streamedBy(codec: TextCodec, ids: readonly number[], size: number): string {
+  const decoder = new IncrementalDecoder(codec);
+  let text = '';
+  for (let at = 0; at < ids.length; at += size) text += decoder.push(ids.slice(at, at + size));
+  return text + decoder.flush();
+}
+
 describe('text prompts and completions', () => {
   it.each([
     ['tiny', MODEL_PRESETS.tiny.vocabSize],
@@ -45,5 +53,32 @@ describe('text prompts and completions', () => {
     }
     const multiByte = codec.encode('日本語のテキスト、絵文字🙂も').slice(1);
     expect(streamed(codec, multiByte)).toBe(codec.decode(multiByte));
+  });
+
+  it('the LLaMA vocabulary decodes any ids exactly as llama-tokenizer-js does: byte tokens, word marks, split characters', async () => {
+    const codec = await codecOf(MODEL_PRESETS.tiny.vocabSize);
+    const { default: tokenizer } = await import('llama-tokenizer-js');
+    const cases: number[][] = [
+      [],
+      // <0xE6> <0x97> <0xA5> (日) whole and cut short, a BOM's bytes, then word pieces.
+      [233, 154, 168],
+      [233, 154],
+      [242, 190, 194, 450, 29871, 29871],
+      codec.encode('«ünïcödé» 🙂 and  two spaces').slice(1),
+    ];
+    for (let seed = 0; seed < 40; seed++) cases.push(promptOf(1 + (seed % 9), 500 + seed, MODEL_PRESETS.tiny.vocabSize));
+    // Byte tokens only (ids 3..258): invalid UTF-8 becomes U+FFFD in both.
+    for (let seed = 0; seed < 20; seed++) cases.push(promptOf(6, 900 + seed, 256).map((id) => id + 3));
+    for (const ids of cases) {
+      expect(codec.decode(ids)).toBe(tokenizer.decode(ids, false, false));
+      // Streamed one id at a time, and eight at a time, the deltas add up to the same text.
+      expect(streamed(codec, ids)).toBe(tokenizer.decode(ids, false, false));
+      expect(streamedBy(codec, ids, 8)).toBe(tokenizer.decode(ids, false, false));
+    }
+  });
+
+  it('an id outside the LLaMA vocabulary is refused, naming it', async () => {
+    const codec = await codecOf(MODEL_PRESETS.tiny.vocabSize);
+    expect(() => codec.decode([5, 32000])).toThrow(/token id 32000 is outside the vocabulary/);
   });
 });
