@@ -59,7 +59,7 @@ export {
   type ServingOptions,
   type SubmitOptions,
 } from './serve/serving-engine.js';
-export { RequestStream } from './serve/request-stream.js';
+export { RequestStream, type TokenSink } from './serve/request-stream.js';
 export { QueueFullError, RequestAbortedError, ServingClosedError } from './serve/errors.js';
 export { startServer, DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, type RunningServer, type ServeOptions } from './serve/serve-app.js';
 export { textCodecFor, type TextCodec } from './serve/text-codec.js';
