@@ -130,12 +130,19 @@ function sipHash(words: number): void {
   let v3l = key2 ^ 0x79746573;
   let lo = 0;
   let t = 0;
-  // One compression round per word; the last word carries the length in bytes, mod 256, in its top byte.
-  for (let w = 0; w <= words; w++) {
-    const ml = w < words ? msg[2 * w] : 0;
-    const mh = w < words ? msg[2 * w + 1] : ((words * 8) & 0xff) << 24;
-    v3h ^= mh;
-    v3l ^= ml;
+  let ml = 0;
+  let mh = 0;
+  // One compression round per message word (the last carries the length in bytes, mod 256, in its
+  // top byte), then three finalization rounds: SipHash-1-3.
+  const rounds = words + 1 + 3;
+  for (let r = 0; r < rounds; r++) {
+    const compressing = r <= words;
+    if (compressing) {
+      ml = r < words ? msg[2 * r] : 0;
+      mh = r < words ? msg[2 * r + 1] : ((words * 8) & 0xff) << 24;
+      v3h ^= mh;
+      v3l ^= ml;
+    }
     // SipRound: v0 += v1; v1 <<<= 13; v1 ^= v0; v0 <<<= 32; v2 += v3; v3 <<<= 16; v3 ^= v2;
     //           v0 += v3; v3 <<<= 21; v3 ^= v0; v2 += v1; v1 <<<= 17; v1 ^= v2; v2 <<<= 32
     lo = (v0l + v1l) | 0;
@@ -168,41 +175,11 @@ function sipHash(words: number): void {
     t = v2h;
     v2h = v2l;
     v2l = t;
-    v0h ^= mh;
-    v0l ^= ml;
-  }
-  v2l ^= 0xff;
-  for (let r = 0; r < 3; r++) {
-    lo = (v0l + v1l) | 0;
-    v0h = (v0h + v1h + (((v0l & v1l) | ((v0l | v1l) & ~lo)) >>> 31)) | 0;
-    v0l = lo;
-    t = (v1h << 13) | (v1l >>> 19);
-    v1l = ((v1l << 13) | (v1h >>> 19)) ^ v0l;
-    v1h = t ^ v0h;
-    t = v0h;
-    v0h = v0l;
-    v0l = t;
-    lo = (v2l + v3l) | 0;
-    v2h = (v2h + v3h + (((v2l & v3l) | ((v2l | v3l) & ~lo)) >>> 31)) | 0;
-    v2l = lo;
-    t = (v3h << 16) | (v3l >>> 16);
-    v3l = ((v3l << 16) | (v3h >>> 16)) ^ v2l;
-    v3h = t ^ v2h;
-    lo = (v0l + v3l) | 0;
-    v0h = (v0h + v3h + (((v0l & v3l) | ((v0l | v3l) & ~lo)) >>> 31)) | 0;
-    v0l = lo;
-    t = (v3h << 21) | (v3l >>> 11);
-    v3l = ((v3l << 21) | (v3h >>> 11)) ^ v0l;
-    v3h = t ^ v0h;
-    lo = (v2l + v1l) | 0;
-    v2h = (v2h + v1h + (((v2l & v1l) | ((v2l | v1l) & ~lo)) >>> 31)) | 0;
-    v2l = lo;
-    t = (v1h << 17) | (v1l >>> 15);
-    v1l = ((v1l << 17) | (v1h >>> 15)) ^ v2l;
-    v1h = t ^ v2h;
-    t = v2h;
-    v2h = v2l;
-    v2l = t;
+    if (compressing) {
+      v0h ^= mh;
+      v0l ^= ml;
+      if (r === words) v2l ^= 0xff;
+    }
   }
   lanes[0] = v0h ^ v1h ^ v2h ^ v3h;
   lanes[1] = v0l ^ v1l ^ v2l ^ v3l;
