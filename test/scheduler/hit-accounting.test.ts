@@ -32,15 +32,24 @@ function expectExact(h: Harness, ids: readonly string[]): void {
   for (const id of ids) expect(h.outputs.get(id), id).toEqual(h.expectedTokens(id));
 }
 
+/**
+ * Request 'a' asks for a 12-token prefix the tier holds plus two new tokens,
+ * with the loads of the blocks at `failedBlocks` failing; its outputs are
+ * checked exact, and the scheduler's counts returned.
+ */
+async function servePrefixWithFailedLoads(failedBlocks: number[]): Promise<SchedulerStats> {
+  const { h, tier } = tierHarness({ loadFaults: failLoadOf('a', failedBlocks) });
+  const prefix = promptOf(12, 101);
+  tier.seed(prefix);
+  h.add('a', { prompt: [...prefix, 1, 2], maxTokens: 3 });
+  await h.runUntilIdle();
+  expectExact(h, ['a']);
+  return h.scheduler.stats();
+}
+
 describe('hit accounting', () => {
   it('counts the blocks a load served before its failed block as hits, and computes the rest once', async () => {
-    const { h, tier } = tierHarness({ loadFaults: failLoadOf('a', [1]) });
-    const prefix = promptOf(12, 101);
-    tier.seed(prefix);
-    h.add('a', { prompt: [...prefix, 1, 2], maxTokens: 3 });
-    await h.runUntilIdle();
-    expectExact(h, ['a']);
-    const s = h.scheduler.stats();
+    const s = await servePrefixWithFailedLoads([1]);
     // Block 0 was served; block 1 failed, so blocks 1 and 2 and the last two tokens were computed, once.
     expect(s.cpuTierHitTokens).toBe(4);
     expect(s.prefillTokensComputed).toBe(10);
@@ -49,13 +58,7 @@ describe('hit accounting', () => {
   });
 
   it('with the whole load failing, counts no hit', async () => {
-    const { h, tier } = tierHarness({ loadFaults: failLoadOf('a', [0, 1, 2]) });
-    const prefix = promptOf(12, 101);
-    tier.seed(prefix);
-    h.add('a', { prompt: [...prefix, 1, 2], maxTokens: 3 });
-    await h.runUntilIdle();
-    expectExact(h, ['a']);
-    const s = h.scheduler.stats();
+    const s = await servePrefixWithFailedLoads([0, 1, 2]);
     expect(s.cpuTierHitTokens).toBe(0);
     expect(s.cpuTierRereadTokens).toBe(0);
     expectIdentity(s, 14);
