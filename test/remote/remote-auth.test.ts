@@ -1,10 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { crc32c } from '../../src/core/crc32c.js';
 import type { EngineConfigInput } from '../../src/runtime/engine-types.js';
 import { RemoteStore } from '../../src/remote/remote-store.js';
 import { parseRemoteUrl } from '../../src/remote/remote-url.js';
 import { HEADER_BYTES } from '../../src/remote/value-format.js';
-import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
+import { haveRedis, noteRedisSkip, redisServersPerTest, type RedisServer } from '../support/redis-server.js';
 import { asRequests, expectAllCorrect, mismatches, prompts, remoteConfig, runEngine, type RemoteRun } from './remote-helpers.js';
 
 /**
@@ -21,16 +21,7 @@ const SECRET = 'correct horse battery staple';
 const AUTH_BYTES = 32;
 const STORED = prompts(8_100, 4);
 
-const servers: RedisServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
-
-async function server(): Promise<RedisServer> {
-  const s = await startRedis();
-  servers.push(s);
-  return s;
-}
+const server = redisServersPerTest();
 
 function withSecret(url: string, extra: EngineConfigInput = {}): EngineConfigInput {
   return remoteConfig(url, { remoteSecret: SECRET, ...extra });

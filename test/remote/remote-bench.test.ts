@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runRemoteBench } from '../../src/bench/remote.js';
 import { runShareBench } from '../../src/bench/share.js';
 import { scratchFile } from '../cli-e2e/cli.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisServersPerTest } from '../support/redis-server.js';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
 import { haveRedis, noteRedisSkip } from '../support/redis-server.js';
 
@@ -12,10 +12,7 @@ import { haveRedis, noteRedisSkip } from '../support/redis-server.js';
  * was pointed at.
  */
 
-const servers: RedisServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
+const server = redisServersPerTest();
 
 noteRedisSkip('the remote bench test');
 
@@ -41,8 +38,7 @@ describe.skipIf(!haveRedis)('bench remote', () => {
 
 describe.skipIf(!haveRedis)('bench share', () => {
   it('deletes what its engines wrote from a server given with --url', async () => {
-    const s = await startRedis();
-    servers.push(s);
+    const s = await server();
     const lines = Array.from({ length: 8 }, (_, i) => JSON.stringify({ timestamp: i, input_length: 1536, output_length: 4, hash_ids: [10 * (i % 4), 10 * (i % 4) + 1, 10 * (i % 4) + 2] }));
     const rows = await runShareBench({
       backend: 'host', traceFile: scratchFile('trace.jsonl', `${lines.join('\n')}\n`), maxRequests: 8, tokenScale: 32, model: 'tiny', tp: 2,

@@ -1,6 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/runtime/engine.js';
-import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
+import { haveRedis, noteRedisSkip, redisServersPerTest, type RedisServer } from '../support/redis-server.js';
 import { kvtier } from '../cli-e2e/cli.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine } from './remote-helpers.js';
 
@@ -12,16 +12,7 @@ import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine } from '
 
 noteRedisSkip('the remote database tests');
 
-const servers: RedisServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
-
-async function server(): Promise<RedisServer> {
-  const s = await startRedis();
-  servers.push(s);
-  return s;
-}
+const server = redisServersPerTest();
 
 const keysIn = (s: RedisServer, db: number) => s.cli('-n', String(db), '--scan', '--pattern', 'kvt:*').split('\n').filter((k) => k.length > 0);
 

@@ -1,6 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EngineConfigInput } from '../../src/runtime/engine-types.js';
-import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
+import { haveRedis, noteRedisSkip, redisServersPerTest, type RedisServer } from '../support/redis-server.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine, type RemoteRun } from './remote-helpers.js';
 
 /**
@@ -12,18 +12,14 @@ import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine, type Re
 
 noteRedisSkip('the remote failure policy tests');
 
-const servers: RedisServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
+const server = redisServersPerTest();
 
 const STORED = prompts(6_100, 6);
 const FRESH = prompts(6_300, 4);
 
 /** A first engine stores STORED; every rank-0 shard is then overwritten in place through a plain client. */
 async function serverWithCorruptedValues(): Promise<RedisServer> {
-  const s = await startRedis();
-  servers.push(s);
+  const s = await server();
   await runEngine(remoteConfig(s.url), asRequests(STORED, 'first'));
   const keys = s.cli('--scan', '--pattern', 'kvt:*:r0of2').split('\n').filter((k) => k.length > 0);
   expect(keys.length).toBe(STORED.length * 8);
@@ -40,8 +36,7 @@ async function readCorruptedValues(policy: EngineConfigInput['failurePolicy']): 
 
 /** The server is killed as soon as the second engine found blocks there: the fetches then in flight fail. */
 async function serverKilledAfterLookups(policy: EngineConfigInput['failurePolicy']): Promise<RemoteRun> {
-  const s = await startRedis();
-  servers.push(s);
+  const s = await server();
   await runEngine(remoteConfig(s.url), asRequests(STORED, 'first'));
   let killed = false;
   const requests = [...asRequests(STORED, 'again', 16), ...asRequests(FRESH, 'fresh')];
@@ -59,8 +54,7 @@ async function serverKilledAfterLookups(policy: EngineConfigInput['failurePolicy
  * lookups find the blocks and its fetches miss.
  */
 async function readEvictedValues(policy: EngineConfigInput['failurePolicy']): Promise<RemoteRun> {
-  const s = await startRedis();
-  servers.push(s);
+  const s = await server();
   await runEngine(remoteConfig(s.url), asRequests(STORED, 'first'));
   const shards = s.cli('--scan', '--pattern', 'kvt:*:r*of2').split('\n').filter((k) => k.length > 0);
   expect(shards.length).toBe(STORED.length * 8 * 2);

@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { blockHashes, blockHashKey, setBlockHashKey, type BlockHashKey } from '../../src/core/block-hash.js';
 import { chainSeed, extendChain, remoteNamespace, shardKey } from '../../src/remote/remote-keys.js';
-import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
+import { haveRedis, noteRedisSkip, redisServersPerTest } from '../support/redis-server.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine, runEngineProcess } from './remote-helpers.js';
 
@@ -17,10 +17,7 @@ noteRedisSkip('the remote key tests across block-hash keys');
 const SECRET = 'a shared secret of enough bytes';
 const OTHER_KEY: BlockHashKey = [0x9e3779b9, 0x7f4a7c15, 0xf39cc060, 0x5ced6f1a];
 
-const servers: RedisServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
+const server = redisServersPerTest();
 
 /** Runs `body` with local block hashes under `key`, then puts the process's key back. */
 async function underKey<T>(key: BlockHashKey, body: () => Promise<T>): Promise<T> {
@@ -56,8 +53,7 @@ describe.skipIf(!haveRedis)('engines under different block-hash keys sharing a s
   const PROMPTS = prompts(9_950, 4);
 
   it('an engine under another local key hits every prefix the first one wrote', async () => {
-    const s = await startRedis();
-    servers.push(s);
+    const s = await server();
     const config = remoteConfig(s.url, { remoteSecret: SECRET });
     await runEngine(config, asRequests(PROMPTS, 'first'));
     const second = await underKey(OTHER_KEY, () => runEngine(config, asRequests(PROMPTS, 'second', 16)));
@@ -66,8 +62,7 @@ describe.skipIf(!haveRedis)('engines under different block-hash keys sharing a s
   }, 60_000);
 
   it('two processes, each under a secret block-hash key of its own, share prefixes through the server', async () => {
-    const s = await startRedis();
-    servers.push(s);
+    const s = await server();
     const config = remoteConfig(s.url, { remoteSecret: SECRET });
     await runEngineProcess(config, asRequests(PROMPTS, 'first'), {}, { KVTIER_BLOCK_HASH_KEY: '0f1e2d3c4b5a69788796a5b4c3d2e1f0' });
     const second = await runEngineProcess(config, asRequests(PROMPTS, 'second', 16), {}, { KVTIER_BLOCK_HASH_KEY: 'f0e1d2c3b4a5968778695a4b3c2d1e0f' });

@@ -1,5 +1,5 @@
 import { quietEngineMetrics } from '../support/engine-metrics.js';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freeLoopbackPort } from '../../src/core/loopback-port.js';
 import { openDevice } from '../../src/device/device.js';
 import { RankRemoteTier } from '../../src/remote/rank-remote.js';
@@ -8,7 +8,7 @@ import { remoteReportRows } from '../../src/remote/remote-report.js';
 import type { RemoteTierMetrics } from '../../src/remote/remote-stats.js';
 import { RemoteTierStats } from '../../src/remote/remote-stats.js';
 import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
-import { haveRedis, noteRedisSkip, startRedis, type RedisServer } from '../support/redis-server.js';
+import { haveRedis, noteRedisSkip, redisServersPerTest } from '../support/redis-server.js';
 import { TINY_NO_COMPUTE } from '../support/tiny.js';
 import { asRequests, expectAllCorrect, prompts, remoteConfig, runEngine } from './remote-helpers.js';
 import { kvGeometry } from '../../src/core/kv-geometry.js';
@@ -22,10 +22,7 @@ import { kvGeometry } from '../../src/core/kv-geometry.js';
 
 noteRedisSkip('the remote rank health tests');
 
-const servers: RedisServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
+const server = redisServersPerTest();
 
 const warnings = (remote: RemoteTierMetrics) => remoteReportRows(remote, 1).filter(([label]) => label === 'remote warning').map(([, text]) => text);
 
@@ -39,8 +36,7 @@ async function connectedGauge(remote: RemoteTierMetrics): Promise<string[]> {
 
 describe.skipIf(!haveRedis)("the ranks' standing with the remote tier", () => {
   it('healthy ranks give no warning and are connected', async () => {
-    const s = await startRedis();
-    servers.push(s);
+    const s = await server();
     const run = await runEngine(remoteConfig(s.url), asRequests(prompts(9_500, 2), 'a'));
     expect(run.remote.ranks.map((h) => [h.rank, h.connected, h.wroteAny, h.writeFailed])).toEqual([[0, true, true, false], [1, true, true, false]]);
     expect(warnings(run.remote)).toEqual([]);
@@ -52,8 +48,7 @@ describe.skipIf(!haveRedis)("the ranks' standing with the remote tier", () => {
   }, 60_000);
 
   it('ranks whose every write the server refuses (an ACL without SET) are each a warning line and connected 0, and outputs stay correct', async () => {
-    const s = await startRedis();
-    servers.push(s);
+    const s = await server();
     s.cli('acl', 'setuser', 'reader', 'on', '>pw', '~*', '&*', '+@all', '-set');
     const run = await runEngine(remoteConfig(`redis://reader:pw@127.0.0.1:${s.port}`), asRequests(prompts(9_600, 2), 'a'));
     expectAllCorrect(run, 2);

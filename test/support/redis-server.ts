@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterEach } from 'vitest';
 import { freeLoopbackPort, waitForLoopbackPort } from '../../src/core/loopback-port.js';
 
 /**
@@ -74,6 +75,23 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
       }
       if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * For a test file whose tests start their own servers: call at the file's top
+ * level; the function it returns starts a server, and each is stopped after
+ * the test that started it.
+ */
+export function redisServersPerTest(): (options?: RedisServerOptions) => Promise<RedisServer> {
+  const running: RedisServer[] = [];
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((s) => s.stop()));
+  });
+  return async (options = {}) => {
+    const s = await startRedis(options);
+    running.push(s);
+    return s;
   };
 }
 
