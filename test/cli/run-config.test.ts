@@ -12,6 +12,7 @@ import {
   toEngineConfig,
   type RunConfig,
 } from '../../src/cli/run-config.js';
+import { usageMessage } from './run-usage.js';
 
 /** Writes a JSON config file and returns its path. */
 function configFile(settings: unknown, name = 'run.json'): string {
@@ -21,17 +22,6 @@ function configFile(settings: unknown, name = 'run.json'): string {
   return file;
 }
 
-/** The UsageError message for these arguments (fails the test if they parse). */
-function usageMessage(argv: string[]): string {
-  try {
-    parseRunArgs(argv);
-  } catch (err) {
-    expect(err).toBeInstanceOf(UsageError);
-    expect((err as UsageError).code).toBe('ERR_KVTIER_USAGE');
-    return (err as Error).message;
-  }
-  throw new Error(`expected ${argv.join(' ')} to be rejected`);
-}
 
 describe('kvtier run defaults', () => {
   it('runs the multiturn workload on the tiny model with the CPU tier on', () => {

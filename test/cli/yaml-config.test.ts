@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseRunArgs, UsageError } from '../../src/cli/run-config.js';
+import { usageMessage } from './run-usage.js';
 
 /** Writes `text` as config file `name` in a fresh folder and returns its path. */
 function configFile(name: string, text: string): string {
@@ -11,16 +12,6 @@ function configFile(name: string, text: string): string {
   return file;
 }
 
-/** The UsageError message for these arguments (fails the test if they parse). */
-function usageMessage(argv: string[]): string {
-  try {
-    parseRunArgs(argv);
-  } catch (err) {
-    expect(err).toBeInstanceOf(UsageError);
-    return (err as Error).message;
-  }
-  throw new Error(`expected ${argv.join(' ')} to be rejected`);
-}
 
 const SETTINGS_YAML = [
   '# a run on a small pool',
