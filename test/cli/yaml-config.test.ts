@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseRunArgs, UsageError } from '../../src/cli/run-config.js';
+import { parseRunArgs } from '../../src/cli/run-config.js';
 import { usageMessage } from './run-usage.js';
 
 /** Writes `text` as config file `name` in a fresh folder and returns its path. */
