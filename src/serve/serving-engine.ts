@@ -150,12 +150,7 @@ export class ServingEngine {
     });
     await Promise.race([settled, deadline]);
     clearTimeout(timer);
-    for (const ticket of [...this.tickets.values()]) {
-      this.requestAbort(ticket.stream.id, new RequestAbortedError(
-        `request ${ticket.stream.id} was aborted: the server shut down before it finished (drain deadline ${deadlineMs} ms)`,
-        ticket.stream.outputTokens.slice(),
-      ));
-    }
+    this.abortAll(`the server shut down before it finished (drain deadline ${deadlineMs} ms)`);
     const outcomes = await settled;
     const aborted = outcomes.filter((o) => o.status === 'rejected' && o.reason instanceof RequestAbortedError).length;
     return { finished: outcomes.length - aborted, aborted };
@@ -173,9 +168,7 @@ export class ServingEngine {
 
   private async closeOnce(): Promise<void> {
     this.draining = true;
-    for (const ticket of [...this.tickets.values()]) {
-      this.requestAbort(ticket.stream.id, new RequestAbortedError(`request ${ticket.stream.id} was aborted: the serving engine closed`, ticket.stream.outputTokens.slice()));
-    }
+    this.abortAll('the serving engine closed');
     this.closed = true;
     this.wake?.();
     await this.loopDone;
@@ -186,6 +179,13 @@ export class ServingEngine {
     if (this.failure !== null) throw this.failure;
     if (this.closed) throw new ServingClosedError('closed');
     if (this.draining) throw new ServingClosedError('draining');
+  }
+
+  /** Marks every request in flight for abort, saying `why` in each one's error. */
+  private abortAll(why: string): void {
+    for (const ticket of [...this.tickets.values()]) {
+      this.requestAbort(ticket.stream.id, new RequestAbortedError(`request ${ticket.stream.id} was aborted: ${why}`, ticket.stream.outputTokens.slice()));
+    }
   }
 
   /** Marks a request for abort; the loop applies it between two steps (a step in flight still uses its blocks). */
