@@ -58,7 +58,10 @@ export interface KvEventBatch {
 export interface TierEventSink {
   /** Tokens per block of this tier. */
   readonly blockSize: number;
-  /** `hashes` became loadable; for a chain, `parent` is the block before the first and `tokenIds` their tokens. */
+  /**
+   * `hashes` became loadable; for a chain, `parent` is the block before the first and `tokenIds` their tokens.
+   * The sink keeps both arrays as they are: hand over arrays no one changes afterwards.
+   */
   stored(hashes: readonly BlockHash[], parent: BlockHash | null, tokenIds: readonly number[]): void;
   /** `hash` left the tier. */
   removed(hash: BlockHash): void;

@@ -28,7 +28,7 @@ export class KvEventRecorder {
       stored: (hashes, parent, tokenIds) => {
         if (hashes.length === 0) return;
         this.openRemoval = null;
-        this.pending.push({ type: 'BlockStored', blockHashes: hashes.slice(), parentBlockHash: parent, tokenIds: tokenIds.slice(), blockSize, medium });
+        this.pending.push({ type: 'BlockStored', blockHashes: hashes, parentBlockHash: parent, tokenIds, blockSize, medium });
       },
       removed: (hash) => {
         const open = this.openRemoval;
