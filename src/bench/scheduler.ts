@@ -238,7 +238,7 @@ class BenchMonitoring {
 /** EngineMetrics of a bare scheduler (no ranks: transfers and leaks are not tracked here). */
 function benchMetrics(scheduler: Scheduler): EngineMetrics {
   const s = scheduler.stats();
-  const none = { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 };
+  const none = { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, copyJobs: 0 };
   return {
     steps: s.steps,
     preemptions: s.preemptions,

@@ -15,4 +15,6 @@ export interface WorkerConnectorSwitches {
   readonly reportFailedStoresAsOk?: boolean;
   /** On a reset, forget in-flight jobs without waiting for them (they then land after the reset). */
   readonly resetWithoutDrain?: boolean;
+  /** Submit every transfer job as its own copy job instead of coalescing those submitted together. */
+  readonly separateCopyJobs?: boolean;
 }

@@ -110,6 +110,7 @@ export function createMetricsRegistry(source: MetricsSource | (() => EngineMetri
   counter('offload_failed_jobs_total', 'Transfer jobs that failed on some rank.', ['direction'], perDirection((c) => c.failedJobs));
   counter('offload_bytes_total', 'Bytes moved by transfer jobs, summed over ranks.', ['direction'], perDirection((c) => c.bytes));
   counter('offload_busy_seconds_total', 'Device time of transfer jobs.', ['direction'], perDirection((c) => c.busyMs / 1000));
+  counter('offload_copy_jobs_total', 'Copy jobs the ranks ran for transfer jobs (one may carry several), summed over ranks.', ['direction'], perDirection((c) => c.copyJobs));
   counter('load_failure_blocks_total', 'GPU blocks whose load failed.', [], () => [[unlabelled, metrics().loadFailures.blocks]]);
   counter('requests_recovered_total', 'Requests recomputed after a failed load.', [], () => [[unlabelled, metrics().loadFailures.requestsRecovered]]);
   counter('rank_restarts_total', 'Ranks respawned after they died.', [], () => [[unlabelled, metrics().rankRestarts]]);

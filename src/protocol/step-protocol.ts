@@ -82,7 +82,12 @@ export interface SchedulerOutput {
   readonly computeNs?: number;
 }
 
-/** Outcome of one transfer job on one rank, or merged over ranks. */
+/**
+ * Outcome of one transfer job on one rank, or merged over ranks. A rank may
+ * carry several transfer jobs in one copy job on its device: each then gets
+ * that copy job's outcome for its own blocks, and its share of the copy
+ * job's bytes and device time by GPU blocks.
+ */
 export interface JobResult {
   readonly jobId: number;
   readonly direction: TransferDirection;
@@ -94,6 +99,12 @@ export interface JobResult {
   readonly elapsedMs: number;
 }
 
+/** Copy jobs a rank's device finished, per direction (one copy job may carry several transfer jobs). */
+export interface CopyJobCounts {
+  readonly gpuToCpu: number;
+  readonly cpuToGpu: number;
+}
+
 /** The worker-side connector's report of one step on one rank. */
 export interface KVConnectorOutput {
   readonly finishedJobs: readonly JobResult[];
@@ -103,6 +114,8 @@ export interface KVConnectorOutput {
   readonly finishedRecving: readonly string[];
   /** GPU block ids whose load failed on this rank. */
   readonly invalidBlockIds: readonly number[];
+  /** Copy jobs that carried this output's finished jobs; absent when none finished. */
+  readonly copyJobs?: CopyJobCounts;
   /** Remote tier jobs this rank finished; absent without a remote tier. */
   readonly remoteJobs?: readonly RemoteJobResult[];
   /** This rank's standing with the remote tier, when it changed since the last report. */

@@ -22,7 +22,8 @@ function percentiles(p: Percentiles): string {
 
 function transfer(name: string, t: TransferReport): string {
   const failed = t.failedJobs > 0 ? `, ${count(t.failedJobs)} failed` : '';
-  return `${name}  ${count(t.jobs).padStart(7)} jobs${failed}  ${formatBytes(t.bytes).padStart(11)}  link ${rate(t.gbps)}  (avg over wall ${rate(t.avgGbps)})`;
+  const copies = t.meanCopyJobBytes === null ? '' : `  as ${count(t.copyJobsPerRank)} copy jobs per rank of ${formatBytes(t.meanCopyJobBytes)} mean`;
+  return `${name}  ${count(t.jobs).padStart(7)} jobs${failed}  ${formatBytes(t.bytes).padStart(11)}  link ${rate(t.gbps)}  (avg over wall ${rate(t.avgGbps)})${copies}`;
 }
 
 function clockRow(clock: ClockReport): string {

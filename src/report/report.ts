@@ -23,6 +23,10 @@ export interface TransferReport {
   readonly gbps: number | null;
   /** Average over the run: bytes / wall time, GB/s. */
   readonly avgGbps: number | null;
+  /** Copy jobs each rank's device ran, on average over ranks (one may carry several jobs). */
+  readonly copyJobsPerRank: number;
+  /** Mean bytes of one copy job on one rank (null without copy jobs). */
+  readonly meanCopyJobBytes: number | null;
 }
 
 export interface RunReport {
@@ -115,7 +119,7 @@ function completed(f: FinishedRequest): boolean {
   return f.finishReason === 'length' || f.finishReason === 'stopped';
 }
 
-function transferReport(counters: TransferCounters, wallSeconds: number): TransferReport {
+function transferReport(counters: TransferCounters, wallSeconds: number, tp: number): TransferReport {
   const gb = counters.bytes / 1e9;
   return {
     jobs: counters.jobs,
@@ -123,6 +127,8 @@ function transferReport(counters: TransferCounters, wallSeconds: number): Transf
     bytes: counters.bytes,
     gbps: counters.busyMs > 0 ? gb / (counters.busyMs / 1000) : null,
     avgGbps: wallSeconds > 0 && counters.jobs > 0 ? gb / wallSeconds : null,
+    copyJobsPerRank: counters.copyJobs / Math.max(1, tp),
+    meanCopyJobBytes: counters.copyJobs > 0 ? counters.bytes / counters.copyJobs : null,
   };
 }
 
@@ -159,8 +165,8 @@ export function buildRunReport(input: RunReportInput): RunReport {
     rereads: { ...metrics.rereads },
     ...(metrics.remote ? { remote: metrics.remote } : {}),
     transfers: {
-      gpuToCpu: transferReport(metrics.transfers.gpuToCpu, wallSeconds),
-      cpuToGpu: transferReport(metrics.transfers.cpuToGpu, wallSeconds),
+      gpuToCpu: transferReport(metrics.transfers.gpuToCpu, wallSeconds, input.tp),
+      cpuToGpu: transferReport(metrics.transfers.cpuToGpu, wallSeconds, input.tp),
     },
     preemptions: metrics.preemptions,
     loadFailures: { ...metrics.loadFailures },

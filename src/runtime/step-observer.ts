@@ -46,7 +46,10 @@ const IGNORE = (): void => undefined;
 export function transferTotalsObserver(transfers: TransferMetrics): StepObserver {
   return {
     stepScheduled: IGNORE,
-    stepAnswered: (_outputs, merged) => transfers.record(merged.finishedJobs),
+    stepAnswered: (outputs, merged) => {
+      transfers.record(merged.finishedJobs);
+      transfers.recordCopyJobs(outputs);
+    },
     stepFinished: IGNORE,
     transfersDropped: IGNORE,
   };

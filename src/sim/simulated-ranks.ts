@@ -194,11 +194,31 @@ export class SimulatedRanks {
     }
   }
 
+  /**
+   * The injector's failed blocks for each load job a device job carries: a
+   * rank sends a step's loads as one copy job (their GPU blocks end to end,
+   * under the first one's id), and no GPU block is loaded by two jobs in
+   * flight, so each block run after the first starts at the job that loads
+   * its first block.
+   */
   private injectedFailures(job: TransferSubmission, step: number, rank: number): readonly number[] {
     if (this.loadFaults === null) return [];
-    const spec = this.specs.get(job.jobId);
-    if (spec === undefined) throw new Error(`rank ${rank} loads job ${job.jobId}, which no step issued`);
-    return this.loadFaults(spec, step, rank);
+    const first = this.specs.get(job.jobId);
+    if (first === undefined) throw new Error(`rank ${rank} loads job ${job.jobId}, which no step issued`);
+    const failed: number[] = [];
+    const ids = job.gpuBlockIds;
+    let spec: TransferJobSpec | undefined = first;
+    for (let at = 0; at < ids.length; at += spec.gpuBlockIds.length) {
+      spec = at === 0 ? first : this.loadStartingAt(ids[at]);
+      if (spec === undefined) throw new Error(`rank ${rank}: job ${job.jobId} loads GPU block ${ids[at]}, which no issued load starts at`);
+      for (const id of this.loadFaults(spec, step, rank)) failed.push(id);
+    }
+    return failed;
+  }
+
+  private loadStartingAt(gpuBlockId: number): TransferJobSpec | undefined {
+    for (const spec of this.specs.values()) if (spec.gpuBlockIds[0] === gpuBlockId) return spec;
+    return undefined;
   }
 }
 

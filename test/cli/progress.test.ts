@@ -58,7 +58,7 @@ describe('the progress line', () => {
   });
 
   it('reads a snapshot from engine metrics', () => {
-    const transfer = (bytes: number) => ({ jobs: 1, failedJobs: 0, bytes, busyMs: 1 });
+    const transfer = (bytes: number) => ({ jobs: 1, failedJobs: 0, bytes, busyMs: 1, copyJobs: 1 });
     const metrics: EngineMetrics = {
       steps: 5,
       preemptions: 0,

@@ -34,17 +34,22 @@ describe('the worker side over jobs that fail on the device', () => {
     for (let seed = 1; seed <= 20; seed++) {
       const device = await failingDevice(seed);
       try {
-        const connector = new WorkerConnector(device);
+        const connector = new WorkerConnector(device, { recordTransfers: true });
         connector.queueStores(1, meta([store(1, 'a', 0), store(2, 'a', 1), store(3, 'b', 2)]));
         await connector.flushPreempted(2, ['a']);
         connector.startTransfers(2, meta([], [load(4, 'b', 3)]));
-        await device.waitJobs([1, 2, 3, 4]);
+        await connector.waitJobs([1, 2, 3, 4]);
         const out = connector.collect();
         expect(out.finishedJobs.map((j) => j.jobId).sort()).toEqual([1, 2, 3, 4]);
         expect(connector.pendingCount()).toBe(0);
         const failedLoad = out.finishedJobs.find((j) => j.jobId === 4 && !j.ok);
         expect(out.invalidBlockIds).toEqual(failedLoad ? [11] : []);
-        expect(out.finishedJobs.filter((j) => !j.ok).length).toBe(device.faultCounters().jobsFailedOnDevice);
+        // The flushed stores went out as one copy job; a copy job that failed fails every job it carried.
+        const copyJobOf = new Map(connector.transferLog().map((e) => [e.jobId, e.copyJobId]));
+        expect(copyJobOf.get(2)).toBe(copyJobOf.get(1));
+        const failedCopyJobs = new Set(out.finishedJobs.filter((j) => !j.ok).map((j) => copyJobOf.get(j.jobId)));
+        expect(failedCopyJobs.size).toBe(device.faultCounters().jobsFailedOnDevice);
+        for (const job of out.finishedJobs) expect(job.ok).toBe(!failedCopyJobs.has(copyJobOf.get(job.jobId)));
       } finally {
         device.close();
       }

@@ -32,7 +32,7 @@ describe('failed stores', () => {
   });
 
   it('with some stores failing, the blocks that were stored are loaded and the rest recomputed, all exactly', async () => {
-    await withFailingEngine({ ...SMALL_GPU, tp: 2, faults: 'store-fail:rank=0,p=0.5', faultSeed: 3 }, async (engine) => {
+    await withFailingEngine({ ...SMALL_GPU, tp: 2, faults: 'store-fail:rank=0,p=0.5', faultSeed: 4 }, async (engine) => {
       const finished = await runWaves(engine, evictThenReuse());
       expectCorrectOutputs(finished, 16);
       const m = engine.metrics();

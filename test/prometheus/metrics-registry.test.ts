@@ -11,8 +11,8 @@ function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
     hits: { gpuPrefixTokens: 350, cpuTierTokens: 250 },
     rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
     transfers: {
-      gpuToCpu: { jobs: 5, failedJobs: 1, bytes: 4096, busyMs: 2 },
-      cpuToGpu: { jobs: 4, failedJobs: 0, bytes: 8192, busyMs: 1500 },
+      gpuToCpu: { jobs: 5, failedJobs: 1, bytes: 4096, busyMs: 2, copyJobs: 2 },
+      cpuToGpu: { jobs: 4, failedJobs: 0, bytes: 8192, busyMs: 1500, copyJobs: 4 },
     },
     loadFailures: { blocks: 2, requestsRecovered: 1 },
     storeFailures: 1,

@@ -10,7 +10,7 @@ import { resolveEngineConfig } from '../../src/runtime/engine-config.js';
 import { chooseGpuProfile } from '../../src/runtime/gpu-profile-choice.js';
 
 function transfer(overrides: Partial<TransferCounters> = {}): TransferCounters {
-  return { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, ...overrides };
+  return { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, copyJobs: 0, ...overrides };
 }
 
 function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {

@@ -1,6 +1,6 @@
 import type { EngineMetrics } from '../../src/runtime/engine-types.js';
 
-const NO_TRANSFERS = { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0 };
+const NO_TRANSFERS = { jobs: 0, failedJobs: 0, bytes: 0, busyMs: 0, copyJobs: 0 };
 
 /** Engine metrics of an engine that ran one step and did nothing, with `overrides` on top. */
 export function quietEngineMetrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
