@@ -144,6 +144,12 @@ export class SimulatedRanks {
     return total;
   }
 
+  /** Each rank's transfer submissions, in order (recorded only under the `recordTransfers` switch). */
+  async transferLogs(): Promise<Awaited<ReturnType<RankWorker['transferLog']>>[]> {
+    await this.ready;
+    return Promise.all(this.workers.map((worker) => worker.transferLog()));
+  }
+
   /**
    * Every rank was lost: each is replaced by a fresh RankWorker over a fresh
    * device (GPU blocks hold garbage, the CPU tier is empty), and partial
