@@ -336,7 +336,7 @@ function memberResults(copyJob: CopyJob, result: DeviceJobResult): { spec: Trans
   return copyJob.members.map((spec, i) => {
     const share = copyJob.gpuBlocks > 0 ? spec.gpuBlockIds.length / copyJob.gpuBlocks : 0;
     const last = i === copyJob.members.length - 1;
-    const bytes = last ? bytesLeft : Math.round(result.bytes * share);
+    const bytes = last ? bytesLeft : Math.floor(result.bytes * share);
     bytesLeft -= bytes;
     let failedGpuBlockIds: readonly number[] = [];
     if (copyJob.direction === 'cpuToGpu') {

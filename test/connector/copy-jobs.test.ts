@@ -118,6 +118,8 @@ describe('copy jobs: completion', () => {
     device.complete(1);
     const out = connector.collect();
     expect(out.finishedJobs.map((j) => [j.jobId, j.ok, j.bytes])).toEqual([[1, true, 2048], [2, true, 1024]]);
+    // Each job gets its share of the copy job's device time, so the busy time is counted once.
+    expect(out.finishedJobs.map((j) => j.elapsedMs)).toEqual([2 / 3, 1 / 3]);
     expect(out.finishedSending).toEqual(['a', 'b']);
     expect(out.copyJobs).toEqual({ gpuToCpu: 1, cpuToGpu: 0 });
   });
