@@ -10,6 +10,7 @@ import { MODEL_PRESETS } from '../model/presets.js';
 import type { EngineConfigInput, EvictionPolicyName } from '../runtime/engine-types.js';
 import { Registry } from 'prom-client';
 import { CompletionServer } from '../serve/http-server.js';
+import { InProcessBackend } from '../serve/in-process-backend.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
@@ -124,11 +125,11 @@ export async function runServeBench(options: ServeBenchOptions): Promise<ServeBe
   };
   const server = await startServer({ engine, host: '127.0.0.1', port: 0, maxWaiting: Math.max(1024, options.streams * 2) });
   // The same engine behind a second front end whose streams send --stream-interval tokens per event.
+  const config = server.serving.engine.config;
   const batched = new CompletionServer({
-    serving: server.serving,
-    modelName: server.modelName,
-    codec: await textCodecFor(server.serving.engine.config.model.vocabSize),
-    registry: new Registry(),
+    backend: new InProcessBackend(server.serving, new Registry()),
+    model: { modelName: server.modelName, vocabSize: config.model.vocabSize, maxModelLen: config.maxModelLen },
+    codec: await textCodecFor(config.model.vocabSize),
     streamInterval: options.streamInterval,
   });
   await batched.listen('127.0.0.1', 0);
