@@ -12,6 +12,8 @@ import { CommandKvEvents } from './run-kv-events.js';
 export interface ServeCommandHooks {
   /** Where the status lines go (default stderr). */
   readonly write?: (line: string) => void;
+  /** Called once the server listens (e.g. to watch it from the process that embeds the command). */
+  readonly onListening?: (server: RunningServer) => void;
 }
 
 type StopSignal = keyof typeof EXIT_INTERRUPTED;
@@ -54,7 +56,10 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
   }
   publisher.attach(server.serving.engine);
   write(`kvtier: serving ${server.modelName} at ${server.url} (POST /v1/completions, GET /v1/models, /health, /metrics)\n`);
-  const stop = await Promise.race([nextStopSignal(), server.failed.then((error) => ({ error }))]);
+  hooks.onListening?.(server);
+  const stopSignal = nextStopSignal();
+  const stop = await Promise.race([stopSignal.signal, server.failed.then((error) => ({ error }))]);
+  stopSignal.cancel();
   if (typeof stop !== 'string' && stop.error instanceof FrontendThreadError) {
     // No thread is left to answer clients: the requests in flight are aborted and the process ends for a supervisor to restart it.
     write(`kvtier: ${stop.error.message}\n`);
@@ -88,18 +93,24 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
   }
 }
 
-function nextStopSignal(): Promise<StopSignal> {
-  return new Promise((resolve) => {
-    const on = (signal: StopSignal) => (): void => {
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
-      resolve(signal);
+/** The next SIGTERM or SIGINT; cancel() stops listening (when serving ended otherwise). */
+function nextStopSignal(): { readonly signal: Promise<StopSignal>; cancel(): void } {
+  let cancel = (): void => {};
+  const signal = new Promise<StopSignal>((resolve) => {
+    const on = (stop: StopSignal) => (): void => {
+      cancel();
+      resolve(stop);
     };
     const onTerm = on('SIGTERM');
     const onInt = on('SIGINT');
+    cancel = () => {
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+    };
     process.once('SIGTERM', onTerm);
     process.once('SIGINT', onInt);
   });
+  return { signal, cancel };
 }
 
 /** A port in use or an address that cannot be listened on is bad input naming the flag. */

@@ -91,6 +91,11 @@ export class FrontendHost implements HttpFrontEnd {
     return this.listening?.port ?? 0;
   }
 
+  /** The front-end thread itself (to watch it, or to stop it as a crash would). */
+  get thread(): Worker {
+    return this.worker;
+  }
+
   /** CPU time of the front-end thread (Linux /proc/self/task/<tid>/schedstat), in microseconds; null where it cannot be read. */
   threadCpuUs(): number | null {
     const tid = this.listening?.threadId ?? null;
