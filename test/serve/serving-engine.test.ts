@@ -106,6 +106,18 @@ describe('the serving engine', () => {
     expect(await collect(stream)).toEqual(referenceOutput(prompt, 10).slice(1));
   });
 
+  it('a token sink attached with keepTokens false gets every token while the stream keeps none', async () => {
+    const s = await startServing();
+    const prompt = tokenPrompt(30, 22);
+    const stream = s.stream({ promptTokens: prompt, maxTokens: 10 });
+    const received: number[] = [];
+    stream.attach({ onTokens: (tokens) => received.push(...tokens) }, { keepTokens: false });
+    const finished = await stream.result;
+    expect(received).toEqual(referenceOutput(prompt, 10));
+    expect(finished.outputTokens).toEqual(received);
+    expect(stream.outputTokens).toEqual([]);
+  });
+
   it('a token sink that throws aborts its own request only; the others finish', async () => {
     const s = await startServing();
     const failing = s.stream({ promptTokens: tokenPrompt(24, 22), maxTokens: 3000 });

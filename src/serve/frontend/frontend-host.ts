@@ -5,8 +5,8 @@ import { workerScript } from '../../runtime/worker-path.js';
 import { FrontendThreadError } from '../errors.js';
 import type { HttpFrontEnd } from '../http-front-end.js';
 import { asHttpError, requestFailed, type ServedModel } from '../http-server.js';
-import type { TokenSink } from '../request-stream.js';
 import type { DrainOutcome, ServingEngine } from '../serving-engine.js';
+import { RingTokenSink } from './ring-token-sink.js';
 import { createRingBuffer, FINISH_LENGTH, FINISH_STOPPED, ringWordsFor, RingWriter, STATE_DRAINING, STATE_STOPPED } from './token-ring.js';
 import { toWire, unpackArrivals, type FrontendMessage, type FrontendThreadData, type MainMessage, type WireError } from './wire.js';
 
@@ -198,8 +198,8 @@ export class FrontendHost implements HttpFrontEnd {
         return;
       }
       this.controllers.set(slot, controller);
-      const sink: TokenSink = { onTokens: (tokens) => this.writer.writeTokens(slot, tokens) };
-      stream.attach(sink);
+      // The front end keeps the tokens: the stream here need not.
+      stream.attach(new RingTokenSink(this.writer, slot), { keepTokens: false });
       stream.result.then(
         (finished) => this.finished(slot, finished),
         (error: unknown) => this.ended(slot, asHttpError(error)),
