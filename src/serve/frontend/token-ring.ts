@@ -94,6 +94,8 @@ export class RingWriter {
   private readonly control: Int32Array;
   private readonly ring: Int32Array;
   private readonly mask: number;
+  /** Most tokens in one record: half the ring, so a record always fits once the reader caught up. */
+  private readonly maxRecordTokens: number;
   private write = 0;
   /** The reader's position as last read: free space is at least capacity - (write - read). */
   private read = 0;
@@ -105,6 +107,7 @@ export class RingWriter {
     this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
     this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
     this.mask = this.ring.length - 1;
+    this.maxRecordTokens = (this.ring.length >> 1) - TOKENS_HEAD_WORDS;
   }
 
   /** Records waiting on the writer's side for room in the ring. */
@@ -119,7 +122,7 @@ export class RingWriter {
   writeTokens(slot: number, tokens: readonly number[]): void {
     const n = tokens.length;
     // A record must fit the ring to ever leave the queue: a long delivery goes as several.
-    const most = (this.ring.length >> 1) - TOKENS_HEAD_WORDS;
+    const most = this.maxRecordTokens;
     if (n > most) {
       for (let i = 0; i < n; i += most) this.writeTokens(slot, tokens.slice(i, i + most));
       return;
@@ -142,7 +145,7 @@ export class RingWriter {
       for (let i = 0; i < n; i++) record[TOKENS_HEAD_WORDS + i] = tokens[i];
       this.enqueue(record);
     }
-    this.schedulePublish();
+    if (!this.publishScheduled) this.schedulePublish();
   }
 
   writeFinish(slot: number, counts: FinishCounts): void {
