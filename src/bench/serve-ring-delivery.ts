@@ -1,14 +1,14 @@
-import { RequestStream } from '../serve/request-stream.js';
 import { RingTokenSink } from '../serve/frontend/ring-token-sink.js';
 import { createRingBuffer, ringWordsFor, RingReader, RingWriter, type RingVisitor } from '../serve/frontend/token-ring.js';
+import type { TokenSink } from '../serve/request-stream.js';
 import { median } from './stats.js';
 
 /**
  * The main thread's per-step share of the front-end thread's path, alone:
- * `streams` requests each given one token per step as the serving loop
- * delivers them (a ticket looked up by request id, RequestStream.push, a
- * RingTokenSink writing the ring, the stream keeping no copy as on the
- * front-end thread's path), then one publish. Timed in a tight loop,
+ * `streams` requests each given one token per step as ServingEngine's
+ * delivery hands them to a request submitted with a sink (its ticket looked
+ * up by request id, the sink called: a RingTokenSink writing a one-token
+ * record), then one publish. Timed in a tight loop,
  * away from the engine, so a few microseconds per step are resolved where
  * the whole batch's accounting (hundreds of microseconds per step of engine
  * work on a shared machine) cannot. The ring is read between steps on the
@@ -29,18 +29,22 @@ export function measureRingDelivery(streams: number, stepsPerRound = 200, rounds
   for (let slot = 0; slot < streams; slot++) newTokens.set(`request-${slot}`, [slot]);
   const perRound: number[] = [];
   for (let round = 0; round < warmupRounds + rounds; round++) {
-    // Fresh requests each round, as a new batch would bring (a stream keeps every token it was given).
-    const tickets = new Map<string, RequestStream>();
-    let slot = 0;
-    for (const id of newTokens.keys()) {
-      const stream = new RequestStream(id, () => {});
-      stream.attach(new RingTokenSink(writer, slot++), { keepTokens: false });
-      tickets.set(id, stream);
-    }
+    // Fresh requests each round, as a new batch would bring; slots start at 1, as the front end gives them.
+    const tickets = new Map<string, { started: boolean; sink: TokenSink }>();
+    let slot = 1;
+    for (const id of newTokens.keys()) tickets.set(id, { started: false, sink: new RingTokenSink(writer, slot++) });
     let ns = 0n;
     for (let step = 0; step < stepsPerRound; step++) {
       const started = process.hrtime.bigint();
-      for (const [id, tokens] of newTokens) tickets.get(id)!.push(tokens);
+      for (const [id, tokens] of newTokens) {
+        const ticket = tickets.get(id)!;
+        if (!ticket.started) ticket.started = true;
+        try {
+          ticket.sink.onTokens(tokens);
+        } catch {
+          throw new Error('the ring refused a token');
+        }
+      }
       writer.publish();
       ns += process.hrtime.bigint() - started;
       reader.drain(visitor);

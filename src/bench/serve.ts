@@ -39,7 +39,7 @@ import { median } from './stats.js';
  *   sse, one event per token; http sse xN, one per --stream-interval N
  *   tokens; http whole) and over HTTP with the server on its front-end
  *   thread (thread sse, thread sse xN, thread whole), each on the same
- *   engine. threadUsPerStep is the main (scheduler) thread's CPU time over
+ *   engine; the order turns by one phase each repeat. threadUsPerStep is the main (scheduler) thread's CPU time over
  *   the engine steps the batch took; addedUsPerStep is a row's minus the
  *   library's in the same repeat, addedVsBareUsPerStep minus the bare
  *   engine's (medians of those differences). They are set against the
@@ -275,7 +275,9 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
   const floors: SocketFloor[] = [];
   let batch = 0;
   for (let repeat = 0; repeat < options.repeats; repeat++) {
-    for (const phase of phases) {
+    // The order turns by one phase each repeat: a batch run first (after the socket floor or a rest) is not always the same one.
+    const order = phases.map((_, i) => phases[(i + repeat) % phases.length]);
+    for (const phase of order) {
       const batchPrompts = prompts(options.streams, options.promptTokens, ++batch * options.streams);
       progress(`overhead ${repeat + 1}/${options.repeats}: ${options.streams} concurrent requests, ${phase}`);
       measures.get(phase)!.push(await measureBatch(server, frontEnds.get(phase) ?? null, phase, batchPrompts, options.streamTokens));
@@ -302,7 +304,7 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
   const rows = phases.map((phase): ServeBenchRow => {
     const runs = measures.get(phase)!;
     const cpu = median(runs.map(perStep));
-    // Paired with the baseline batches of the same repeat (run just before), so a load that drifts over the run cancels.
+    // Paired with the baseline batches of the same repeat, so a load that drifts over the run cancels.
     const isHttp = frontEnds.has(phase);
     const added = isHttp ? median(runs.map((m, i) => addedBasis(m) - libraryRuns[i])) : null;
     const addedVsBare = phase === 'bare engine' ? null : median(runs.map((m, i) => addedBasis(m) - bareRuns[i]));

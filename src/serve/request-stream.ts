@@ -30,8 +30,6 @@ export class RequestStream<Finished = FinishedRequest> implements AsyncIterableI
   private error: unknown = null;
   private settle!: { resolve: (f: Finished) => void; reject: (e: unknown) => void };
   private sink: TokenSink | null = null;
-  /** false once a sink took the tokens' only copy (attach with keepTokens false). */
-  private keepTokens = true;
 
   constructor(
     id: string,
@@ -60,22 +58,16 @@ export class RequestStream<Finished = FinishedRequest> implements AsyncIterableI
    * as they are delivered (the iterator still works beside it). A sink
    * that throws is detached and the request aborted, as a reader that
    * stops early: the serving loop goes on for the others.
-   *
-   * With `keepTokens: false` the sink keeps the only copy (a front-end
-   * thread keeps its own): the stream stores no token from then on, so
-   * outputTokens and iteration see none, and the serving loop's delivery
-   * costs one call per request per step.
    */
-  attach(sink: TokenSink, options: { readonly keepTokens?: boolean } = {}): void {
+  attach(sink: TokenSink): void {
     if (this.sink !== null) throw new Error(`request ${this.id} has a token sink already`);
     this.sink = sink;
-    this.keepTokens = options.keepTokens ?? true;
     if (this.buffer.length > 0) this.toSink(this.buffer.slice());
   }
 
   push(tokens: readonly number[]): void {
     if (this.ended) return;
-    if (this.keepTokens) for (const token of tokens) this.buffer.push(token);
+    for (const token of tokens) this.buffer.push(token);
     if (this.sink !== null) this.toSink(tokens);
     this.wakeReader();
   }

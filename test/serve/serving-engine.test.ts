@@ -106,16 +106,23 @@ describe('the serving engine', () => {
     expect(await collect(stream)).toEqual(referenceOutput(prompt, 10).slice(1));
   });
 
-  it('a token sink attached with keepTokens false gets every token while the stream keeps none', async () => {
+  it('a sink given at submission gets every token in place of the stream, which keeps none', async () => {
     const s = await startServing();
     const prompt = tokenPrompt(30, 22);
-    const stream = s.stream({ promptTokens: prompt, maxTokens: 10 });
     const received: number[] = [];
-    stream.attach({ onTokens: (tokens) => received.push(...tokens) }, { keepTokens: false });
+    const stream = s.stream({ promptTokens: prompt, maxTokens: 10 }, { sink: { onTokens: (tokens) => received.push(...tokens) } });
     const finished = await stream.result;
     expect(received).toEqual(referenceOutput(prompt, 10));
     expect(finished.outputTokens).toEqual(received);
     expect(stream.outputTokens).toEqual([]);
+  });
+
+  it('a sink given at submission that throws aborts its request, naming the failure', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(30, 23), maxTokens: 50 }, { sink: { onTokens: () => { throw new Error('no room'); } } });
+    await expect(stream.result).rejects.toThrow(/its token sink failed: no room/);
+    await untilIdle(s);
+    expect(s.engine.metrics().requests.aborted).toBe(1);
   });
 
   it('a token sink that throws aborts its own request only; the others finish', async () => {

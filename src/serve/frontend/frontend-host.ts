@@ -192,14 +192,13 @@ export class FrontendHost implements HttpFrontEnd {
       const controller = new AbortController();
       let stream;
       try {
-        stream = this.options.serving.stream(spec, { signal: controller.signal });
+        // The front end keeps the tokens: they go straight to the ring, the stream here keeps none.
+        stream = this.options.serving.stream(spec, { signal: controller.signal, sink: new RingTokenSink(this.writer, slot) });
       } catch (error) {
         refused.push({ slot, error: toWire(asHttpError(error)) });
         return;
       }
       this.controllers.set(slot, controller);
-      // The front end keeps the tokens: the stream here need not.
-      stream.attach(new RingTokenSink(this.writer, slot), { keepTokens: false });
       stream.result.then(
         (finished) => this.finished(slot, finished),
         (error: unknown) => this.ended(slot, asHttpError(error)),

@@ -6,7 +6,9 @@
  * reader (front-end thread) waits with Atomics.waitAsync. No message, copy
  * or promise per token on the scheduler's thread.
  *
- * Records (a request is known by its slot, a number the front end gives it):
+ * Records (a request is known by its slot, a positive number the front end
+ * gives it; a record's first word tells its kind):
+ * - one token, a decode step's usual delivery: [slot, token]
  * - tokens: [TOKENS, slot, n, token_1 .. token_n]
  * - finish: [FINISH, slot, reason, promptTokens, gpuHit, cpuHit, remoteHit, completionTokens]
  *   (reason: FINISH_LENGTH or FINISH_STOPPED; requests that end with an
@@ -27,12 +29,14 @@ const WAITING = 2;
 const STATE = 3;
 const CONTROL_WORDS = 4;
 
-export const RECORD_TOKENS = 1;
-export const RECORD_FINISH = 2;
+/** Kinds of the records that do not start with a slot (slots are >= 1). */
+export const RECORD_TOKENS = -1;
+export const RECORD_FINISH = -2;
 export const FINISH_LENGTH = 0;
 export const FINISH_STOPPED = 1;
 const FINISH_WORDS = 8;
 const TOKENS_HEAD_WORDS = 3;
+const ONE_TOKEN_WORDS = 2;
 
 /** The engine side's state, read by the front end's /health and completions without a message. */
 export const STATE_SERVING = 0;
@@ -47,8 +51,9 @@ export const MIN_RING_WORDS = 16;
 
 /**
  * Ring words for `maxNumSeqs` running requests: a step gives each at most
- * one token record of one token (4 words) and one finish record (8 words),
- * so a step writes at most maxNumSeqs x 12 words; the ring holds STEPS_HELD
+ * one token (a 2-word record; 4 words in the general form, counted here)
+ * and one finish record (8 words), so a step writes at most maxNumSeqs x 12
+ * words; the ring holds STEPS_HELD
  * such steps, rounded up to a power of two (256 requests: 16,384 words,
  * 64 KiB). Fuller steps (several tokens per request) still never lose a
  * record: they queue.
@@ -119,8 +124,17 @@ export class RingWriter {
     Atomics.store(this.control, STATE, state);
   }
 
+  /** `slot` must be >= 1: its sign tells a one-token record from the others. */
   writeTokens(slot: number, tokens: readonly number[]): void {
     const n = tokens.length;
+    if (n === 1 && this.queue.length === 0 && this.room(ONE_TOKEN_WORDS)) {
+      const w = this.write;
+      this.ring[w & this.mask] = slot;
+      this.ring[(w + 1) & this.mask] = tokens[0];
+      this.write = (w + ONE_TOKEN_WORDS) | 0;
+      if (!this.publishScheduled) this.schedulePublish();
+      return;
+    }
     // A record must fit the ring to ever leave the queue: a long delivery goes as several.
     const most = this.maxRecordTokens;
     if (n > most) {
@@ -268,6 +282,12 @@ export class RingReader {
     let r = start;
     while (r !== end) {
       const kind = ring[r & mask];
+      if (kind > 0) {
+        const token = ring[(r + 1) & mask];
+        r = (r + ONE_TOKEN_WORDS) | 0;
+        visitor.tokens(kind, [token]);
+        continue;
+      }
       const slot = ring[(r + 1) & mask];
       if (kind === RECORD_TOKENS) {
         const n = ring[(r + 2) & mask];
