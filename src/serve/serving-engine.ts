@@ -140,6 +140,19 @@ export class ServingEngine {
     return stream;
   }
 
+  /**
+   * Aborts the request `id` (the stream's id) as its signal would, saying
+   * `why` in its RequestAbortedError; false when no such request is in
+   * flight. For a caller that keeps requests by id rather than a signal
+   * each (the HTTP front-end thread's host).
+   */
+  abort(id: string, why: string): boolean {
+    const ticket = this.tickets.get(id);
+    if (ticket === undefined) return false;
+    this.requestAbort(id, new RequestAbortedError(`request ${id} was aborted: ${why}`, ticket.stream.outputTokens.slice()));
+    return true;
+  }
+
   /** Queues a request and resolves with it finished (any finish reason but an abort, which rejects with RequestAbortedError). */
   async generate(spec: RequestSpec, options: SubmitOptions = {}): Promise<FinishedRequest> {
     return this.stream(spec, options).result;

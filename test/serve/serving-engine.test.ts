@@ -140,6 +140,17 @@ describe('the serving engine', () => {
     expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
   });
 
+  it('abort by id ends the request with an error saying why and frees its blocks; an id not in flight is refused', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(30, 24), maxTokens: 3000 });
+    expect((await stream.next()).done).toBe(false);
+    expect(s.abort(stream.id, 'the client closed the connection')).toBe(true);
+    await expect(stream.result).rejects.toThrow(/was aborted: the client closed the connection/);
+    await untilIdle(s);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+    expect(s.abort(stream.id, 'again')).toBe(false);
+  });
+
   it('a signal aborted before the call queues nothing', async () => {
     const s = await startServing();
     expect(() => s.stream({ promptTokens: [1, 2, 3], maxTokens: 2 }, { signal: AbortSignal.abort() })).toThrow(RequestAbortedError);

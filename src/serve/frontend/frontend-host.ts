@@ -45,7 +45,8 @@ export class FrontendHost implements HttpFrontEnd {
   readonly failed: Promise<Error>;
   private reportFailure!: (error: Error) => void;
   private readonly writer: RingWriter;
-  private readonly controllers = new Map<number, AbortController>();
+  /** The engine's request id of each slot in flight. */
+  private readonly requests = new Map<number, string>();
   private listening: { url: string; port: number; threadId: number | null } | null = null;
   private closing = false;
   private exited = false;
@@ -162,9 +163,11 @@ export class FrontendHost implements HttpFrontEnd {
       case 'arrivals':
         this.admit(message.packed, message.salts);
         return;
-      case 'abort':
-        this.controllers.get(message.slot)?.abort(new Error('the client closed the connection'));
+      case 'abort': {
+        const id = this.requests.get(message.slot);
+        if (id !== undefined) this.options.serving.abort(id, 'the client closed the connection');
         return;
+      }
       case 'metrics':
         void this.options.metricsText().then(
           (text) => this.send({ type: 'metrics', id: message.id, text }),
@@ -189,16 +192,16 @@ export class FrontendHost implements HttpFrontEnd {
     let count = 0;
     unpackArrivals(packed, salts, (slot, spec) => {
       count++;
-      const controller = new AbortController();
       let stream;
       try {
         // The front end keeps the tokens: they go straight to the ring, the stream here keeps none.
-        stream = this.options.serving.stream(spec, { signal: controller.signal, sink: new RingTokenSink(this.writer, slot) });
+        // No AbortSignal per request: an abort names its slot (serving.abort).
+        stream = this.options.serving.stream(spec, { sink: new RingTokenSink(this.writer, slot) });
       } catch (error) {
         refused.push({ slot, error: toWire(asHttpError(error)) });
         return;
       }
-      this.controllers.set(slot, controller);
+      this.requests.set(slot, stream.id);
       stream.result.then(
         (finished) => this.finished(slot, finished),
         (error: unknown) => this.ended(slot, asHttpError(error)),
@@ -214,7 +217,7 @@ export class FrontendHost implements HttpFrontEnd {
       this.ended(slot, requestFailed(finished));
       return;
     }
-    this.controllers.delete(slot);
+    this.requests.delete(slot);
     this.writer.writeFinish(slot, {
       reason: finished.finishReason === 'stopped' ? FINISH_STOPPED : FINISH_LENGTH,
       promptTokens: finished.promptTokens.length,
@@ -226,7 +229,7 @@ export class FrontendHost implements HttpFrontEnd {
   }
 
   private ended(slot: number, error: ReturnType<typeof asHttpError>): void {
-    this.controllers.delete(slot);
+    this.requests.delete(slot);
     this.send({ type: 'failed', slot, error: toWire(error) });
   }
 
@@ -251,6 +254,6 @@ export class FrontendHost implements HttpFrontEnd {
     this.writer.setState(STATE_STOPPED);
     this.reportFailure(error);
     // Nobody is left to read these requests' tokens: free their blocks.
-    for (const controller of this.controllers.values()) controller.abort(error);
+    for (const id of this.requests.values()) this.options.serving.abort(id, error.message);
   }
 }
