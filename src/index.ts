@@ -60,6 +60,7 @@ export {
   type SubmitOptions,
 } from './serve/serving-engine.js';
 export { RequestStream, type TokenSink } from './serve/request-stream.js';
-export { QueueFullError, RequestAbortedError, ServingClosedError } from './serve/errors.js';
+export { FrontendThreadError, QueueFullError, RequestAbortedError, ServingClosedError } from './serve/errors.js';
 export { startServer, DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, type RunningServer, type ServeOptions } from './serve/serve-app.js';
+export type { HttpFrontEnd } from './serve/http-front-end.js';
 export { textCodecFor, type TextCodec } from './serve/text-codec.js';

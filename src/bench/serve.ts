@@ -9,10 +9,13 @@ import type { BackendName } from '../device/types.js';
 import { MODEL_PRESETS } from '../model/presets.js';
 import type { EngineConfigInput, EvictionPolicyName } from '../runtime/engine-types.js';
 import { Registry } from 'prom-client';
-import { CompletionServer } from '../serve/http-server.js';
+import { FrontendHost, type ArrivalStats } from '../serve/frontend/frontend-host.js';
+import { CompletionServer, type ServedModel } from '../serve/http-server.js';
+import { InProcessBackend } from '../serve/in-process-backend.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
+import { measureRingDelivery } from './serve-ring-delivery.js';
 import { measureSocketFloor, type SocketFloor } from './serve-socket-floor.js';
 import { threadCpuUsAfterSleep } from './serve-thread-cpu.js';
 import type { ServeLoadResult, ServeLoadSpec } from './serve-load.js';
@@ -24,22 +27,31 @@ import { median } from './stats.js';
  * are not the server's).
  *
  * - fixed rate: completions at --rate per second for --duration seconds,
- *   each a shared system prompt and a distinct user turn; latency p50/p99,
- *   errors, the engine's counters, and the heap (after a full garbage
- *   collection) before and after.
+ *   each a shared system prompt and a distinct user turn, through the
+ *   front-end thread (kvtier serve's default); latency p50/p99, errors, the
+ *   engine's counters, and the heap (after a full garbage collection)
+ *   before and after.
  * - serving overhead at --streams concurrent requests: the same batch shape
- *   (distinct prompts, no cache hits) served three ways, in turn, --repeats
- *   times: through the library (`ServingEngine.stream`, no HTTP), over HTTP
- *   as server-sent events (one per token, and one per --stream-interval
- *   tokens from a second front end on the same engine), and over HTTP as
- *   whole responses. cpuUsPerStep is
- *   this process's CPU time (user + system, every thread: the ranks too)
- *   over the engine steps the batch took; the HTTP rows' addedUsPerStep is
- *   theirs minus the library's in the same repeat (the median of those
- *   differences): what the HTTP path costs per step. It is
- *   set against the scheduler's CPU time per step at the same number of
- *   running requests, measured in the same run as `kvtier bench scheduler`
- *   does (schedulerUsPerStep; overheadShare = added / scheduler).
+ *   (distinct prompts, no cache hits) served, in turn, --repeats times:
+ *   by the bare engine (requests added and stepped with no consumer at
+ *   all), through the library (`ServingEngine.stream` read by for-await),
+ *   over HTTP with the server on the main thread (`--http-thread off`: http
+ *   sse, one event per token; http sse xN, one per --stream-interval N
+ *   tokens; http whole) and over HTTP with the server on its front-end
+ *   thread (thread sse, thread sse xN, thread whole), each on the same
+ *   engine; the order turns by one phase each repeat. threadUsPerStep is the main (scheduler) thread's CPU time over
+ *   the engine steps the batch took; addedUsPerStep is a row's minus the
+ *   library's in the same repeat, addedVsBareUsPerStep minus the bare
+ *   engine's (medians of those differences). They are set against the
+ *   scheduler's CPU time per step at the same number of running requests,
+ *   measured in the same run as `kvtier bench scheduler` does
+ *   (overheadShare = added / scheduler, bareShare = addedVsBare /
+ *   scheduler). The front-end thread's own CPU time per step is its own
+ *   column (frontendUsPerStep): the work moved, it did not vanish.
+ * - ring delivery: the main thread's part of the front-end thread's path
+ *   alone (serve-ring-delivery.ts), timed in a tight loop at --streams
+ *   requests: resolves the few microseconds per step the batches' accounting
+ *   cannot.
  * - the floor under streaming, in the same repeats: a bare socket.write of
  *   one event-sized chunk to each of --streams loopback connections per
  *   round (serve-socket-floor.ts); a streamed token costs at least that.
@@ -69,8 +81,19 @@ export interface ServeBenchOptions {
   readonly onProgress?: (line: string) => void;
 }
 
-export type ServeBenchPhase = 'fixed rate' | 'library' | 'http sse' | `http sse x${number}` | 'http whole' | 'socket floor';
-type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor'>;
+export type ServeBenchPhase =
+  | 'fixed rate'
+  | 'bare engine'
+  | 'library'
+  | 'http sse'
+  | `http sse x${number}`
+  | 'http whole'
+  | 'thread sse'
+  | `thread sse x${number}`
+  | 'thread whole'
+  | 'ring delivery'
+  | 'socket floor';
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor' | 'ring delivery'>;
 
 export interface ServeBenchRow {
   readonly phase: ServeBenchPhase;
@@ -91,9 +114,19 @@ export interface ServeBenchRow {
   readonly cpuUsPerStep: number | null;
   /** Overhead phases: the main thread's CPU time per step (scheduler, serving loop, HTTP); null where it cannot be read. */
   readonly threadUsPerStep: number | null;
+  /** Main-thread CPU per step minus the library batch's of the same repeat. */
   readonly addedUsPerStep: number | null;
+  /** Main-thread CPU per step minus the bare engine's (no consumer at all) of the same repeat. */
+  readonly addedVsBareUsPerStep: number | null;
   readonly schedulerUsPerStep: number | null;
+  /** addedUsPerStep / schedulerUsPerStep. */
   readonly overheadShare: number | null;
+  /** addedVsBareUsPerStep / schedulerUsPerStep. */
+  readonly bareShare: number | null;
+  /** Front-end thread rows: that thread's CPU time per step (null elsewhere, or where it cannot be read). */
+  readonly frontendUsPerStep: number | null;
+  /** Front-end thread rows: the main thread's time receiving and queueing one completion from the front end (µs). */
+  readonly arrivalUsPerRequest: number | null;
   /**
    * addedUsPerStep over the events a step's share of the batch sent (http
    * sse: one per token per stream; xN: one per N tokens; http whole: one
@@ -111,6 +144,12 @@ export interface ServeBenchRow {
 
 const MODEL = 'tiny';
 
+/** Where an HTTP row's batch is sent, and the front-end thread serving it (null: the server on the main thread). */
+interface FrontEnd {
+  readonly url: string;
+  readonly thread: FrontendHost | null;
+}
+
 export async function runServeBench(options: ServeBenchOptions): Promise<ServeBenchRow[]> {
   const progress = options.onProgress ?? (() => {});
   const engine: EngineConfigInput = {
@@ -122,24 +161,45 @@ export async function runServeBench(options: ServeBenchOptions): Promise<ServeBe
     eviction: options.eviction,
     maxNumSeqs: Math.max(options.streams, 256),
   };
+  // kvtier serve as it starts by default: the HTTP server on its front-end thread.
   const server = await startServer({ engine, host: '127.0.0.1', port: 0, maxWaiting: Math.max(1024, options.streams * 2) });
-  // The same engine behind a second front end whose streams send --stream-interval tokens per event.
-  const batched = new CompletionServer({
-    serving: server.serving,
-    modelName: server.modelName,
-    codec: await textCodecFor(server.serving.engine.config.model.vocabSize),
-    registry: new Registry(),
-    streamInterval: options.streamInterval,
-  });
-  await batched.listen('127.0.0.1', 0);
+  const config = server.serving.engine.config;
+  const model: ServedModel = { modelName: server.modelName, vocabSize: config.model.vocabSize, maxModelLen: config.maxModelLen };
+  const codec = await textCodecFor(config.model.vocabSize);
+  const closers: (() => Promise<void>)[] = [];
   try {
+    // More front ends on the same engine: on the main thread (--http-thread off), one event per token and per N tokens, and a second front-end thread at N tokens per event.
+    const inProcess = async (streamInterval: number): Promise<FrontEnd> => {
+      const http = new CompletionServer({ backend: new InProcessBackend(server.serving, new Registry()), model, codec, streamInterval });
+      await http.listen('127.0.0.1', 0);
+      closers.push(() => http.close());
+      return { url: http.url, thread: null };
+    };
+    const batchedThread = await FrontendHost.start({
+      serving: server.serving,
+      metricsText: async () => '',
+      model,
+      host: '127.0.0.1',
+      port: 0,
+      streamInterval: options.streamInterval,
+    });
+    closers.push(() => batchedThread.close());
+    const n = options.streamInterval;
+    const frontEnds = new Map<OverheadPhase, FrontEnd>([
+      ['http sse', await inProcess(1)],
+      [`http sse x${n}`, await inProcess(n)],
+      ['http whole', await inProcess(1)],
+      ['thread sse', { url: server.url, thread: server.http as FrontendHost }],
+      [`thread sse x${n}`, { url: batchedThread.url, thread: batchedThread }],
+      ['thread whole', { url: server.url, thread: server.http as FrontendHost }],
+    ]);
     progress(`server at ${server.url}; warming up`);
     await libraryBatch(server, prompts(options.streams, options.promptTokens, 1_000_000), options.streamTokens);
     const rows: ServeBenchRow[] = [await fixedRate(server, options, progress)];
-    rows.push(...(await overhead(server, batched.url, options, progress)));
+    rows.push(...(await overhead(server, frontEnds, options, progress)));
     return rows;
   } finally {
-    await batched.close();
+    for (const close of closers) await close();
     await server.close();
   }
 }
@@ -181,6 +241,10 @@ async function fixedRate(server: RunningServer, options: ServeBenchOptions, prog
     addedUsPerStep: null,
     schedulerUsPerStep: null,
     overheadShare: null,
+    addedVsBareUsPerStep: null,
+    bareShare: null,
+    frontendUsPerStep: null,
+    arrivalUsPerRequest: null,
     addedUsPerEvent: null,
     vsFloor: null,
     heapBeforeMiB: heapBefore / 2 ** 20,
@@ -193,6 +257,10 @@ interface BatchMeasure {
   readonly cpuUs: number;
   /** The main thread's CPU time (null where it cannot be read). */
   readonly threadUs: number | null;
+  /** The front-end thread's CPU time (null: no such thread in the row, or it cannot be read). */
+  readonly frontendUs: number | null;
+  /** The main thread's time receiving the batch's completions from the front-end thread, and their count. */
+  readonly arrival: ArrivalStats | null;
   readonly steps: number;
   readonly seconds: number;
   readonly outputTokens: number;
@@ -201,18 +269,18 @@ interface BatchMeasure {
   readonly load: ServeLoadResult | null;
 }
 
-async function overhead(server: RunningServer, batchedUrl: string, options: ServeBenchOptions, progress: (line: string) => void): Promise<ServeBenchRow[]> {
-  const batchedPhase: OverheadPhase = `http sse x${options.streamInterval}`;
-  const phases: readonly OverheadPhase[] = ['library', 'http sse', batchedPhase, 'http whole'];
-  const measures = new Map<string, BatchMeasure[]>(phases.map((p) => [p, []]));
+async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPhase, FrontEnd>, options: ServeBenchOptions, progress: (line: string) => void): Promise<ServeBenchRow[]> {
+  const phases: readonly OverheadPhase[] = ['bare engine', 'library', ...frontEnds.keys()];
+  const measures = new Map<OverheadPhase, BatchMeasure[]>(phases.map((p) => [p, []]));
   const floors: SocketFloor[] = [];
   let batch = 0;
   for (let repeat = 0; repeat < options.repeats; repeat++) {
-    for (const phase of phases) {
+    // The order turns by one phase each repeat: a batch run first (after the socket floor or a rest) is not always the same one.
+    const order = phases.map((_, i) => phases[(i + repeat) % phases.length]);
+    for (const phase of order) {
       const batchPrompts = prompts(options.streams, options.promptTokens, ++batch * options.streams);
       progress(`overhead ${repeat + 1}/${options.repeats}: ${options.streams} concurrent requests, ${phase}`);
-      const url = phase === batchedPhase ? batchedUrl : server.url;
-      measures.get(phase)!.push(await measureBatch(server, url, phase, batchPrompts, options.streamTokens));
+      measures.get(phase)!.push(await measureBatch(server, frontEnds.get(phase) ?? null, phase, batchPrompts, options.streamTokens));
     }
     progress(`overhead ${repeat + 1}/${options.repeats}: socket floor, ${options.streamTokens} rounds of one write to each of ${options.streams} connections`);
     await untilIdle(server);
@@ -222,25 +290,32 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
   const floorPerRound = median(floors.map((f) => f.usPerRound));
   // Events one stream sends over its --stream-tokens tokens.
   const eventsPerStream = (phase: OverheadPhase): number =>
-    phase === 'http whole' ? 1 : phase === batchedPhase ? Math.ceil(options.streamTokens / options.streamInterval) : options.streamTokens;
+    phase.endsWith(' whole') ? 1 : phase.includes(' sse x') ? Math.ceil(options.streamTokens / options.streamInterval) : options.streamTokens;
   progress(`scheduler CPU time per step at ${options.streams} running requests`);
   const scheduler = await schedulerUsPerStep(options);
+  progress(`ring delivery: the main thread's part of the front-end thread's path per step at ${options.streams} requests`);
+  const delivery = measureRingDelivery(options.streams).usPerStep;
   const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
-  // What the HTTP path adds is counted on the main thread where it can be read (the ranks' work is the same in every row, and noisy).
+  // What serving adds is counted on the main thread where it can be read (the ranks' work is the same in every row, and noisy).
   const onThread = [...measures.values()].every((runs) => runs.every((m) => m.threadUs !== null));
   const addedBasis = (m: BatchMeasure) => (onThread ? m.threadUs! : m.cpuUs) / m.steps;
   const libraryRuns = measures.get('library')!.map(addedBasis);
+  const bareRuns = measures.get('bare engine')!.map(addedBasis);
   const rows = phases.map((phase): ServeBenchRow => {
     const runs = measures.get(phase)!;
     const cpu = median(runs.map(perStep));
-    // Paired with the library batch of the same repeat (run just before it), so a load that drifts over the run cancels.
-    const added = phase === 'library' ? null : median(runs.map((m, i) => addedBasis(m) - libraryRuns[i]));
+    // Paired with the baseline batches of the same repeat, so a load that drifts over the run cancels.
+    const isHttp = frontEnds.has(phase);
+    const added = isHttp ? median(runs.map((m, i) => addedBasis(m) - libraryRuns[i])) : null;
+    const addedVsBare = phase === 'bare engine' ? null : median(runs.map((m, i) => addedBasis(m) - bareRuns[i]));
     const steps = Math.round(median(runs.map((m) => m.steps)));
     const perEvent = added === null ? null : (added * steps) / (options.streams * eventsPerStream(phase));
     const requests = runs.reduce((n, m) => n + (m.load?.requests ?? options.streams), 0);
     const ok = runs.reduce((n, m) => n + (m.load?.ok ?? options.streams), 0);
     const seconds = runs.reduce((s, m) => s + m.seconds, 0);
     const loads = runs.flatMap((m) => (m.load === null ? [] : [m.load]));
+    const frontend = runs.every((m) => m.frontendUs !== null) ? median(runs.map((m) => m.frontendUs! / m.steps)) : null;
+    const arrivals = runs.flatMap((m) => (m.arrival === null || m.arrival.requests === 0 ? [] : [m.arrival.microseconds / m.arrival.requests]));
     return {
       phase,
       requests,
@@ -256,14 +331,45 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
       cpuUsPerStep: cpu,
       threadUsPerStep: onThread ? median(runs.map((m) => m.threadUs! / m.steps)) : null,
       addedUsPerStep: added,
+      addedVsBareUsPerStep: addedVsBare,
       schedulerUsPerStep: scheduler,
       overheadShare: added === null ? null : added / scheduler,
+      bareShare: addedVsBare === null ? null : addedVsBare / scheduler,
+      frontendUsPerStep: frontend,
+      arrivalUsPerRequest: arrivals.length === 0 ? null : median(arrivals),
       addedUsPerEvent: perEvent,
       vsFloor: perEvent === null ? null : perEvent / floorPerWrite,
       heapBeforeMiB: null,
       heapAfterMiB: null,
       leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
     };
+  });
+  rows.push({
+    phase: 'ring delivery',
+    requests: 0,
+    ok: 0,
+    errors: 0,
+    p50Ms: null,
+    p99Ms: null,
+    requestsPerSecond: 0,
+    outputTokensPerSecond: 0,
+    steps: 0,
+    gpuHitTokens: 0,
+    cpuHitTokens: 0,
+    cpuUsPerStep: null,
+    threadUsPerStep: null,
+    addedUsPerStep: delivery,
+    addedVsBareUsPerStep: delivery,
+    schedulerUsPerStep: scheduler,
+    overheadShare: delivery / scheduler,
+    bareShare: delivery / scheduler,
+    frontendUsPerStep: null,
+    arrivalUsPerRequest: null,
+    addedUsPerEvent: delivery / options.streams,
+    vsFloor: null,
+    heapBeforeMiB: null,
+    heapAfterMiB: null,
+    leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
   });
   rows.push({
     phase: 'socket floor',
@@ -280,8 +386,12 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
     cpuUsPerStep: null,
     threadUsPerStep: null,
     addedUsPerStep: floorPerRound,
+    addedVsBareUsPerStep: null,
     schedulerUsPerStep: scheduler,
     overheadShare: floorPerRound / scheduler,
+    bareShare: null,
+    frontendUsPerStep: null,
+    arrivalUsPerRequest: null,
     addedUsPerEvent: floorPerWrite,
     vsFloor: 1,
     heapBeforeMiB: null,
@@ -291,27 +401,38 @@ async function overhead(server: RunningServer, batchedUrl: string, options: Serv
   return rows;
 }
 
-async function measureBatch(server: RunningServer, url: string, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
+async function measureBatch(server: RunningServer, frontEnd: FrontEnd | null, phase: OverheadPhase, batch: readonly number[][], maxTokens: number): Promise<BatchMeasure> {
   await untilIdle(server);
   const before = server.serving.engine.metrics();
-  const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: phase !== 'http whole' }));
+  const bodies = batch.map((prompt) => JSON.stringify({ model: server.modelName, prompt, max_tokens: maxTokens, stream: !phase.endsWith(' whole') }));
   // The load generator starts and reads its requests before the accounting begins.
-  const child = phase === 'library' ? null : await startLoadChild({ url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
+  const child = frontEnd === null ? null : await startLoadChild({ url: frontEnd.url, bodies, connections: batch.length, amount: batch.length, timeoutSeconds: 600 });
+  const thread = frontEnd?.thread ?? null;
   const threadBefore = await threadCpuUsAfterSleep();
+  const frontendBefore = thread?.threadCpuUs() ?? null;
+  const arrivalBefore = thread?.arrivalStats() ?? null;
   const started = performance.now();
   const cpu = process.cpuUsage();
   let load: ServeLoadResult | null = null;
-  if (child === null) await libraryBatch(server, batch, maxTokens);
-  else load = await child.go();
+  if (child !== null) load = await child.go();
+  else if (phase === 'library') await libraryBatch(server, batch, maxTokens);
+  else await bareEngineBatch(server, batch, maxTokens);
   await untilIdle(server);
   const used = process.cpuUsage(cpu);
   const threadAfter = await threadCpuUsAfterSleep();
+  const frontendAfter = thread?.threadCpuUs() ?? null;
+  const arrivalAfter = thread?.arrivalStats() ?? null;
   // Over HTTP, the load generator's own clock: the child's start-up is not serving time.
   const seconds = load?.seconds ?? (performance.now() - started) / 1000;
   const after = server.serving.engine.metrics();
   return {
     cpuUs: used.user + used.system,
     threadUs: threadBefore === null || threadAfter === null ? null : threadAfter - threadBefore,
+    frontendUs: frontendBefore === null || frontendAfter === null ? null : frontendAfter - frontendBefore,
+    arrival:
+      arrivalBefore === null || arrivalAfter === null
+        ? null
+        : { requests: arrivalAfter.requests - arrivalBefore.requests, microseconds: arrivalAfter.microseconds - arrivalBefore.microseconds },
     steps: after.steps - before.steps,
     seconds,
     outputTokens: after.tokens.output - before.tokens.output,
@@ -330,6 +451,17 @@ async function libraryBatch(server: RunningServer, batch: readonly number[][], m
       return tokens;
     }),
   );
+}
+
+/**
+ * The batch on the bare engine: added and stepped until done with nothing
+ * reading the tokens (the serving loop sleeps meanwhile: it has no request
+ * of its own). The least the main thread can spend per step on this batch.
+ */
+async function bareEngineBatch(server: RunningServer, batch: readonly number[][], maxTokens: number): Promise<void> {
+  const engine = server.serving.engine;
+  for (const prompt of batch) engine.addRequest({ promptTokens: prompt, maxTokens });
+  while (engine.hasPendingWork()) await engine.step();
 }
 
 /** The scheduler bench's figure at this many running requests, with the CPU tier as the server has it. */

@@ -1,5 +1,6 @@
 import { cudaDeviceCount } from '../device/native.js';
 import { createLogger } from '../log/create-logger.js';
+import { FrontendThreadError } from '../serve/errors.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED } from './exit-codes.js';
 import { checkHostMemory } from './memory-check.js';
@@ -11,6 +12,8 @@ import { CommandKvEvents } from './run-kv-events.js';
 export interface ServeCommandHooks {
   /** Where the status lines go (default stderr). */
   readonly write?: (line: string) => void;
+  /** Called once the server listens (e.g. to watch it from the process that embeds the command). */
+  readonly onListening?: (server: RunningServer) => void;
 }
 
 type StopSignal = keyof typeof EXIT_INTERRUPTED;
@@ -23,7 +26,8 @@ type StopSignal = keyof typeof EXIT_INTERRUPTED;
  * (a stream then ends with an error event), and the process exits 0; 1 when
  * --verify found an output that differs from the reference model. A second
  * signal during the drain exits at once (143 / 130). If the engine stops
- * (a rank lost beyond recovery), the server closes and the exit code is 1.
+ * (a rank lost beyond recovery) or the HTTP front-end thread dies, the
+ * server closes and the exit code is 1.
  */
 export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks = {}): Promise<number> {
   const write = hooks.write ?? ((line: string) => process.stderr.write(line));
@@ -43,6 +47,7 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
       maxWaiting: config.maxWaiting,
       streamInterval: config.streamInterval,
       verify: config.verify,
+      httpThread: config.httpThread,
       onMismatch: (m) => logger.error({ request: m.id, index: m.index, expected: m.expected, actual: m.actual }, 'output differs from the reference model'),
     });
   } catch (error) {
@@ -51,7 +56,17 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
   }
   publisher.attach(server.serving.engine);
   write(`kvtier: serving ${server.modelName} at ${server.url} (POST /v1/completions, GET /v1/models, /health, /metrics)\n`);
-  const stop = await Promise.race([nextStopSignal(), server.serving.failed.then((error) => ({ error }))]);
+  hooks.onListening?.(server);
+  const stopSignal = nextStopSignal();
+  const stop = await Promise.race([stopSignal.signal, server.failed.then((error) => ({ error }))]);
+  stopSignal.cancel();
+  if (typeof stop !== 'string' && stop.error instanceof FrontendThreadError) {
+    // No thread is left to answer clients: the requests in flight are aborted and the process ends for a supervisor to restart it.
+    write(`kvtier: ${stop.error.message}\n`);
+    await server.close();
+    await publisher.close();
+    return EXIT_RUN_FAILED;
+  }
   if (typeof stop !== 'string') {
     // The engine stopped (a rank was lost beyond recovery): nothing left to serve, so the process ends for a supervisor to restart it.
     write(`kvtier: the engine stopped: ${(stop.error as Error).message ?? String(stop.error)}\n`);
@@ -78,18 +93,24 @@ export async function serveCommand(config: ServeConfig, hooks: ServeCommandHooks
   }
 }
 
-function nextStopSignal(): Promise<StopSignal> {
-  return new Promise((resolve) => {
-    const on = (signal: StopSignal) => (): void => {
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
-      resolve(signal);
+/** The next SIGTERM or SIGINT; cancel() stops listening (when serving ended otherwise). */
+function nextStopSignal(): { readonly signal: Promise<StopSignal>; cancel(): void } {
+  let cancel = (): void => {};
+  const signal = new Promise<StopSignal>((resolve) => {
+    const on = (stop: StopSignal) => (): void => {
+      cancel();
+      resolve(stop);
     };
     const onTerm = on('SIGTERM');
     const onInt = on('SIGINT');
+    cancel = () => {
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+    };
     process.once('SIGTERM', onTerm);
     process.once('SIGINT', onInt);
   });
+  return { signal, cancel };
 }
 
 /** A port in use or an address that cannot be listened on is bad input naming the flag. */

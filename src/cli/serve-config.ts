@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { flagInput, mergeInputs, originOf, parseInput, readConfigFile, rejectStringNumbers, type LayeredInput, type ValueOrigin } from './config-input.js';
-import { flag, nonEmptyString, nonNegativeInt, positiveInt } from './field-schemas.js';
+import { flag, nonEmptyString, nonNegativeInt, oneOf, positiveInt } from './field-schemas.js';
 import { buildRunConfig, type RunConfig } from './run-config.js';
 import { port } from './run-monitoring-config.js';
 import { DEFAULT_DRAIN_TIMEOUT_MS, RUN_ONLY_KEYS } from './serve-flags.js';
@@ -25,6 +25,7 @@ const serveInputSchema = z
     drainTimeoutMs: nonNegativeInt(3_600_000),
     streamInterval: positiveInt(4096),
     verify: flag(),
+    httpThread: oneOf(['on', 'off'] as const),
   })
   .partial()
   .strict();
@@ -44,6 +45,8 @@ export interface ServeConfig {
   readonly drainTimeoutMs: number;
   readonly streamInterval: number;
   readonly verify: boolean;
+  /** The HTTP server on a front-end thread (true, the default) or on the main thread. */
+  readonly httpThread: boolean;
 }
 
 export function serveConfigFromCommand(command: Command): ServeConfig {
@@ -68,6 +71,7 @@ export function buildServeConfig(input: LayeredInput): ServeConfig {
     drainTimeoutMs: given.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS,
     streamInterval: given.streamInterval ?? 1,
     verify: given.verify ?? false,
+    httpThread: (given.httpThread ?? 'on') === 'on',
   };
 }
 

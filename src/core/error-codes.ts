@@ -17,6 +17,8 @@ export const ERROR_CODES = {
   draining: 'ERR_KVTIER_DRAINING',
   /** The engine failed and can no longer serve requests. */
   engine: 'ERR_KVTIER_ENGINE',
+  /** The HTTP front-end thread of `kvtier serve` died or failed to start. */
+  frontendThread: 'ERR_KVTIER_FRONTEND_THREAD',
   /** A fault plan does not parse or does not fit the engine. */
   faultPlan: 'ERR_KVTIER_FAULT_PLAN',
   /** An HTTP request to `kvtier serve` was refused (the body carries the OpenAI-style code). */

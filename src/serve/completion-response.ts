@@ -1,4 +1,4 @@
-import type { FinishedRequest } from '../runtime/engine-types.js';
+import type { CompletionOutcome } from './completion-backend.js';
 
 /**
  * Response bodies of `POST /v1/completions` in OpenAI's format. Two fields
@@ -28,7 +28,7 @@ export interface CompletionHeader {
   readonly model: string;
 }
 
-export function usageOf(finished: FinishedRequest): CompletionUsage {
+export function usageOf(finished: CompletionOutcome): CompletionUsage {
   const prompt = finished.promptTokens.length;
   const completion = finished.outputTokens.length;
   const remote = finished.remoteHitTokens;
@@ -43,11 +43,11 @@ export function usageOf(finished: FinishedRequest): CompletionUsage {
   };
 }
 
-export function openAiFinishReason(finished: FinishedRequest): OpenAiFinishReason {
+export function openAiFinishReason(finished: CompletionOutcome): OpenAiFinishReason {
   return finished.finishReason === 'stopped' ? 'stop' : 'length';
 }
 
-export function completionBody(header: CompletionHeader, finished: FinishedRequest, text: string): object {
+export function completionBody(header: CompletionHeader, finished: CompletionOutcome, text: string): object {
   return {
     id: header.id,
     object: 'text_completion',
@@ -84,7 +84,7 @@ export function chunkPrefix(header: CompletionHeader): string {
 }
 
 /** The last data chunk with stream_options.include_usage: no choices, the usage. */
-export function usageEvent(prefix: string, finished: FinishedRequest): string {
+export function usageEvent(prefix: string, finished: CompletionOutcome): string {
   return `data: ${prefix}"choices":[],"usage":${JSON.stringify(usageOf(finished))}}\n\n`;
 }
 

@@ -42,3 +42,10 @@ export class RequestAbortedError extends KvtierError {
     this.partial = partial;
   }
 }
+
+/** The HTTP front-end thread died (an uncaught error or an exit it was not asked for), or could not start. */
+export class FrontendThreadError extends KvtierError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ERROR_CODES.frontendThread, message, options);
+  }
+}

@@ -1,20 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { RequestError } from '../core/errors.js';
 import { EngineStoppedError } from '../runtime/engine.js';
-import type { FinishedRequest } from '../runtime/engine-types.js';
+import type { CompletionBackend, CompletionOutcome, CompletionStream } from './completion-backend.js';
 import { parseCompletionRequest, type CompletionLimits, type CompletionParams } from './completion-request.js';
 import { completionBody, DONE_EVENT, type CompletionHeader } from './completion-response.js';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
 import { HttpError, type OpenAiErrorBody } from './openai-errors.js';
-import type { RequestStream } from './request-stream.js';
-import { ServeCounters, registerServeMetrics } from './serve-metrics.js';
+import { ServeCounters, registerResponseMetrics } from './serve-metrics.js';
 import { SseWriter } from './sse-writer.js';
-import type { DrainOutcome, ServingEngine } from './serving-engine.js';
 import { IncrementalDecoder, type TextCodec } from './text-codec.js';
-import type { LiveVerifier } from './verifier.js';
 
 /**
  * `kvtier serve`'s HTTP API, on Node's http module:
@@ -23,23 +20,29 @@ import type { LiveVerifier } from './verifier.js';
  *   completion-response.ts), whole or as server-sent events;
  * - `GET /v1/models`: the one model served;
  * - `GET /health`: 200 while serving, 503 once draining or stopped;
- * - `GET /metrics`: the engine's Prometheus registry plus `kvtier_serve_*`.
+ * - `GET /metrics`: the engine's Prometheus text plus `kvtier_serve_*`.
  *
+ * It reaches the engine through a CompletionBackend only, so the same
+ * server runs on the engine's thread or on a front-end thread of its own.
  * A client that goes away before its completion ends aborts it (its blocks
- * are freed at the next step boundary). drain() answers new completions
- * 503, lets those in flight finish until a deadline, aborts the rest (a
- * stream then ends with an error event) and closes the listener.
+ * are freed at the next step boundary). stopAccepting() answers new
+ * completions 503; closeAfterResponses() waits for the responses in flight
+ * (the backend ends their completions) and closes the listener.
  */
 
-export interface CompletionServerOptions {
-  readonly serving: ServingEngine;
+/** The model as the API shows it. */
+export interface ServedModel {
   /** The model name clients send and /v1/models lists. */
   readonly modelName: string;
+  readonly vocabSize: number;
+  readonly maxModelLen: number;
+}
+
+export interface CompletionServerOptions {
+  readonly backend: CompletionBackend;
+  readonly model: ServedModel;
   /** The tokenizer of text prompts and completions; null: token ids only. */
   readonly codec: TextCodec | null;
-  /** The engine's registry (createMetricsRegistry); the server adds its counters to it. */
-  readonly registry: Registry;
-  readonly verifier?: LiveVerifier | null;
   /**
    * Tokens per server-sent event (the last event may carry fewer): 1 sends
    * every token as it is generated; more trade that latency for fewer
@@ -53,6 +56,8 @@ const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
 export class CompletionServer {
   readonly counters = new ServeCounters();
+  /** The server's own counters (`kvtier_serve_responses_total`...), joined to the backend's text on /metrics. */
+  readonly registry = new Registry();
   private readonly limits: CompletionLimits;
   private readonly responses = new Set<Promise<void>>();
   private draining = false;
@@ -60,14 +65,9 @@ export class CompletionServer {
   private address: AddressInfo | null = null;
 
   constructor(private readonly options: CompletionServerOptions) {
-    const config = options.serving.engine.config;
-    this.limits = { modelName: options.modelName, vocabSize: config.model.vocabSize, maxModelLen: config.maxModelLen, codec: options.codec };
-    registerServeMetrics(options.registry, {
-      counters: this.counters,
-      inFlight: () => options.serving.inFlight,
-      waiting: () => options.serving.waiting,
-      verify: () => options.verifier?.counts() ?? null,
-    });
+    const model = options.model;
+    this.limits = { modelName: model.modelName, vocabSize: model.vocabSize, maxModelLen: model.maxModelLen, codec: options.codec };
+    registerResponseMetrics(this.registry, this.counters);
   }
 
   /** Listens on host:port (0: any free port); resolves once bound. Errors (EADDRINUSE...) reject. */
@@ -98,17 +98,15 @@ export class CompletionServer {
     return this.address?.port ?? 0;
   }
 
-  /**
-   * Graceful shutdown: new completions get 503, those in flight finish
-   * within `deadlineMs` or are aborted, their responses are written out,
-   * then the listener closes.
-   */
-  async drain(deadlineMs: number): Promise<DrainOutcome> {
+  /** From now on new completions get 503 and /health answers 503. */
+  stopAccepting(): void {
     this.draining = true;
-    const outcome = await this.options.serving.drain(deadlineMs);
+  }
+
+  /** Waits for the responses in flight to be written out (their completions end through the backend), then closes the listener. */
+  async closeAfterResponses(): Promise<void> {
     await Promise.allSettled([...this.responses]);
     await this.close();
-    return outcome;
   }
 
   /** Closes the listener and every connection at once. */
@@ -145,22 +143,22 @@ export class CompletionServer {
   }
 
   async health(_request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const state = this.draining || !this.options.serving.accepting ? 'draining' : 'ok';
+    const state = this.draining || !this.options.backend.accepting ? 'draining' : 'ok';
     sendJson(response, state === 'ok' ? 200 : 503, { status: state });
   }
 
   async models(_request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const config = this.options.serving.engine.config;
+    const model = this.options.model;
     sendJson(response, 200, {
       object: 'list',
       data: [
         {
-          id: this.options.modelName,
+          id: model.modelName,
           object: 'model',
           created: 0,
           owned_by: 'kvtier',
-          max_model_len: config.maxModelLen,
-          vocab_size: config.model.vocabSize,
+          max_model_len: model.maxModelLen,
+          vocab_size: model.vocabSize,
           tokenizer: this.options.codec?.name ?? null,
         },
       ],
@@ -168,9 +166,8 @@ export class CompletionServer {
   }
 
   async metrics(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const registry = this.options.registry;
-    const text = await registry.metrics();
-    response.writeHead(200, { 'Content-Type': registry.contentType });
+    const text = (await this.options.backend.metricsText()) + (await this.registry.metrics());
+    response.writeHead(200, { 'Content-Type': this.registry.contentType });
     response.end(request.method === 'HEAD' ? undefined : text);
   }
 
@@ -178,9 +175,9 @@ export class CompletionServer {
     if (this.draining) throw new ServingClosedError('draining');
     const params = parseCompletionRequest(await readJsonBody(request), this.limits);
     const controller = new AbortController();
-    const stream = this.options.serving.stream(
+    const stream = await this.options.backend.submit(
       { promptTokens: params.promptTokens, maxTokens: params.maxTokens, seed: params.seed, cacheSalt: params.cacheSalt },
-      { signal: controller.signal },
+      controller.signal,
     );
     // 'close' also follows a completed response: only one cut short aborts its request.
     const clientGone = (): void => {
@@ -196,22 +193,22 @@ export class CompletionServer {
     else await this.wholeCompletion(header, stream, response);
   }
 
-  private async wholeCompletion(header: CompletionHeader, stream: RequestStream, response: ServerResponse): Promise<void> {
+  private async wholeCompletion(header: CompletionHeader, stream: CompletionStream, response: ServerResponse): Promise<void> {
     const finished = await stream.result;
     if (finished.finishReason === 'error') throw requestFailed(finished);
     const text = this.options.codec === null ? '' : this.options.codec.decode(finished.outputTokens);
     sendJson(response, 200, completionBody(header, finished, text));
   }
 
-  private async streamCompletion(params: CompletionParams, header: CompletionHeader, stream: RequestStream, response: ServerResponse): Promise<void> {
+  private async streamCompletion(params: CompletionParams, header: CompletionHeader, stream: CompletionStream, response: ServerResponse): Promise<void> {
     response.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' });
     // The header goes out now: the writer may then put events on the socket itself.
     response.flushHeaders();
     const decoder = this.options.codec === null ? null : new IncrementalDecoder(this.options.codec);
     const writer = new SseWriter(response, header, decoder, this.options.streamInterval ?? 1, params.includeUsage);
-    // Tokens reach the writer inside the serving loop's delivery: no promise per token.
+    // Tokens reach the writer synchronously as the backend delivers them (the serving loop, or the token ring's reader): no promise per token.
     stream.attach(writer);
-    let finished: FinishedRequest;
+    let finished: CompletionOutcome;
     try {
       finished = await stream.result;
       if (finished.finishReason === 'error') throw requestFailed(finished);
@@ -233,7 +230,7 @@ const ROUTES: Readonly<Record<string, { readonly method: 'GET' | 'POST'; readonl
   '/metrics': { method: 'GET', handler: (s, q, r) => s.metrics(q, r) },
 };
 
-function requestFailed(finished: FinishedRequest): HttpError {
+export function requestFailed(finished: Pick<CompletionOutcome, 'errorMessage'>): HttpError {
   return new HttpError(500, 'server_error', `the request failed: ${finished.errorMessage ?? 'unknown error'}`, null, 'request_failed');
 }
 

@@ -16,26 +16,28 @@ export interface TokenSink {
  * request's output is bounded by its maxTokens). `result` settles with the
  * finished request, or rejects with the reason it ended early; it is marked
  * handled, so a caller that only iterates never sees an unhandled rejection.
+ * `Finished` is what `result` holds: the engine's FinishedRequest, or on an
+ * HTTP front-end thread what its responses need of one (CompletionOutcome).
  */
-export class RequestStream implements AsyncIterableIterator<number> {
+export class RequestStream<Finished = FinishedRequest> implements AsyncIterableIterator<number> {
   /** The engine's id of the request. */
   readonly id: string;
-  readonly result: Promise<FinishedRequest>;
+  readonly result: Promise<Finished>;
   private readonly buffer: number[] = [];
   private readIndex = 0;
   private waiter: { resolve: (r: IteratorResult<number>) => void; reject: (e: unknown) => void } | null = null;
   private ended = false;
   private error: unknown = null;
-  private settle!: { resolve: (f: FinishedRequest) => void; reject: (e: unknown) => void };
+  private settle!: { resolve: (f: Finished) => void; reject: (e: unknown) => void };
   private sink: TokenSink | null = null;
 
   constructor(
     id: string,
     /** Called when the reader stops early (break out of for-await, return()): the request is aborted. */
-    private readonly onReturn: (stream: RequestStream) => void,
+    private readonly onReturn: (stream: RequestStream<Finished>) => void,
   ) {
     this.id = id;
-    this.result = new Promise<FinishedRequest>((resolve, reject) => {
+    this.result = new Promise<Finished>((resolve, reject) => {
       this.settle = { resolve, reject };
     });
     this.result.catch(() => {});
@@ -70,7 +72,7 @@ export class RequestStream implements AsyncIterableIterator<number> {
     this.wakeReader();
   }
 
-  finish(finished: FinishedRequest): void {
+  finish(finished: Finished): void {
     if (this.ended) return;
     this.ended = true;
     this.settle.resolve(finished);

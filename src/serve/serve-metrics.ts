@@ -3,9 +3,11 @@ import { label, registerSnapshotValues, unlabelled, type Sample } from '../metri
 import type { VerifyCounts } from './verifier.js';
 
 /**
- * The HTTP server's own counters, on the engine's registry (`kvtier_serve_*`):
- * responses by status, the queue and in-flight gauges, and with --verify
- * the integrity counts. Read at scrape time, like the engine's.
+ * `kvtier_serve_*`, read at scrape time like the engine's metrics, in two
+ * parts: the HTTP server's counters (responses by status, client
+ * disconnects) where the HTTP server runs, and the queue and in-flight
+ * gauges and the --verify counts where the engine runs. With the HTTP
+ * server on a front-end thread, /metrics joins the two threads' texts.
  */
 export class ServeCounters {
   private readonly responses = new Map<number, number>();
@@ -20,21 +22,26 @@ export class ServeCounters {
   }
 }
 
-export interface ServeMetricsSource {
-  readonly counters: ServeCounters;
+export interface ServingMetricsSource {
   inFlight(): number;
   waiting(): number;
   verify(): VerifyCounts | null;
 }
 
-export function registerServeMetrics(registry: Registry, source: ServeMetricsSource, prefix = 'kvtier_'): void {
+/** The HTTP server's counters: on the registry of the thread that runs the HTTP server. */
+export function registerResponseMetrics(registry: Registry, counters: ServeCounters, prefix = 'kvtier_'): void {
   const name = (n: string) => `${prefix}serve_${n}`;
   registerSnapshotValues(registry, name('responses_total'), 'HTTP responses to completion requests, by status code.', 'counter', ['status'], () =>
-    [...source.counters.responsesByStatus()].map(([status, n]): Sample => [label('status', String(status)), n]),
+    [...counters.responsesByStatus()].map(([status, n]): Sample => [label('status', String(status)), n]),
   );
   registerSnapshotValues(registry, name('client_disconnects_total'), 'Completions aborted because the client went away before they finished.', 'counter', [], () => [
-    [unlabelled, source.counters.streamsAborted],
+    [unlabelled, counters.streamsAborted],
   ]);
+}
+
+/** The serving engine's gauges and the integrity counts: on the engine's registry, beside its own metrics. */
+export function registerServingMetrics(registry: Registry, source: ServingMetricsSource, prefix = 'kvtier_'): void {
+  const name = (n: string) => `${prefix}serve_${n}`;
   registerSnapshotValues(registry, name('requests_in_flight'), 'Completion requests accepted and not yet ended.', 'gauge', [], () => [[unlabelled, source.inFlight()]]);
   registerSnapshotValues(registry, name('requests_waiting'), 'Accepted requests without an output token yet (bounded by --max-waiting).', 'gauge', [], () => [
     [unlabelled, source.waiting()],

@@ -1,7 +1,7 @@
 import { Engine, type EngineOptions } from '../runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec, StepReport } from '../runtime/engine-types.js';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
-import { RequestStream } from './request-stream.js';
+import { RequestStream, type TokenSink } from './request-stream.js';
 
 /**
  * The engine as a long-running service: one loop steps while work is pending
@@ -27,6 +27,14 @@ export interface ServingOptions {
 export interface SubmitOptions {
   /** Aborting it aborts the request: its blocks are freed and it ends with RequestAbortedError. */
   readonly signal?: AbortSignal;
+  /**
+   * Receives the request's tokens, once per step, in place of the returned
+   * stream, which then keeps none (its iterator and outputTokens stay
+   * empty; `result` still settles): one call per request per step, for a
+   * consumer that keeps its own copy (the HTTP front-end thread's token
+   * ring). A sink that throws aborts its request.
+   */
+  readonly sink?: TokenSink;
 }
 
 export interface DrainOutcome {
@@ -41,6 +49,8 @@ type AbortListener = { readonly signal: AbortSignal; readonly listener: () => vo
 
 interface Ticket {
   readonly stream: RequestStream;
+  /** SubmitOptions.sink, which takes the tokens instead of the stream; null: the stream does. */
+  sink: TokenSink | null;
   /** The abort to apply between two steps, or null. */
   pendingAbort: RequestAbortedError | null;
   started: boolean;
@@ -118,7 +128,7 @@ export class ServingEngine {
     // Added now, between or during a step: the scheduler queues it for the next schedule().
     const id = this.engine.addRequest(spec);
     const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
-    const ticket: Ticket = { stream, pendingAbort: null, started: false, abortListener: null };
+    const ticket: Ticket = { stream, sink: options.sink ?? null, pendingAbort: null, started: false, abortListener: null };
     if (signal !== undefined) {
       const listener = (): void => this.requestAbort(id, abortedBy(signal, id, stream.outputTokens));
       signal.addEventListener('abort', listener, { once: true });
@@ -128,6 +138,19 @@ export class ServingEngine {
     this.waitingCount++;
     this.wake?.();
     return stream;
+  }
+
+  /**
+   * Aborts the request `id` (the stream's id) as its signal would, saying
+   * `why` in its RequestAbortedError; false when no such request is in
+   * flight. For a caller that keeps requests by id rather than a signal
+   * each (the HTTP front-end thread's host).
+   */
+  abort(id: string, why: string): boolean {
+    const ticket = this.tickets.get(id);
+    if (ticket === undefined) return false;
+    this.requestAbort(id, new RequestAbortedError(`request ${id} was aborted: ${why}`, ticket.stream.outputTokens.slice()));
+    return true;
   }
 
   /** Queues a request and resolves with it finished (any finish reason but an abort, which rejects with RequestAbortedError). */
@@ -240,7 +263,8 @@ export class ServingEngine {
         ticket.started = true;
         this.waitingCount--;
       }
-      ticket.stream.push(tokens);
+      if (ticket.sink === null) ticket.stream.push(tokens);
+      else this.toSink(ticket, id, tokens);
     }
     for (const finished of report.finished) {
       const ticket = this.tickets.get(finished.id);
@@ -251,6 +275,15 @@ export class ServingEngine {
       } else {
         ticket.stream.finish(finished);
       }
+    }
+  }
+
+  private toSink(ticket: Ticket, id: string, tokens: readonly number[]): void {
+    try {
+      ticket.sink!.onTokens(tokens);
+    } catch (error) {
+      ticket.sink = null;
+      this.requestAbort(id, new RequestAbortedError(`request ${id} was aborted: its token sink failed: ${(error as Error).message}`, [], null, { cause: error }));
     }
   }
 

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { FinishedRequest } from '../runtime/engine-types.js';
+import type { CompletionOutcome } from './completion-backend.js';
 import { chunkEventHead, chunkEventRest, chunkPrefix, DONE_EVENT, openAiFinishReason, usageEvent, type CompletionHeader } from './completion-response.js';
 import type { TokenSink } from './request-stream.js';
 import type { IncrementalDecoder } from './text-codec.js';
@@ -48,7 +48,7 @@ export class SseWriter implements TokenSink {
   }
 
   /** The last events: the tokens held back, the finish reason, with include_usage the usage, and [DONE]. */
-  tail(finished: FinishedRequest, includeUsage: boolean): string {
+  tail(finished: CompletionOutcome, includeUsage: boolean): string {
     const text = this.decoder === null ? '' : this.decoder.push(this.ids) + this.decoder.flush();
     let tail = this.head + chunkEventRest(text, this.ids, openAiFinishReason(finished), this.usageNull);
     if (includeUsage) tail += usageEvent(this.prefix, finished);

@@ -140,6 +140,9 @@ describe('kvtier serve as a process', () => {
     const port = await kvtier(['serve', '--port', '70000']);
     expect(port.code).toBe(2);
     expect(port.stderr).toMatch(/--port.*70000.*expected a port number/);
+    const thread = await kvtier(['serve', '--http-thread', 'maybe']);
+    expect(thread.code).toBe(2);
+    expect(thread.stderr).toMatch(/--http-thread.*maybe.*expected one of on, off/);
   });
 
   it("publishes the KV events of the completions it serves: a prompt's blocks are announced stored on the GPU, with its tokens", async () => {

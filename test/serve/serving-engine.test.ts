@@ -106,6 +106,25 @@ describe('the serving engine', () => {
     expect(await collect(stream)).toEqual(referenceOutput(prompt, 10).slice(1));
   });
 
+  it('a sink given at submission gets every token in place of the stream, which keeps none', async () => {
+    const s = await startServing();
+    const prompt = tokenPrompt(30, 22);
+    const received: number[] = [];
+    const stream = s.stream({ promptTokens: prompt, maxTokens: 10 }, { sink: { onTokens: (tokens) => received.push(...tokens) } });
+    const finished = await stream.result;
+    expect(received).toEqual(referenceOutput(prompt, 10));
+    expect(finished.outputTokens).toEqual(received);
+    expect(stream.outputTokens).toEqual([]);
+  });
+
+  it('a sink given at submission that throws aborts its request, naming the failure', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(30, 23), maxTokens: 50 }, { sink: { onTokens: () => { throw new Error('no room'); } } });
+    await expect(stream.result).rejects.toThrow(/its token sink failed: no room/);
+    await untilIdle(s);
+    expect(s.engine.metrics().requests.aborted).toBe(1);
+  });
+
   it('a token sink that throws aborts its own request only; the others finish', async () => {
     const s = await startServing();
     const failing = s.stream({ promptTokens: tokenPrompt(24, 22), maxTokens: 3000 });
@@ -119,6 +138,17 @@ describe('the serving engine', () => {
     expect((await other).outputTokens).toEqual(referenceOutput(tokenPrompt(24, 23), 6));
     await untilIdle(s);
     expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
+  it('abort by id ends the request with an error saying why and frees its blocks; an id not in flight is refused', async () => {
+    const s = await startServing();
+    const stream = s.stream({ promptTokens: tokenPrompt(30, 24), maxTokens: 3000 });
+    expect((await stream.next()).done).toBe(false);
+    expect(s.abort(stream.id, 'the client closed the connection')).toBe(true);
+    await expect(stream.result).rejects.toThrow(/was aborted: the client closed the connection/);
+    await untilIdle(s);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+    expect(s.abort(stream.id, 'again')).toBe(false);
   });
 
   it('a signal aborted before the call queues nothing', async () => {

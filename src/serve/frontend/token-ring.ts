@@ -1,0 +1,326 @@
+/**
+ * The tokens of every request, from the engine's thread to the HTTP
+ * front-end thread, through a ring of Int32 words in a SharedArrayBuffer:
+ * the writer (main thread) appends records during a step's delivery and
+ * publishes them once, with one Atomics.store and one Atomics.notify; the
+ * reader (front-end thread) waits with Atomics.waitAsync. No message, copy
+ * or promise per token on the scheduler's thread.
+ *
+ * Records (a request is known by its slot, a positive number the front end
+ * gives it; a record's first word tells its kind):
+ * - one token, a decode step's usual delivery: [slot, token]
+ * - tokens: [TOKENS, slot, n, token_1 .. token_n]
+ * - finish: [FINISH, slot, reason, promptTokens, gpuHit, cpuHit, remoteHit, completionTokens]
+ *   (reason: FINISH_LENGTH or FINISH_STOPPED; requests that end with an
+ *   error or an abort end by message, which carries the error's text).
+ *
+ * The writer never drops or overwrites a record: one that does not fit
+ * goes to a queue on the writer's side, as does everything after it; the
+ * writer raises WAITING, and the reader, once it has made room, clears it
+ * and asks (by message) for the queue to be moved in. Ordered hand-offs
+ * (messages that must follow a request's records) can be queued behind
+ * the records as callbacks (after()).
+ */
+
+/** Control words before the ring: the write and read positions (word counts, wrapping at 2^32), the writer's waiting flag, the serving state. */
+const WRITE = 0;
+const READ = 1;
+const WAITING = 2;
+const STATE = 3;
+const CONTROL_WORDS = 4;
+
+/** Kinds of the records that do not start with a slot (slots are >= 1). */
+export const RECORD_TOKENS = -1;
+export const RECORD_FINISH = -2;
+export const FINISH_LENGTH = 0;
+export const FINISH_STOPPED = 1;
+const FINISH_WORDS = 8;
+const TOKENS_HEAD_WORDS = 3;
+const ONE_TOKEN_WORDS = 2;
+
+/** The engine side's state, read by the front end's /health and completions without a message. */
+export const STATE_SERVING = 0;
+export const STATE_DRAINING = 1;
+export const STATE_STOPPED = 2;
+export type ServingState = typeof STATE_SERVING | typeof STATE_DRAINING | typeof STATE_STOPPED;
+
+/** Steps of records the ring holds before the writer queues (the front end may fall this many steps behind). */
+const STEPS_HELD = 4;
+/** Smallest ring: a test may ask for a tiny one to drive the queue. */
+export const MIN_RING_WORDS = 16;
+
+/**
+ * Ring words for `maxNumSeqs` running requests: a step gives each at most
+ * one token (a 2-word record; 4 words in the general form, counted here)
+ * and one finish record (8 words), so a step writes at most maxNumSeqs x 12
+ * words; the ring holds STEPS_HELD
+ * such steps, rounded up to a power of two (256 requests: 16,384 words,
+ * 64 KiB). Fuller steps (several tokens per request) still never lose a
+ * record: they queue.
+ */
+export function ringWordsFor(maxNumSeqs: number): number {
+  return nextPowerOfTwo(Math.max(MIN_RING_WORDS, maxNumSeqs * (TOKENS_HEAD_WORDS + 1 + FINISH_WORDS) * STEPS_HELD));
+}
+
+export function createRingBuffer(ringWords: number): SharedArrayBuffer {
+  if (!Number.isSafeInteger(ringWords) || ringWords < MIN_RING_WORDS || nextPowerOfTwo(ringWords) !== ringWords || ringWords > 2 ** 28) {
+    throw new RangeError(`ringWords: expected a power of two in [${MIN_RING_WORDS}, 2^28], got ${String(ringWords)}`);
+  }
+  return new SharedArrayBuffer((CONTROL_WORDS + ringWords) * Int32Array.BYTES_PER_ELEMENT);
+}
+
+function nextPowerOfTwo(n: number): number {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+/** A finished request's counts, as a finish record carries them. */
+export interface FinishCounts {
+  readonly reason: typeof FINISH_LENGTH | typeof FINISH_STOPPED;
+  readonly promptTokens: number;
+  readonly gpuHitTokens: number;
+  readonly cpuHitTokens: number;
+  readonly remoteHitTokens: number;
+  readonly completionTokens: number;
+}
+
+type Queued = Int32Array | (() => void);
+
+/** Atomics.waitAsync (Node 16 and later), which the TypeScript library in use does not declare yet. */
+type WaitAsync = (
+  array: Int32Array,
+  index: number,
+  value: number,
+) => { readonly async: false; readonly value: 'not-equal' | 'timed-out' } | { readonly async: true; readonly value: Promise<'ok' | 'timed-out'> };
+const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+
+export class RingWriter {
+  private readonly control: Int32Array;
+  private readonly ring: Int32Array;
+  private readonly mask: number;
+  /** Most tokens in one record: half the ring, so a record always fits once the reader caught up. */
+  private readonly maxRecordTokens: number;
+  private write = 0;
+  /** The reader's position as last read: free space is at least capacity - (write - read). */
+  private read = 0;
+  private readonly queue: Queued[] = [];
+  private publishScheduled = false;
+  private readonly publishTask = (): void => this.publish();
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
+    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
+    this.mask = this.ring.length - 1;
+    this.maxRecordTokens = (this.ring.length >> 1) - TOKENS_HEAD_WORDS;
+  }
+
+  /** Records waiting on the writer's side for room in the ring. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  setState(state: ServingState): void {
+    Atomics.store(this.control, STATE, state);
+  }
+
+  /** `slot` must be >= 1: its sign tells a one-token record from the others. */
+  writeTokens(slot: number, tokens: readonly number[]): void {
+    const n = tokens.length;
+    if (n === 1 && this.queue.length === 0 && this.room(ONE_TOKEN_WORDS)) {
+      const w = this.write;
+      this.ring[w & this.mask] = slot;
+      this.ring[(w + 1) & this.mask] = tokens[0];
+      this.write = (w + ONE_TOKEN_WORDS) | 0;
+      if (!this.publishScheduled) this.schedulePublish();
+      return;
+    }
+    // A record must fit the ring to ever leave the queue: a long delivery goes as several.
+    const most = this.maxRecordTokens;
+    if (n > most) {
+      for (let i = 0; i < n; i += most) this.writeTokens(slot, tokens.slice(i, i + most));
+      return;
+    }
+    if (this.queue.length === 0 && this.room(TOKENS_HEAD_WORDS + n)) {
+      const ring = this.ring;
+      const mask = this.mask;
+      let w = this.write;
+      ring[w & mask] = RECORD_TOKENS;
+      ring[(w + 1) & mask] = slot;
+      ring[(w + 2) & mask] = n;
+      w += TOKENS_HEAD_WORDS;
+      for (let i = 0; i < n; i++) ring[(w + i) & mask] = tokens[i];
+      this.write = (w + n) | 0;
+    } else {
+      const record = new Int32Array(TOKENS_HEAD_WORDS + n);
+      record[0] = RECORD_TOKENS;
+      record[1] = slot;
+      record[2] = n;
+      for (let i = 0; i < n; i++) record[TOKENS_HEAD_WORDS + i] = tokens[i];
+      this.enqueue(record);
+    }
+    if (!this.publishScheduled) this.schedulePublish();
+  }
+
+  writeFinish(slot: number, counts: FinishCounts): void {
+    const record = Int32Array.of(RECORD_FINISH, slot, counts.reason, counts.promptTokens, counts.gpuHitTokens, counts.cpuHitTokens, counts.remoteHitTokens, counts.completionTokens);
+    if (this.queue.length === 0 && this.room(FINISH_WORDS)) this.copyIn(record);
+    else this.enqueue(record);
+    this.schedulePublish();
+  }
+
+  /**
+   * Runs `action` once every record written so far is published: now when
+   * nothing is queued, else when the queue has drained up to here (so a
+   * message about a request never overtakes its records).
+   */
+  after(action: () => void): void {
+    if (this.queue.length === 0) {
+      this.publish();
+      action();
+    } else this.queue.push(action);
+  }
+
+  /** Makes what was written visible to the reader and wakes it. Once per step (scheduled as a microtask by the writes). */
+  publish(): void {
+    this.publishScheduled = false;
+    if (Atomics.load(this.control, WRITE) === this.write) return;
+    Atomics.store(this.control, WRITE, this.write);
+    Atomics.notify(this.control, WRITE);
+  }
+
+  /** The reader made room: moves queued records (and runs queued actions) in order until the queue is empty or the ring full. */
+  resume(): void {
+    for (;;) {
+      while (this.queue.length > 0) {
+        const next = this.queue[0];
+        if (typeof next === 'function') {
+          this.queue.shift();
+          this.publish();
+          next();
+          continue;
+        }
+        if (!this.room(next.length)) break;
+        this.queue.shift();
+        this.copyIn(next);
+      }
+      this.publish();
+      if (this.queue.length === 0) return;
+      // Still blocked: ask to be told of room, then look once more, as the reader may have made it before seeing the flag.
+      Atomics.store(this.control, WAITING, 1);
+      const head = this.queue[0] as Int32Array;
+      if (!this.room(head.length)) return;
+      Atomics.store(this.control, WAITING, 0);
+    }
+  }
+
+  private enqueue(record: Int32Array): void {
+    if (this.queue.length === 0) Atomics.store(this.control, WAITING, 1);
+    this.queue.push(record);
+    // The reader may have made room between the check and the flag.
+    if (this.queue.length === 1 && this.room(record.length)) {
+      Atomics.store(this.control, WAITING, 0);
+      this.resume();
+    }
+  }
+
+  private room(words: number): boolean {
+    const capacity = this.ring.length;
+    if (capacity - ((this.write - this.read) | 0) >= words) return true;
+    this.read = Atomics.load(this.control, READ);
+    return capacity - ((this.write - this.read) | 0) >= words;
+  }
+
+  private copyIn(record: Int32Array): void {
+    const ring = this.ring;
+    const mask = this.mask;
+    const w = this.write;
+    for (let i = 0; i < record.length; i++) ring[(w + i) & mask] = record[i];
+    this.write = (w + record.length) | 0;
+  }
+
+  private schedulePublish(): void {
+    if (this.publishScheduled) return;
+    this.publishScheduled = true;
+    queueMicrotask(this.publishTask);
+  }
+}
+
+/** What the reader hands its records to. */
+export interface RingVisitor {
+  /** `tokens` is fresh: the visitor may keep it. */
+  tokens(slot: number, tokens: number[]): void;
+  finish(slot: number, counts: FinishCounts): void;
+}
+
+export class RingReader {
+  private readonly control: Int32Array;
+  private readonly ring: Int32Array;
+  private readonly mask: number;
+  private read = 0;
+
+  constructor(
+    buffer: SharedArrayBuffer,
+    /** Called when the writer waits for room and this read made some: it should call the writer's resume(). */
+    private readonly onRoom: () => void,
+  ) {
+    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
+    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
+    this.mask = this.ring.length - 1;
+  }
+
+  get state(): ServingState {
+    return Atomics.load(this.control, STATE) as ServingState;
+  }
+
+  /** Hands every published record to `visitor`, in order; returns how many words were read. */
+  drain(visitor: RingVisitor): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const end = Atomics.load(this.control, WRITE);
+    const start = this.read;
+    let r = start;
+    while (r !== end) {
+      const kind = ring[r & mask];
+      if (kind > 0) {
+        const token = ring[(r + 1) & mask];
+        r = (r + ONE_TOKEN_WORDS) | 0;
+        visitor.tokens(kind, [token]);
+        continue;
+      }
+      const slot = ring[(r + 1) & mask];
+      if (kind === RECORD_TOKENS) {
+        const n = ring[(r + 2) & mask];
+        const tokens = new Array<number>(n);
+        for (let i = 0; i < n; i++) tokens[i] = ring[(r + TOKENS_HEAD_WORDS + i) & mask];
+        r = (r + TOKENS_HEAD_WORDS + n) | 0;
+        visitor.tokens(slot, tokens);
+      } else if (kind === RECORD_FINISH) {
+        const at = (i: number): number => ring[(r + i) & mask];
+        const counts: FinishCounts = {
+          reason: at(2) === FINISH_STOPPED ? FINISH_STOPPED : FINISH_LENGTH,
+          promptTokens: at(3),
+          gpuHitTokens: at(4),
+          cpuHitTokens: at(5),
+          remoteHitTokens: at(6),
+          completionTokens: at(7),
+        };
+        r = (r + FINISH_WORDS) | 0;
+        visitor.finish(slot, counts);
+      } else {
+        throw new Error(`token ring: unknown record kind ${kind} at word ${r}`);
+      }
+    }
+    if (r === start) return 0;
+    this.read = r;
+    Atomics.store(this.control, READ, r);
+    if (Atomics.load(this.control, WAITING) === 1 && Atomics.compareExchange(this.control, WAITING, 1, 0) === 1) this.onRoom();
+    return (r - start) | 0;
+  }
+
+  /** Resolves once the writer has published past what was read (at once if it has). */
+  async published(): Promise<void> {
+    const wait = waitAsync(this.control, WRITE, this.read);
+    if (wait.async) await wait.value;
+  }
+}

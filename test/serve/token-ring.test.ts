@@ -1,0 +1,122 @@
+import { describe, expect, it } from 'vitest';
+import {
+  createRingBuffer,
+  FINISH_LENGTH,
+  FINISH_STOPPED,
+  MIN_RING_WORDS,
+  ringWordsFor,
+  RingReader,
+  RingWriter,
+  type FinishCounts,
+  type RingVisitor,
+} from '../../src/serve/frontend/token-ring.js';
+
+/**
+ * The token ring between the engine's thread and the HTTP front end, driven
+ * on one thread: what the writer writes, the reader reads whole and in
+ * order, however small the ring; nothing is visible before it is published.
+ */
+
+type Event = { slot: number; tokens: number[] } | { slot: number; finish: FinishCounts } | { slot: number; message: string };
+
+/** A writer and a reader over one ring, the reader telling the writer of room as the front end does (here without a message). */
+function ring(words: number) {
+  const buffer = createRingBuffer(words);
+  const writer = new RingWriter(buffer);
+  const events: Event[] = [];
+  const reader = new RingReader(buffer, () => writer.resume());
+  const visitor: RingVisitor = {
+    tokens: (slot, tokens) => events.push({ slot, tokens }),
+    finish: (slot, finish) => events.push({ slot, finish }),
+  };
+  const read = () => reader.drain(visitor);
+  /** Reads until nothing is published or queued (each read makes room, and the writer moves its queue in). */
+  const readAll = async (): Promise<void> => {
+    for (let i = 0; i < 100_000; i++) {
+      await published();
+      if (read() === 0 && writer.queued === 0) return;
+    }
+    throw new Error('the ring never emptied');
+  };
+  return { writer, reader, events, read, readAll };
+}
+
+const finishOf = (completionTokens: number): FinishCounts => ({
+  reason: FINISH_LENGTH,
+  promptTokens: 7,
+  gpuHitTokens: 1,
+  cpuHitTokens: 2,
+  remoteHitTokens: 1,
+  completionTokens,
+});
+
+/** Lets the writer's microtask publish run. */
+const published = () => Promise.resolve();
+
+describe('token ring', () => {
+  it('hands records to the reader in order once published, with the finish counts intact', async () => {
+    const { writer, events, read } = ring(64);
+    writer.writeTokens(3, [10, 11]);
+    writer.writeTokens(4, [20]);
+    expect(read()).toBe(0);
+    await published();
+    writer.writeFinish(3, { ...finishOf(2), reason: FINISH_STOPPED });
+    await published();
+    read();
+    expect(events).toEqual([
+      { slot: 3, tokens: [10, 11] },
+      { slot: 4, tokens: [20] },
+      { slot: 3, finish: { ...finishOf(2), reason: FINISH_STOPPED } },
+    ]);
+  });
+
+  it('a stream of many times the ring\'s words arrives whole and in order: records that do not fit wait on the writer\'s side', async () => {
+    const { writer, events, read, readAll } = ring(MIN_RING_WORDS);
+    const expected: number[][] = [[], [], []];
+    for (let step = 0; step < 500; step++) {
+      for (const slot of [1, 2]) {
+        writer.writeTokens(slot, [step * 2 + slot]);
+        expected[slot].push(step * 2 + slot);
+      }
+      // The reader falls behind: it reads every seventh step only.
+      if (step % 7 === 0) {
+        await published();
+        read();
+      }
+    }
+    writer.writeFinish(1, finishOf(500));
+    expect(writer.queued).toBeGreaterThan(0);
+    await readAll();
+    const tokensOf = (slot: number) => events.flatMap((e) => ('tokens' in e && e.slot === slot ? e.tokens : []));
+    expect(tokensOf(1)).toEqual(expected[1]);
+    expect(tokensOf(2)).toEqual(expected[2]);
+    expect(events.at(-1)).toEqual({ slot: 1, finish: finishOf(500) });
+  });
+
+  it('a delivery of more tokens than the ring holds is split, not lost', async () => {
+    const { writer, events, readAll } = ring(MIN_RING_WORDS);
+    const tokens = Array.from({ length: 100 }, (_, i) => i);
+    writer.writeTokens(9, tokens);
+    await readAll();
+    expect(events.flatMap((e) => ('tokens' in e ? e.tokens : []))).toEqual(tokens);
+  });
+
+  it('an action queued with after() runs only once the records before it are readable', async () => {
+    const { writer, events, read, readAll } = ring(MIN_RING_WORDS);
+    for (let i = 0; i < 10; i++) writer.writeTokens(1, [i]);
+    const seenAtMessage: number[] = [];
+    writer.after(() => {
+      read();
+      seenAtMessage.push(events.flatMap((e) => ('tokens' in e ? e.tokens : [])).length);
+    });
+    expect(seenAtMessage).toEqual([]);
+    await readAll();
+    expect(seenAtMessage).toEqual([10]);
+  });
+
+  it('is sized to hold several steps of every running request, as a power of two', () => {
+    expect(ringWordsFor(256)).toBe(16384);
+    expect(ringWordsFor(1)).toBe(64);
+    expect(() => createRingBuffer(100)).toThrow(/ringWords: expected a power of two/);
+  });
+});
