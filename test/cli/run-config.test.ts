@@ -178,7 +178,7 @@ describe('kvtier run bad flags', () => {
     [['--cpu-bytes', '0GiB'], '--cpu-bytes: invalid value "0GiB": expected a size in bytes such as 4096, 512MiB, 2GiB or 1.5GB'],
     [['--block-size', 'big'], '--block-size: invalid value "big": expected a positive integer'],
     [['--offload-factor', '0'], '--offload-factor: invalid value "0": expected a positive integer'],
-    [['--eviction', 'fifo'], '--eviction: invalid value "fifo": expected one of lru, arc, lhd, s3fifo, hold, lru+queue, s3fifo+queue, hold+queue'],
+    [['--eviction', 'fifo'], '--eviction: invalid value "fifo": expected one of lru, arc, lhd, s3fifo, hold, classhold, lru+queue, s3fifo+queue, hold+queue, classhold+queue'],
     [['--store-policy', 'reuse:0'], '--store-policy: invalid value "reuse:0": expected on-compute, on-evict or reuse:K with K >= 1'],
     [['--store-policy', 'always'], '--store-policy: invalid value "always": expected on-compute, on-evict or reuse:K with K >= 1'],
     [['--layout', 'flat'], '--layout: invalid value "flat": expected one of cross-layer, per-layer'],
