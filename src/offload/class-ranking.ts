@@ -89,8 +89,11 @@ export class ClassRanking {
     const length = Math.min(LENGTH_CLASSES - 1, Math.floor(Math.log2(keys.length + 1)));
     const c = (continuing ? LENGTH_CLASSES : 0) + length;
     for (let i = 0; i < keys.length; i++) {
-      // Re-inserted, so the map's oldest entry is the one looked up longest ago.
-      this.keyClass.delete(keys[i]);
+      // A key keeps its place while its class stays (a request's admission is often tried again); the memory
+      // spans several tiers' worth of traffic, so forgetting in order of first sight loses nothing the tier holds.
+      const was = this.keyClass.get(keys[i]);
+      if (was === c) continue;
+      if (was !== undefined) this.keyClass.delete(keys[i]);
       this.keyClass.set(keys[i], c);
     }
     while (this.keyClass.size > this.memory) this.keyClass.delete(this.keyClass.keys().next().value as BlockHash);

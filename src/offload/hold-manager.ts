@@ -124,8 +124,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     ranking?.storing(keys);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
-      if (ranking !== null && this.history.age(key) < 0) ranking.offeredNew(key);
-      this.history.offered(key);
+      if (this.history.offered(key) && ranking !== null) ranking.offeredNew(key);
       if (!this.bringsBack && this.missed.size > 0 && this.missed.has(key)) this.bringsBack = true;
     }
   }

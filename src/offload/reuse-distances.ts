@@ -40,6 +40,9 @@ export class ReuseDistances {
   private hold = 0;
   /** Sum of counts. */
   private total = 0;
+  /** laterCounts[b]: the counts of buckets b .. BUCKETS - 2, recomputed when a count changed. */
+  private readonly laterCounts = new Float64Array(BUCKETS);
+  private laterStale = true;
 
   /**
    * `capacityBlocks`: the tier's size C; `horizon`: the longest distance
@@ -74,11 +77,14 @@ export class ReuseDistances {
    */
   shareLaterThan(age: number): number {
     if (this.total <= 0) return 1;
-    const bucket = Math.min(BUCKETS - 1, Math.max(0, Math.floor(age / this.bucketWidth)));
-    // The last bucket holds the distances past the horizon, which no hold reaches.
-    let later = 0;
-    for (let b = bucket; b < BUCKETS - 1; b++) later += this.counts[b];
-    return later / this.total;
+    if (this.laterStale) {
+      // The last bucket holds the distances past the horizon, which no hold reaches.
+      let later = 0;
+      this.laterCounts[BUCKETS - 1] = 0;
+      for (let b = BUCKETS - 2; b >= 0; b--) this.laterCounts[b] = later += this.counts[b];
+      this.laterStale = false;
+    }
+    return this.laterCounts[Math.min(BUCKETS - 1, Math.max(0, Math.floor(age / this.bucketWidth)))] / this.total;
   }
 
   /** A block was looked up `distance` blocks of traffic after it was offered; `now`: blocks of traffic so far. */
@@ -86,6 +92,7 @@ export class ReuseDistances {
     const bucket = Math.min(BUCKETS - 1, Math.max(0, Math.floor(distance / this.bucketWidth)));
     this.counts[bucket]++;
     this.total++;
+    this.laterStale = true;
     this.observations++;
     if (this.observations % OBSERVATIONS_PER_CHOICE === 0) this.choose(now);
     if (this.observations >= this.horizon) {
