@@ -36,7 +36,7 @@ describe('kvtier run defaults', () => {
       cpuBlocks: RUN_DEFAULTS.cpuBlocks,
       cpuBytes: null,
       offload: true,
-      eviction: 'hold+queue',
+      eviction: 'classhold+queue',
       storePolicy: 'on-compute',
       compare: false,
       json: null,
