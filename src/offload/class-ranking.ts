@@ -49,6 +49,10 @@ export class ClassRanking {
   private reusedTotal = 0;
   /** Class of the store being prepared, or -1. */
   private incoming = -1;
+  /** The keys of the store being prepared and the class of each; admissions follow them in order. */
+  private storeKeys: readonly BlockHash[] = [];
+  private storeClasses = new Uint8Array(64);
+  private storeCursor = 0;
 
   /** `capacity`: the tier's blocks; `memory`: keys (and blocks of traffic) remembered. */
   constructor(
@@ -59,14 +63,18 @@ export class ClassRanking {
     for (let c = 0; c < CLASSES; c++) this.probation.push(new SlotFifo(capacity));
   }
 
-  /** A store of `keys` is being prepared. */
+  /** A store of `keys` is being prepared: each key's class is looked up once, for its offer and its admission. */
   storing(keys: readonly BlockHash[]): void {
-    this.incoming = keys.length === 0 ? -1 : this.classOfKey(keys[0]);
+    if (this.storeClasses.length < keys.length) this.storeClasses = new Uint8Array(2 * keys.length);
+    for (let i = 0; i < keys.length; i++) this.storeClasses[i] = this.classOfKey(keys[i]);
+    this.storeKeys = keys;
+    this.storeCursor = 0;
+    this.incoming = keys.length === 0 ? -1 : this.storeClasses[0];
   }
 
-  /** `key` is offered for the first time within the memory. */
-  offeredNew(key: BlockHash): void {
-    this.offered[this.classOfKey(key)]++;
+  /** Key `i` of the store being prepared is offered for the first time within the memory. */
+  offeredNew(i: number): void {
+    this.offered[this.storeClasses[i]]++;
     if (++this.offeredTotal <= this.memory) return;
     for (let c = 0; c < CLASSES; c++) {
       this.offered[c] /= 2;
@@ -99,8 +107,11 @@ export class ClassRanking {
     while (this.keyClass.size > this.memory) this.keyClass.delete(this.keyClass.keys().next().value as BlockHash);
   }
 
+  /** `key` entered the tier at CPU block `id`: a key of the store being prepared, admitted in its order. */
   admitted(key: BlockHash, id: number): void {
-    this.classOf[id] = this.classOfKey(key);
+    const keys = this.storeKeys;
+    while (this.storeCursor < keys.length && keys[this.storeCursor] !== key) this.storeCursor++;
+    this.classOf[id] = this.storeCursor < keys.length ? this.storeClasses[this.storeCursor] : this.classOfKey(key);
   }
 
   enteredProbation(id: number): void {

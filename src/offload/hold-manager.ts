@@ -124,7 +124,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     ranking?.storing(keys);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
-      if (this.history.offered(key) && ranking !== null) ranking.offeredNew(key);
+      if (this.history.offered(key) && ranking !== null) ranking.offeredNew(i);
       if (!this.bringsBack && this.missed.size > 0 && this.missed.has(key)) this.bringsBack = true;
     }
   }
