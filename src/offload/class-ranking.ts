@@ -23,10 +23,10 @@ import { NO_SLOT, SlotFifo } from './slot-fifo.js';
  * least likely, so a victim is found among one candidate per class.
  */
 
-/** Length classes: looked-up blocks 0, 1, 2-3, 4-7, ... 128+. */
+/** Length classes, by floor(log2(looked-up blocks + 1)): 0, 1-2, 3-6, 7-14, ... 127+ blocks. */
 const LENGTH_CLASSES = 8;
 /** First turns, then continuations. */
-export const CLASSES = 2 * LENGTH_CLASSES;
+const CLASSES = 2 * LENGTH_CLASSES;
 /** Blocks of evidence a class needs before its own ratio counts as much as the overall one. */
 const PRIOR_BLOCKS = 64;
 /**
