@@ -60,7 +60,7 @@ export const engineConfigSchema = z
     cpuBytes: nonNegativeInt().optional(),
     /** GPU blocks per offloaded block. */
     offloadFactor: positiveInt(MAX_OFFLOAD_FACTOR).default(1),
-    eviction: oneOf(EVICTION_POLICY_NAMES).default('hold+queue'),
+    eviction: oneOf(EVICTION_POLICY_NAMES).default('classhold+queue'),
     /** 'on-compute' (default), 'on-evict' (write-back), or 'reuse:K' (store blocks looked up at least K times). */
     storePolicy: storePolicyField().default('on-compute'),
     /** Token budget of one step. */

@@ -1,6 +1,7 @@
 import { ConfigError } from '../core/errors.js';
 import type { EvictionPolicyName } from '../config/eviction-policy-names.js';
 import { arcManager } from './arc-manager.js';
+import { classHoldManager } from './class-hold-manager.js';
 import { EVICTION_POLICY_NAMES, QUEUE_PROTECTION_SUFFIX } from '../config/eviction-policy-names.js';
 import { hitDensityManager } from './hit-density-manager.js';
 import { HoldOffloadingManager } from './hold-manager.js';
@@ -47,6 +48,7 @@ export function createOffloadingManager(config: OffloadingManagerConfig): Offloa
   else if (order === 'lhd') manager = hitDensityManager(options);
   else if (order === 's3fifo') manager = s3FifoManager(options);
   else if (order === 'hold') manager = new HoldOffloadingManager(options);
+  else if (order === 'classhold') manager = classHoldManager(options);
   else manager = unknownEviction(eviction);
 
   if (reuseThreshold === undefined) {

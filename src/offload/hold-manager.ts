@@ -1,5 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { ABSENT } from '../core/lane-hash-table.js';
+import { ClassRanking } from './class-ranking.js';
 import { CpuOffloadingManager, type CpuOffloadingManagerOptions } from './cpu-offloading-manager.js';
 import type { EvictionPolicy, PrepareStoreOutput, StoreAdmission, TierSlots } from './manager.js';
 import { OfferHistory } from './offer-history.js';
@@ -85,8 +86,14 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   private bringsBack = false;
   private readonly choice: VictimChoice;
   private readonly isFree: (id: number) => boolean;
+  /** Ranks probation by what each class of blocks was worth (class-hold-manager.ts); null: oldest first. */
+  private readonly ranking: ClassRanking | null;
 
-  constructor(private readonly capacity: number) {
+  /** `ranked`: evict probation by class worth and let worthier stores displace (the class hold policy). */
+  constructor(
+    private readonly capacity: number,
+    ranked = false,
+  ) {
     this.probation = new SlotFifo(capacity);
     this.kept = new SlotFifo(capacity);
     this.queueOf = new Uint8Array(capacity);
@@ -98,6 +105,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     this.distances = new ReuseDistances(capacity, horizon);
     this.bringBackAge = BRING_BACK_CAPACITIES * capacity;
     this.missed = new RecentKeys(Math.max(1, BRING_BACK_CAPACITIES * capacity));
+    this.ranking = ranked ? new ClassRanking(capacity, horizon) : null;
     this.probationTarget = Math.floor(capacity * PROBATION_SHARE);
     this.tree = new SlotPrefixTree(capacity, Math.max(MIN_HORIZON, 4 * capacity), {
       idOf: (key) => this.slots.idOf(key),
@@ -112,9 +120,11 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   /** `keys` are offered for storing (before the manager chooses room for them). */
   offering(keys: readonly BlockHash[]): void {
     this.bringsBack = false;
+    const ranking = this.ranking;
+    ranking?.storing(keys);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
-      this.history.offered(key);
+      if (this.history.offered(key) && ranking !== null) ranking.offeredNew(i);
       if (!this.bringsBack && this.missed.size > 0 && this.missed.has(key)) this.bringsBack = true;
     }
   }
@@ -128,18 +138,23 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     for (let i = 0; i < keys.length; i++) {
       const distance = this.history.firstLookup(keys[i]);
       if (distance < 0) continue;
+      this.ranking?.reusedKey(keys[i]);
       this.distances.observe(distance, this.history.now);
       if (distance <= this.bringBackAge) this.missed.add(keys[i]);
     }
+    // A prompt whose first blocks were offered before continues an earlier one (one block may be a shared preamble).
+    this.ranking?.lookedUp(keys, keys.length >= 2 && this.history.age(keys[0]) >= 0 && this.history.age(keys[1]) >= 0);
   }
 
   admitted(key: BlockHash, id: number): void {
     this.since[id] = this.history.now;
+    this.ranking?.admitted(key, id);
     this.tree.added(key, id);
     if (this.missed.size > 0 && this.missed.delete(key)) this.pushKept(id);
     else {
       this.queueOf[id] = IN_PROBATION;
       this.probation.push(id);
+      this.ranking?.enteredProbation(id);
     }
   }
 
@@ -157,7 +172,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
   touched(_key: BlockHash, ready: boolean | null, id: number): void {
     if (ready !== true) return;
     const queue = this.queueOf[id];
-    if (queue === IN_PROBATION) this.probation.remove(id);
+    if (queue === IN_PROBATION) this.leaveProbation(id);
     else if (queue === IN_KEPT) this.kept.remove(id);
     else return;
     this.pushKept(id);
@@ -187,7 +202,13 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     while (victims.length < count) {
       while (fromProbation !== NO_SLOT && !free(fromProbation)) fromProbation = this.probation.after(fromProbation);
       while (fromKept !== NO_SLOT && !free(fromKept)) fromKept = this.kept.after(fromKept);
-      if (fromProbation !== NO_SLOT && (probationLeft > this.probationTarget || fromKept === NO_SLOT)) {
+      if (fromProbation !== NO_SLOT && (probationLeft > this.probationTarget || fromKept === NO_SLOT) && this.ranking !== null) {
+        // Ranked: the least likely to be reused of the blocks old enough, or room from a less worthy class.
+        const id = this.ranking.victim(hold, now, this.since, free, this.distances);
+        if (id === NO_SLOT) return opened || !this.ranking.displace(count, victims, free, (d) => this.take(d, victims)) ? null : victims;
+        opened = true;
+        if (this.queueOf[this.take(id, victims)] === IN_PROBATION) probationLeft--;
+      } else if (fromProbation !== NO_SLOT && (probationLeft > this.probationTarget || fromKept === NO_SLOT)) {
         // While its oldest new block is younger than the hold time, every new block stays and the store is
         // passed by. Once it is old enough, the store takes the rest of its room from the next oldest too:
         // a store of many blocks would otherwise wait forever behind one-block stores taking each block
@@ -214,6 +235,7 @@ export class HoldEvictionPolicy implements EvictionPolicy {
 
   reset(): void {
     this.probation.clear();
+    this.ranking?.clear();
     this.kept.clear();
     this.queueOf.fill(IN_NONE);
     this.tree.clearHeld();
@@ -235,9 +257,14 @@ export class HoldEvictionPolicy implements EvictionPolicy {
     this.kept.push(id);
   }
 
+  private leaveProbation(id: number): void {
+    this.probation.remove(id);
+    this.ranking?.leftProbation(id);
+  }
+
   private remove(id: number): void {
     const queue = this.queueOf[id];
-    if (queue === IN_PROBATION) this.probation.remove(id);
+    if (queue === IN_PROBATION) this.leaveProbation(id);
     else if (queue === IN_KEPT) this.kept.remove(id);
     this.queueOf[id] = IN_NONE;
     this.tree.removed(id);
@@ -260,8 +287,9 @@ export class HoldEvictionPolicy implements EvictionPolicy {
 export class HoldOffloadingManager extends CpuOffloadingManager {
   private readonly hold: HoldEvictionPolicy;
 
-  constructor(options: CpuOffloadingManagerOptions) {
-    const policy = new HoldEvictionPolicy(options.capacityBlocks);
+  /** `ranked`: the class hold policy (class-hold-manager.ts). */
+  constructor(options: CpuOffloadingManagerOptions, ranked = false) {
+    const policy = new HoldEvictionPolicy(options.capacityBlocks, ranked);
     super(options, policy);
     this.hold = policy;
   }

@@ -49,9 +49,9 @@ export class OfferHistory {
     return this.clock;
   }
 
-  /** `key` was offered: a key not remembered starts its history now. */
-  offered(key: BlockHash): void {
-    if (this.index.get(key) !== ABSENT) return;
+  /** `key` was offered: a key not remembered starts its history now (and true is returned). */
+  offered(key: BlockHash): boolean {
+    if (this.index.get(key) !== ABSENT) return false;
     const slot = this.clock % this.capacity;
     const forgotten = this.keys[slot];
     if (forgotten !== undefined) this.index.deleteWithLanes(forgotten, this.lanes[2 * slot], this.lanes[2 * slot + 1]);
@@ -62,6 +62,7 @@ export class OfferHistory {
     this.lanes[2 * slot + 1] = blockHashLane(key, 1);
     this.index.add(key, slot);
     this.clock++;
+    return true;
   }
 
   /** Blocks of traffic since `key` was offered, or -1 when it is not remembered. */

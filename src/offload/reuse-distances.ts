@@ -38,6 +38,11 @@ export class ReuseDistances {
   private readonly bucketWidth: number;
   private observations = 0;
   private hold = 0;
+  /** Sum of counts. */
+  private total = 0;
+  /** laterCounts[b]: the counts of buckets b .. BUCKETS - 2, recomputed when a count changed. */
+  private readonly laterCounts = new Float64Array(BUCKETS);
+  private laterStale = true;
 
   /**
    * `capacityBlocks`: the tier's size C; `horizon`: the longest distance
@@ -65,15 +70,35 @@ export class ReuseDistances {
     return this.hold;
   }
 
+  /**
+   * Of the reuses seen, the share that came more than `age` blocks of traffic
+   * after their offer (1 before any was seen): how likely a block not reused
+   * by that age still is to be, relative to a new one.
+   */
+  shareLaterThan(age: number): number {
+    if (this.total <= 0) return 1;
+    if (this.laterStale) {
+      // The last bucket holds the distances past the horizon, which no hold reaches.
+      let later = 0;
+      this.laterCounts[BUCKETS - 1] = 0;
+      for (let b = BUCKETS - 2; b >= 0; b--) this.laterCounts[b] = later += this.counts[b];
+      this.laterStale = false;
+    }
+    return this.laterCounts[Math.min(BUCKETS - 1, Math.max(0, Math.floor(age / this.bucketWidth)))] / this.total;
+  }
+
   /** A block was looked up `distance` blocks of traffic after it was offered; `now`: blocks of traffic so far. */
   observe(distance: number, now: number): void {
     const bucket = Math.min(BUCKETS - 1, Math.max(0, Math.floor(distance / this.bucketWidth)));
     this.counts[bucket]++;
+    this.total++;
+    this.laterStale = true;
     this.observations++;
     if (this.observations % OBSERVATIONS_PER_CHOICE === 0) this.choose(now);
     if (this.observations >= this.horizon) {
       this.observations = 0;
       for (let b = 0; b < BUCKETS; b++) this.counts[b] /= 2;
+      this.total /= 2;
     }
   }
 

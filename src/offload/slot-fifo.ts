@@ -45,6 +45,16 @@ export class SlotFifo {
     return this.head;
   }
 
+  /** The newest slot, or NO_SLOT when empty. */
+  get newest(): number {
+    return this.tail;
+  }
+
+  /** The slot before `slot` (older), or NO_SLOT. */
+  before(slot: number): number {
+    return this.prev[slot];
+  }
+
   /** The slot after `slot` (newer), or NO_SLOT. */
   after(slot: number): number {
     return this.next[slot];

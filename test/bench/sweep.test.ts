@@ -79,7 +79,7 @@ describe('parseSweepPolicy', () => {
   });
 
   it('names the policy it cannot read', () => {
-    expect(() => parseSweepPolicy('fifo')).toThrowError(/policy "fifo": expected lru, arc, lhd, s3fifo, hold, lru\+queue, s3fifo\+queue, hold\+queue, reuse:K/);
+    expect(() => parseSweepPolicy('fifo')).toThrowError(/policy "fifo": expected lru, arc, lhd, s3fifo, hold, classhold, lru\+queue, s3fifo\+queue, hold\+queue, classhold\+queue, reuse:K/);
     expect(() => parseSweepPolicy('lru/sometimes')).toThrowError(/storePolicy must be/);
     expect(() => parseSweepPolicy('reuse:0')).toThrowError(/storePolicy must be/);
   });

@@ -49,7 +49,7 @@ describe('kvtier sweep', () => {
     [['--cpu-blocks', '8,8'], '--cpu-blocks: the same capacity is listed twice'],
     [['--cpu-bytes', '1MiB,huge'], '--cpu-bytes: invalid value "huge": expected a size such as 64MiB or 2GB'],
     [['--cpu-blocks', '8', '--cpu-bytes', '1MiB'], '--cpu-blocks and --cpu-bytes both size the CPU tier; give one'],
-    [['--policies', 'lru,fifo'], /^--policies: policy "fifo": expected lru, arc, lhd, s3fifo, hold, lru\+queue, s3fifo\+queue, hold\+queue, reuse:K/],
+    [['--policies', 'lru,fifo'], /^--policies: policy "fifo": expected lru, arc, lhd, s3fifo, hold, classhold, lru\+queue, s3fifo\+queue, hold\+queue, classhold\+queue, reuse:K/],
     [['--policies', 'lru/sometimes'], /^--policies: storePolicy must be/],
     [['--speedup', '10'], '--speedup only applies with --engine'],
     [['--engine', '--speedup', 'fast'], '--speedup: invalid value "fast": expected a number > 0'],

@@ -49,7 +49,7 @@ describe('createOffloadingManager', () => {
   });
 
   it('rejects bad values with an error naming the field and value', () => {
-    expect(configError({ eviction: 'fifo' as 'lru' })).toMatch(/eviction must be one of lru, arc, lhd, s3fifo, hold, lru\+queue, s3fifo\+queue, hold\+queue, got "fifo"/);
+    expect(configError({ eviction: 'fifo' as 'lru' })).toMatch(/eviction must be one of lru, arc, lhd, s3fifo, hold, classhold, lru\+queue, s3fifo\+queue, hold\+queue, classhold\+queue, got "fifo"/);
     expect(configError({ capacityBlocks: 0 })).toMatch(/capacityBlocks must be an integer >= 1, got 0/);
     expect(configError({ capacityBlocks: 2.5 })).toMatch(/capacityBlocks .* got 2.5/);
     expect(configError({ reuseThreshold: 0 })).toMatch(/reuseThreshold must be an integer >= 1, got 0/);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { classHoldManager } from '../../../src/offload/class-hold-manager.js';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
@@ -11,6 +12,7 @@ const KEEPING_KINDS = [
   { name: 'lru+queue', create: (capacityBlocks: number) => lruManager({ capacityBlocks, protectQueued: true }) },
   { name: 's3fifo+queue', create: (capacityBlocks: number) => s3FifoManager({ capacityBlocks, protectQueued: true }) },
   { name: 'hold+queue', create: (capacityBlocks: number) => new HoldOffloadingManager({ capacityBlocks, protectQueued: true }) },
+  { name: 'classhold+queue', create: (capacityBlocks: number) => classHoldManager({ capacityBlocks, protectQueued: true }) },
 ];
 
 /** `owner` joins the back of the queue (or with `front` its head) and will read blocks `ns`. */

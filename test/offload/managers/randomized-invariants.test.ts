@@ -100,8 +100,8 @@ function hitDensitySubject(): Subject {
   });
 }
 
-function holdSubject(protectQueued = false): Subject {
-  const manager = new HoldOffloadingManager({ capacityBlocks: CAPACITY, protectQueued });
+function holdSubject(protectQueued = false, ranked = false): Subject {
+  const manager = new HoldOffloadingManager({ capacityBlocks: CAPACITY, protectQueued }, ranked);
   return storingSubject(manager, (held) => {
     const state = manager.holdState();
     sameKeys([...state.probation, ...state.kept], held);
@@ -327,6 +327,8 @@ const SUBJECTS: readonly { name: string; create: () => Subject; declines: boolea
   { name: 'S3-FIFO manager keeping queued requests\' blocks (s3fifo+queue)', create: () => s3FifoSubject(true), declines: false },
   { name: 'hold manager', create: () => holdSubject(), declines: false },
   { name: 'hold manager keeping queued requests\' blocks (hold+queue)', create: () => holdSubject(true), declines: false },
+  { name: 'class hold manager', create: () => holdSubject(false, true), declines: false },
+  { name: 'class hold manager keeping queued requests\' blocks (classhold+queue)', create: () => holdSubject(true, true), declines: false },
 ];
 
 describe.each(SUBJECTS)('$name under random call sequences', ({ create, declines }) => {

@@ -34,6 +34,15 @@ describe('ReuseDistances', () => {
     expect(distances.holdTime).toBe(0);
   });
 
+  it('tells the share of reuses that came later than an age, all of them before any was seen', () => {
+    const distances = new ReuseDistances(100, 6400);
+    expect(distances.shareLaterThan(0)).toBe(1);
+    observeMany(distances, 30, 50, 10_000);
+    observeMany(distances, 10, 3000, 10_000);
+    expect(distances.shareLaterThan(1000)).toBeCloseTo(0.25);
+    expect(distances.shareLaterThan(5000)).toBe(0);
+  });
+
   it('rejects a capacity or horizon that is not a positive integer, naming it', () => {
     expect(() => new ReuseDistances(0, 6400)).toThrowError(/capacityBlocks must be an integer >= 1, got 0/);
     expect(() => new ReuseDistances(10, 10)).toThrowError(/horizon must be an integer >= 64, got 10/);

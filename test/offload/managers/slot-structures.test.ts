@@ -82,6 +82,15 @@ describe('SlotFifo', () => {
     expect(fifoOrder(fifo)).toEqual([3, 5, 0, 1, 4, 2]);
     expect(fifo.size).toBe(6);
   });
+
+  it('walks from the newest slot back to the oldest', () => {
+    const fifo = new SlotFifo(4);
+    for (const slot of [2, 0, 3, 1]) fifo.push(slot);
+    fifo.remove(3);
+    const newestFirst: number[] = [];
+    for (let slot = fifo.newest; slot !== NO_SLOT; slot = fifo.before(slot)) newestFirst.push(slot);
+    expect(newestFirst).toEqual([1, 0, 2]);
+  });
 });
 
 describe('GhostKeys', () => {

@@ -1,0 +1,187 @@
+import type { BlockHash } from '../core/block-hash.js';
+import type { ReuseDistances } from './reuse-distances.js';
+import { NO_SLOT, SlotFifo } from './slot-fifo.js';
+
+/**
+ * What the blocks of each kind of request turn out to be worth, learned
+ * online, for the class hold policy (class-hold-manager.ts).
+ *
+ * A request's class is fixed when it is looked up: whether it continues an
+ * earlier prompt (its first two looked-up blocks were offered to the tier
+ * before) and its length past the GPU hit, in powers of two. A block takes
+ * the class of the latest request that looked it up, so the blocks a request
+ * then computes and offers carry its class. Per class, the blocks offered
+ * and those looked up again after their offer are counted (halved as the
+ * traffic passes the memory, so the figures follow the workload); a class's
+ * worth is their ratio, drawn toward the overall ratio while a class has
+ * seen few blocks.
+ *
+ * With the reuse distances the tier learned (reuse-distances.ts), a block of
+ * worth w not reused by age a is reused later with probability
+ *     w S(a) / (1 - w + w S(a)),   S(a): the share of reuses later than a,
+ * which falls with age within a class: each class's oldest block is its
+ * least likely, so a victim is found among one candidate per class.
+ */
+
+/** Length classes, by floor(log2(looked-up blocks + 1)): 0, 1-2, 3-6, 7-14, ... 127+ blocks. */
+const LENGTH_CLASSES = 8;
+/** First turns, then continuations. */
+const CLASSES = 2 * LENGTH_CLASSES;
+/** Blocks of evidence a class needs before its own ratio counts as much as the overall one. */
+const PRIOR_BLOCKS = 64;
+/**
+ * A store displaces held blocks only for a class worth this much more than
+ * theirs: a store displacing blocks of nearly its own worth throws away the
+ * time they were held for nothing.
+ */
+const DISPLACE_MARGIN = 0.2;
+
+export class ClassRanking {
+  /** Class of each held block (by CPU block id). */
+  private readonly classOf: Uint8Array;
+  /** Each class's blocks on probation, oldest first. */
+  private readonly probation: SlotFifo[] = [];
+  /** Class of recently looked-up keys, oldest first (a Map keeps insertion order). */
+  private readonly keyClass = new Map<BlockHash, number>();
+  private readonly offered = new Float64Array(CLASSES);
+  private readonly reused = new Float64Array(CLASSES);
+  private offeredTotal = 0;
+  private reusedTotal = 0;
+  /** Class of the store being prepared, or -1. */
+  private incoming = -1;
+  /** The keys of the store being prepared and the class of each; admissions follow them in order. */
+  private storeKeys: readonly BlockHash[] = [];
+  private storeClasses = new Uint8Array(64);
+  private storeCursor = 0;
+
+  /** `capacity`: the tier's blocks; `memory`: keys (and blocks of traffic) remembered. */
+  constructor(
+    capacity: number,
+    private readonly memory: number,
+  ) {
+    this.classOf = new Uint8Array(capacity);
+    for (let c = 0; c < CLASSES; c++) this.probation.push(new SlotFifo(capacity));
+  }
+
+  /** A store of `keys` is being prepared: each key's class is looked up once, for its offer and its admission. */
+  storing(keys: readonly BlockHash[]): void {
+    if (this.storeClasses.length < keys.length) this.storeClasses = new Uint8Array(2 * keys.length);
+    for (let i = 0; i < keys.length; i++) this.storeClasses[i] = this.classOfKey(keys[i]);
+    this.storeKeys = keys;
+    this.storeCursor = 0;
+    this.incoming = keys.length === 0 ? -1 : this.storeClasses[0];
+  }
+
+  /** Key `i` of the store being prepared is offered for the first time within the memory. */
+  offeredNew(i: number): void {
+    this.offered[this.storeClasses[i]]++;
+    if (++this.offeredTotal <= this.memory) return;
+    for (let c = 0; c < CLASSES; c++) {
+      this.offered[c] /= 2;
+      this.reused[c] /= 2;
+    }
+    this.offeredTotal /= 2;
+    this.reusedTotal /= 2;
+  }
+
+  /** `key` is looked up for the first time since its offer. */
+  reusedKey(key: BlockHash): void {
+    const c = this.keyClass.get(key);
+    if (c === undefined) return;
+    this.reused[c]++;
+    this.reusedTotal++;
+  }
+
+  /** A request looks up `keys`; `continuing`: it continues a prompt offered before. */
+  lookedUp(keys: readonly BlockHash[], continuing: boolean): void {
+    const length = Math.min(LENGTH_CLASSES - 1, Math.floor(Math.log2(keys.length + 1)));
+    const c = (continuing ? LENGTH_CLASSES : 0) + length;
+    for (let i = 0; i < keys.length; i++) {
+      // A key keeps its place while its class stays (a request's admission is often tried again); the memory
+      // spans several tiers' worth of traffic, so forgetting in order of first sight loses nothing the tier holds.
+      const was = this.keyClass.get(keys[i]);
+      if (was === c) continue;
+      if (was !== undefined) this.keyClass.delete(keys[i]);
+      this.keyClass.set(keys[i], c);
+    }
+    while (this.keyClass.size > this.memory) this.keyClass.delete(this.keyClass.keys().next().value as BlockHash);
+  }
+
+  /** `key` entered the tier at CPU block `id`: a key of the store being prepared, admitted in its order. */
+  admitted(key: BlockHash, id: number): void {
+    const keys = this.storeKeys;
+    while (this.storeCursor < keys.length && keys[this.storeCursor] !== key) this.storeCursor++;
+    this.classOf[id] = this.storeCursor < keys.length ? this.storeClasses[this.storeCursor] : this.classOfKey(key);
+  }
+
+  enteredProbation(id: number): void {
+    this.probation[this.classOf[id]].push(id);
+  }
+
+  leftProbation(id: number): void {
+    this.probation[this.classOf[id]].remove(id);
+  }
+
+  clear(): void {
+    for (const queue of this.probation) queue.clear();
+  }
+
+  /** The share of class `c`'s offered blocks that were looked up again, drawn toward the overall share. */
+  worth(c: number): number {
+    const overall = this.offeredTotal > 0 ? this.reusedTotal / this.offeredTotal : 0;
+    return (this.reused[c] + PRIOR_BLOCKS * overall) / (this.offered[c] + PRIOR_BLOCKS);
+  }
+
+  /**
+   * The probation block at least `hold` old (by `since` and the clock `now`)
+   * least likely to be reused, or NO_SLOT when none is free and old enough.
+   */
+  victim(hold: number, now: number, since: Float64Array, free: (id: number) => boolean, distances: ReuseDistances): number {
+    let best = NO_SLOT;
+    let bestChance = Infinity;
+    for (let c = 0; c < CLASSES; c++) {
+      const queue = this.probation[c];
+      let id = queue.oldest;
+      while (id !== NO_SLOT && !free(id)) id = queue.after(id);
+      if (id === NO_SLOT || now - since[id] < hold) continue;
+      const w = this.worth(c);
+      const later = w * distances.shareLaterThan(now - since[id]);
+      const chance = later === 0 ? 0 : later / (1 - w + later);
+      if (chance < bestChance) {
+        bestChance = chance;
+        best = id;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * The store being prepared would be passed by: when it is worth clearly more
+   * than the least worthy class on probation, takes room from that class's
+   * newest blocks (held the least, worth the least) with `take` until
+   * `victims` holds `count`. False when it cannot.
+   */
+  displace(count: number, victims: number[], free: (id: number) => boolean, take: (id: number) => void): boolean {
+    if (this.incoming < 0) return false;
+    let low = -1;
+    let lowWorth = Infinity;
+    for (let c = 0; c < CLASSES; c++) {
+      if (this.probation[c].size === 0) continue;
+      const w = this.worth(c);
+      if (w < lowWorth) {
+        lowWorth = w;
+        low = c;
+      }
+    }
+    if (low < 0 || !(lowWorth * (1 + DISPLACE_MARGIN) < this.worth(this.incoming))) return false;
+    const queue = this.probation[low];
+    for (let id = queue.newest; id !== NO_SLOT && victims.length < count; id = queue.before(id)) {
+      if (free(id)) take(id);
+    }
+    return victims.length >= count;
+  }
+
+  private classOfKey(key: BlockHash): number {
+    return this.keyClass.get(key) ?? 0;
+  }
+}
