@@ -80,9 +80,8 @@ export class KvEventPublisher {
   private readonly encoder: KvEventWireEncoder;
   private readonly topic: Buffer;
   private readonly bufferSteps: number;
-  /** The last `bufferSteps` payloads, oldest first, with the sequence number of the first. */
+  /** The last `bufferSteps` payloads: batch `seq` at index seq % bufferSteps (a ring: no shift of thousands per step). */
   private readonly replayBuffer: Uint8Array[] = [];
-  private firstBufferedSeq = 0;
   private nextSeq = 0;
   /** Sends go out one at a time, in sequence order. */
   private sending: Promise<void> = Promise.resolve();
@@ -153,11 +152,7 @@ export class KvEventPublisher {
     if (this.closed) throw new KvEventPublisherError('the KV event publisher is closed');
     const seq = this.nextSeq++;
     const payload = this.encoder.encode(batch);
-    this.replayBuffer.push(payload);
-    if (this.replayBuffer.length > this.bufferSteps) {
-      this.replayBuffer.shift();
-      this.firstBufferedSeq++;
-    }
+    this.replayBuffer[seq % this.bufferSteps] = payload;
     const frames = [this.topic, seqBytes(BigInt(seq)), payload];
     this.sending = this.sending.then(() =>
       this.pub.send(frames).catch((error: unknown) => {
@@ -199,9 +194,10 @@ export class KvEventPublisher {
         if (frames.length !== 3 || frames[2].length !== 8) continue;
         const [client] = frames;
         const start = frames[2].readBigUInt64BE();
-        // Batches published while the replay is sent must not shift it: send from a copy.
-        const buffered = this.replayBuffer.slice();
-        const first = this.firstBufferedSeq;
+        // Batches published while the replay is sent must not change it: send from a copy, oldest first.
+        const end = this.nextSeq;
+        const first = Math.max(0, end - this.bufferSteps);
+        const buffered = Array.from({ length: end - first }, (_, i) => this.replayBuffer[(first + i) % this.bufferSteps]);
         for (let i = 0; i < buffered.length; i++) {
           const seq = BigInt(first + i);
           if (seq >= start) await router.send([client, '', seqBytes(seq), buffered[i]]);

@@ -1,6 +1,6 @@
-import { Encoder } from '@msgpack/msgpack';
 import type { BlockHash } from '../core/block-hash.js';
-import type { KvCacheEvent, KvEventBatch } from './kv-cache-events.js';
+import type { KvCacheEvent, KvEventBatch, KvMedium } from './kv-cache-events.js';
+import { concatBytes, encodeString, MsgpackWriter } from './msgpack-writer.js';
 
 /**
  * KV event batches in the wire format of vLLM's `vllm/distributed/kv_events.py`:
@@ -38,50 +38,142 @@ export function eventBlockHash(hash: BlockHash): bigint {
   return h;
 }
 
-function hashes(list: readonly BlockHash[]): bigint[] {
-  return list.map(eventBlockHash);
+const HEX_VALUE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) {
+  HEX_VALUE['0123456789abcdef'.charCodeAt(i)] = i;
+  HEX_VALUE['0123456789ABCDEF'.charCodeAt(i)] = i;
 }
 
-/** One event as vLLM's msgspec would write it. */
-function wireEvent(event: KvCacheEvent, encoding: KvEventEncoding): unknown {
-  switch (event.type) {
-    case 'BlockStored': {
-      const parent = event.parentBlockHash === null ? null : eventBlockHash(event.parentBlockHash);
-      if (encoding === 'array') {
-        return [event.type, hashes(event.blockHashes), parent, event.tokenIds, event.blockSize, null, event.medium, null];
-      }
-      return {
-        type: event.type,
-        block_hashes: hashes(event.blockHashes),
-        parent_block_hash: parent,
-        token_ids: event.tokenIds,
-        block_size: event.blockSize,
-        lora_id: null,
-        medium: event.medium,
-        lora_name: null,
-      };
+/** The value of hex digits [from, to) of `text` (at most 8), or -1 if one is not a hex digit. */
+function hexWord(text: string, from: number, to: number): number {
+  let word = 0;
+  for (let i = from; i < to; i++) {
+    const code = text.charCodeAt(i);
+    const digit = code < 128 ? HEX_VALUE[code] : -1;
+    if (digit < 0) return -1;
+    word = word * 16 + digit;
+  }
+  return word;
+}
+
+/** Writes eventBlockHash(hash) as msgpack's unsigned 64-bit integer, without a BigInt for kvtier's hex hashes. */
+function writeHash(out: MsgpackWriter, hash: BlockHash): void {
+  const n = hash.length;
+  // The low 64 bits are the last 16 digits; every digit must still be hex, or the hash is not a number.
+  if (n > 0 && (n <= 16 || hexWord(hash, 0, n - 16) >= 0)) {
+    const low = hexWord(hash, Math.max(0, n - 8), n);
+    const high = n > 8 ? hexWord(hash, Math.max(0, n - 16), n - 8) : 0;
+    if (low >= 0 && high >= 0) {
+      out.uint64(high, low);
+      return;
     }
+  }
+  const value = eventBlockHash(hash);
+  out.uint64(Number(value >> 32n), Number(value & 0xffffffffn));
+}
+
+function writeHashes(out: MsgpackWriter, list: readonly BlockHash[]): void {
+  out.arrayHeader(list.length);
+  for (let i = 0; i < list.length; i++) writeHash(out, list[i]);
+}
+
+const NIL = Uint8Array.of(0xc0);
+const key = encodeString;
+const MEDIUMS = ['GPU', 'CPU'] as const;
+
+/**
+ * Each event's constant runs (headers, keys, tags, the nil LoRA fields),
+ * encoded once: an event is these runs with its hashes, tokens and block size
+ * written between them.
+ */
+interface EventRuns {
+  /** BlockStored up to its block hashes. */
+  readonly storedHead: Uint8Array;
+  /** Between the block hashes and the parent hash. */
+  readonly beforeParent: Uint8Array;
+  /** Between the parent hash and the token ids. */
+  readonly beforeTokens: Uint8Array;
+  /** Between the token ids and the block size. */
+  readonly beforeBlockSize: Uint8Array;
+  /** After the block size: lora_id, medium, lora_name, per medium. */
+  readonly storedTail: Record<KvMedium, Uint8Array>;
+  /** BlockRemoved up to its block hashes. */
+  readonly removedHead: Uint8Array;
+  /** After the block hashes: the medium, per medium. */
+  readonly removedTail: Record<KvMedium, Uint8Array>;
+  /** The whole AllBlocksCleared event. */
+  readonly cleared: Uint8Array;
+}
+
+function eventRuns(encoding: KvEventEncoding): EventRuns {
+  const map = encoding === 'map';
+  // A map writes each field's name before its value; an array only the values, in vLLM's field order.
+  const field = (name: string): Uint8Array => (map ? key(name) : new Uint8Array(0));
+  const header = (fields: number) => Uint8Array.of((map ? 0x80 : 0x90) | fields);
+  const perMedium = (runs: (medium: Uint8Array) => Uint8Array): Record<KvMedium, Uint8Array> => ({
+    GPU: runs(encodeString(MEDIUMS[0])),
+    CPU: runs(encodeString(MEDIUMS[1])),
+  });
+  return {
+    storedHead: concatBytes(header(8), field('type'), encodeString('BlockStored'), field('block_hashes')),
+    beforeParent: field('parent_block_hash'),
+    beforeTokens: field('token_ids'),
+    beforeBlockSize: field('block_size'),
+    storedTail: perMedium((medium) => concatBytes(field('lora_id'), NIL, field('medium'), medium, field('lora_name'), NIL)),
+    removedHead: concatBytes(header(3), field('type'), encodeString('BlockRemoved'), field('block_hashes')),
+    removedTail: perMedium((medium) => concatBytes(field('medium'), medium)),
+    cleared: concatBytes(header(1), field('type'), encodeString('AllBlocksCleared')),
+  };
+}
+
+/** One event as vLLM's msgspec writes it: a map tagged by "type", or a positional array with the tag first. */
+function writeEvent(out: MsgpackWriter, event: KvCacheEvent, runs: EventRuns): void {
+  switch (event.type) {
+    case 'BlockStored':
+      out.raw(runs.storedHead);
+      writeHashes(out, event.blockHashes);
+      out.raw(runs.beforeParent);
+      if (event.parentBlockHash === null) out.nil();
+      else writeHash(out, event.parentBlockHash);
+      out.raw(runs.beforeTokens);
+      out.numbers(event.tokenIds);
+      out.raw(runs.beforeBlockSize);
+      out.number(event.blockSize);
+      out.raw(runs.storedTail[event.medium]);
+      return;
     case 'BlockRemoved':
-      if (encoding === 'array') return [event.type, hashes(event.blockHashes), event.medium];
-      return { type: event.type, block_hashes: hashes(event.blockHashes), medium: event.medium };
+      out.raw(runs.removedHead);
+      writeHashes(out, event.blockHashes);
+      out.raw(runs.removedTail[event.medium]);
+      return;
     case 'AllBlocksCleared':
-      return encoding === 'array' ? [event.type] : { type: event.type };
+      out.raw(runs.cleared);
+      return;
   }
 }
 
-/** Encodes batches for one publisher (one encoder, reused). */
+/** Encodes batches for one publisher (one buffer, reused). */
 export class KvEventWireEncoder {
-  private readonly encoder = new Encoder({ useBigInt64: true, ignoreUndefined: true });
+  private readonly out = new MsgpackWriter();
+  private readonly runs: EventRuns;
 
   constructor(
     readonly encoding: KvEventEncoding = 'map',
     /** vLLM's `data_parallel_rank`: which data-parallel engine published the batch. */
     readonly dataParallelRank = 0,
-  ) {}
+  ) {
+    this.runs = eventRuns(encoding);
+  }
 
+  /** The batch `[ts, events, data_parallel_rank]` as msgpack, in a buffer of its own (the replay buffer may keep it). */
   encode(batch: KvEventBatch): Uint8Array {
-    const events = batch.events.map((event) => wireEvent(event, this.encoding));
-    // encode() returns a copy of the encoder's buffer: the replay buffer may keep it.
-    return this.encoder.encode([batch.ts, events, this.dataParallelRank]);
+    const out = this.out;
+    out.reset();
+    out.arrayHeader(3);
+    out.number(batch.ts);
+    out.arrayHeader(batch.events.length);
+    for (const event of batch.events) writeEvent(out, event, this.runs);
+    out.number(this.dataParallelRank);
+    return out.take();
   }
 }

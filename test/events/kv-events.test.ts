@@ -150,6 +150,18 @@ describe('KV event contents', () => {
     });
   });
 
+  it('replay keeps the last bufferSteps batches, oldest first, once more were published', async () => {
+    const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 3 });
+    cleanups.push(() => publisher.close());
+    const removal = (i: number): KvEventBatch => ({ ts: i, events: [{ type: 'BlockRemoved', blockHashes: [i.toString(16).padStart(16, '0')], medium: 'GPU' }] });
+    for (let i = 0; i < 7; i++) publisher.publish(removal(i));
+    await publisher.drain();
+    const replayed = await replayFrom(publisher.replayEndpoint as string, 0n);
+    expect(replayed.map((r) => r.seq)).toEqual([4n, 5n, 6n]);
+    expect(replayed.map((r) => decodeBatch(r.payload).ts)).toEqual([4, 5, 6]);
+    expect((await replayFrom(publisher.replayEndpoint as string, 6n)).map((r) => r.seq)).toEqual([6n]);
+  });
+
   it('the async iterator yields at most one batch per step; a rank lost and restarted clears every tier', async () => {
     await withEngine(
       { ...SMALL_POOLS, tp: 2, faults: 'crash:rank=1,step=12,how=throw', rankRestart: true },
