@@ -6,7 +6,6 @@ import { FrontendThreadError } from '../errors.js';
 import type { HttpFrontEnd } from '../http-front-end.js';
 import { asHttpError, requestFailed, type ServedModel } from '../http-server.js';
 import type { DrainOutcome, ServingEngine } from '../serving-engine.js';
-import { RingTokenSink } from './ring-token-sink.js';
 import { createRingBuffer, FINISH_LENGTH, FINISH_STOPPED, ringWordsFor, RingWriter, STATE_DRAINING, STATE_STOPPED } from './token-ring.js';
 import { toWire, unpackArrivals, type FrontendMessage, type FrontendThreadData, type MainMessage, type WireError } from './wire.js';
 
@@ -194,9 +193,9 @@ export class FrontendHost implements HttpFrontEnd {
       count++;
       let stream;
       try {
-        // The front end keeps the tokens: they go straight to the ring, the stream here keeps none.
+        // The front end keeps the tokens: the writer takes every ring-backed request's tokens in one pass per step, the stream here keeps none.
         // No AbortSignal per request: an abort names its slot (serving.abort).
-        stream = this.options.serving.stream(spec, { sink: new RingTokenSink(this.writer, slot) });
+        stream = this.options.serving.stream(spec, { stepSink: this.writer, sinkKey: slot });
       } catch (error) {
         refused.push({ slot, error: toWire(asHttpError(error)) });
         return;
