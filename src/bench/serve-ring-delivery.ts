@@ -24,7 +24,7 @@ export function measureRingDelivery(streams: number, stepsPerRound = 200, rounds
   const buffer = createRingBuffer(ringWordsFor(streams));
   const writer = new RingWriter(buffer);
   const reader = new RingReader(buffer, () => writer.resume());
-  const visitor: RingVisitor = { tokens: () => {}, finish: () => {} };
+  const visitor: RingVisitor = { tokens: () => {}, finish: () => {}, refused: () => {}, admitted: () => {} };
   const newTokens = new Map<string, number[]>();
   for (let slot = 0; slot < streams; slot++) newTokens.set(`request-${slot}`, [slot]);
   const perRound: number[] = [];

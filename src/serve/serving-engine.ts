@@ -48,6 +48,24 @@ export interface SubmitOptions {
   readonly sinkKey?: number;
 }
 
+/**
+ * Requests that come from somewhere the serving loop reads itself (the HTTP
+ * front-end thread's arrival ring): polled at each step boundary, so
+ * arrivals cost no task of their own while the loop steps.
+ */
+export interface RequestSource {
+  /** Submits (stream()) what arrived since the last poll. */
+  poll(): void;
+  /**
+   * The loop is about to sleep: the source must see that a later arrival
+   * wakes it (by submitting it), then poll once more, as one may have come
+   * since the last poll.
+   */
+  sleeping(): void;
+  /** The loop woke: it polls again before its next step. */
+  awake(): void;
+}
+
 export interface DrainOutcome {
   /** Requests that finished within the deadline, and those aborted when it passed. */
   readonly finished: number;
@@ -78,6 +96,7 @@ export class ServingEngine {
   private readonly stepSinks = new Map<StepTokenSink, number>();
   /** The step sinks opened for the delivery in progress (kept to close each once, whatever ends meanwhile). */
   private readonly openSinks: StepTokenSink[] = [];
+  private readonly sources: RequestSource[] = [];
   private readonly maxWaiting: number;
   private readonly onStep: ((report: StepReport) => void) | null;
   private waitingCount = 0;
@@ -88,6 +107,7 @@ export class ServingEngine {
   private failure: unknown = null;
   private readonly loopDone: Promise<void>;
   private closing: Promise<void> | null = null;
+  private loopEnded = false;
   private reportFailure!: (error: unknown) => void;
   /** Settles with the error that stopped the engine (a rank lost beyond recovery); pending while it serves. */
   readonly failed: Promise<unknown> = new Promise((resolve) => {
@@ -125,6 +145,11 @@ export class ServingEngine {
     return this.waitingCount;
   }
 
+  /** true while the loop waits for work, and once it has ended: a RequestSource's arrivals are then not polled unless it submits them itself. */
+  get sleeping(): boolean {
+    return this.wake !== null || this.loopEnded;
+  }
+
   /** true from drain() or close() on: new requests are refused. */
   get accepting(): boolean {
     return !this.draining && !this.closed && this.failure === null;
@@ -158,6 +183,21 @@ export class ServingEngine {
     this.waitingCount++;
     this.wake?.();
     return stream;
+  }
+
+  /**
+   * Adds a source of requests the loop polls at each step boundary; returns
+   * a function that removes it. While the loop sleeps it is the source's
+   * part to wake it (its poll submits, which wakes the loop).
+   */
+  addSource(source: RequestSource): () => void {
+    this.sources.push(source);
+    // A sleeping loop only learns of the source's arrivals through it.
+    if (this.sleeping) source.sleeping();
+    return () => {
+      const at = this.sources.indexOf(source);
+      if (at >= 0) this.sources.splice(at, 1);
+    };
   }
 
   /**
@@ -243,13 +283,23 @@ export class ServingEngine {
   private async loop(): Promise<void> {
     for (;;) {
       this.applyAborts();
-      if (this.closed && this.tickets.size === 0 && !this.engine.hasPendingWork()) return;
+      for (const source of this.sources) source.poll();
+      if (this.closed && this.tickets.size === 0 && !this.engine.hasPendingWork()) {
+        this.stopPolling();
+        return;
+      }
       if (!this.engine.hasPendingWork()) {
-        if (this.closed) return;
+        if (this.closed) {
+          this.stopPolling();
+          return;
+        }
         await new Promise<void>((resolve) => {
           this.wake = resolve;
+          // After wake is set: a source's arrival from here on wakes the loop.
+          for (const source of this.sources) source.sleeping();
         });
         this.wake = null;
+        for (const source of this.sources) source.awake();
         continue;
       }
       let report: StepReport;
@@ -257,11 +307,18 @@ export class ServingEngine {
         report = await this.engine.step();
       } catch (error) {
         this.stopAll(error);
+        this.stopPolling();
         return;
       }
       this.deliver(report);
       this.onStep?.(report);
     }
+  }
+
+  /** The loop ended: its sources submit on their own from now on (and are refused). */
+  private stopPolling(): void {
+    this.loopEnded = true;
+    for (const source of this.sources) source.sleeping();
   }
 
   private applyAborts(): void {

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from '../../src/serve/errors.js';
-import { ServingEngine } from '../../src/serve/serving-engine.js';
+import { ServingEngine, type RequestSource } from '../../src/serve/serving-engine.js';
 import type { StepTokenSink } from '../../src/serve/step-token-sink.js';
+import type { RequestStream } from '../../src/serve/request-stream.js';
 import { RequestError } from '../../src/core/errors.js';
 import { referenceOutput, TEST_ENGINE, tokenPrompt, until } from './helpers.js';
 
@@ -217,6 +218,43 @@ describe('the serving engine', () => {
     expect(() => s.stream(spec, { sinkKey: 3 })).toThrow(/sinkKey: given without a stepSink/);
     expect(() => s.stream(spec, { stepSink: sink, sinkKey: 3, sink: { onTokens: () => {} } })).toThrow(/stepSink: given beside sink/);
     expect(s.inFlight).toBe(0);
+  });
+
+  it('a request source is polled at step boundaries while the loop steps, and wakes the loop itself while it sleeps', async () => {
+    const s = await startServing();
+    const queued: { promptTokens: number[]; maxTokens: number }[] = [];
+    const streams: RequestStream[] = [];
+    let asleep = false;
+    const source: RequestSource = {
+      poll: () => {
+        for (const spec of queued.splice(0)) streams.push(s.stream(spec));
+      },
+      sleeping: () => {
+        asleep = true;
+        source.poll();
+      },
+      awake: () => {
+        asleep = false;
+      },
+    };
+    const remove = s.addSource(source);
+    // Registered with a sleeping loop: told so at once.
+    expect(asleep).toBe(true);
+    // While the loop sleeps the source submits on its own (as a wake message makes it): a long request keeps the loop stepping.
+    queued.push({ promptTokens: tokenPrompt(20, 50), maxTokens: 3000 });
+    source.poll();
+    expect(s.inFlight).toBe(1);
+    await until(() => s.engine.metrics().steps > 0 && !asleep, 'the loop to step');
+    // While it steps, nothing but its polls submits this one.
+    const prompt = tokenPrompt(22, 51);
+    queued.push({ promptTokens: prompt, maxTokens: 4 });
+    await until(() => streams.length === 2, 'the loop to poll the source');
+    expect((await streams[1].result).outputTokens).toEqual(referenceOutput(prompt, 4));
+    s.abort(streams[0].id, 'done');
+    await expect(streams[0].result).rejects.toBeInstanceOf(RequestAbortedError);
+    await untilIdle(s);
+    await until(() => asleep, 'the loop to sleep and say so');
+    remove();
   });
 
   it('abort by id ends the request with an error saying why and frees its blocks; an id not in flight is refused', async () => {

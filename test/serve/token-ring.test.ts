@@ -17,7 +17,7 @@ import {
  * order, however small the ring; nothing is visible before it is published.
  */
 
-type Event = { slot: number; tokens: number[] } | { slot: number; finish: FinishCounts } | { slot: number; message: string };
+type Event = { slot: number; tokens: number[] } | { slot: number; finish: FinishCounts } | { refused: number } | { admitted: number };
 
 /** A writer and a reader over one ring, the reader telling the writer of room as the front end does (here without a message). */
 function ring(words: number) {
@@ -28,6 +28,8 @@ function ring(words: number) {
   const visitor: RingVisitor = {
     tokens: (slot, tokens) => events.push({ slot, tokens }),
     finish: (slot, finish) => events.push({ slot, finish }),
+    refused: (slot) => events.push({ refused: slot }),
+    admitted: (count) => events.push({ admitted: count }),
   };
   const read = () => reader.drain(visitor);
   /** Reads until nothing is published or queued (each read makes room, and the writer moves its queue in). */
@@ -156,7 +158,7 @@ describe('token ring', () => {
     for (const [slot, tokens] of expected) expect(events.flatMap((e) => ('tokens' in e && e.slot === slot ? e.tokens : []))).toEqual(tokens);
     const finishAt = events.findIndex((e) => 'finish' in e);
     expect(events[finishAt]).toEqual({ slot: 5, finish: finishOf(151) });
-    expect(events.slice(finishAt + 1).some((e) => e.slot === 5)).toBe(false);
+    expect(events.slice(finishAt + 1).some((e) => 'slot' in e && e.slot === 5)).toBe(false);
   });
 
   it('is sized to hold several steps of every running request, as a power of two', () => {

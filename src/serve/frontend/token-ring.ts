@@ -15,6 +15,10 @@ import type { StepTokenSink } from '../step-token-sink.js';
  * - finish: [FINISH, slot, reason, promptTokens, gpuHit, cpuHit, remoteHit, completionTokens]
  *   (reason: FINISH_LENGTH or FINISH_STOPPED; requests that end with an
  *   error or an abort end by message, which carries the error's text).
+ * - refused: [REFUSED, slot]: the engine refused the completion read from
+ *   the arrival ring with this slot; the error follows by message.
+ * - admitted: [ADMITTED, n]: the next n completions read from the arrival
+ *   ring (in its order) are answered: queued, unless refused just before.
  *
  * During a step's delivery the writer is the serving loop's StepTokenSink:
  * beginStep looks for room for the whole step once, each one-token record
@@ -38,6 +42,9 @@ const CONTROL_WORDS = 4;
 /** Kinds of the records that do not start with a slot (slots are >= 1). */
 export const RECORD_TOKENS = -1;
 export const RECORD_FINISH = -2;
+export const RECORD_ADMITTED = -3;
+export const RECORD_REFUSED = -4;
+const ANSWER_WORDS = 2;
 export const FINISH_LENGTH = 0;
 export const FINISH_STOPPED = 1;
 const FINISH_WORDS = 8;
@@ -213,6 +220,26 @@ export class RingWriter implements StepTokenSink {
     this.schedulePublish();
   }
 
+  /** Answers arrivals (see the record kinds above): `slot` refused, its error to follow by message. */
+  writeRefused(slot: number): void {
+    this.writeAnswer(RECORD_REFUSED, slot);
+  }
+
+  /** Answers the next `count` arrivals: each queued unless refused just before. */
+  writeAdmitted(count: number): void {
+    this.writeAnswer(RECORD_ADMITTED, count);
+  }
+
+  private writeAnswer(kind: number, value: number): void {
+    if (this.queue.length === 0 && this.room(ANSWER_WORDS)) {
+      const w = this.write;
+      this.ring[w & this.mask] = kind;
+      this.ring[(w + 1) & this.mask] = value;
+      this.write = (w + ANSWER_WORDS) | 0;
+    } else this.enqueue(Int32Array.of(kind, value));
+    if (!this.publishScheduled) this.schedulePublish();
+  }
+
   /**
    * Runs `action` once every record written so far is published: now when
    * nothing is queued, else when the queue has drained up to here (so a
@@ -296,6 +323,10 @@ export interface RingVisitor {
   /** `tokens` is fresh: the visitor may keep it. */
   tokens(slot: number, tokens: number[]): void;
   finish(slot: number, counts: FinishCounts): void;
+  /** The arrival with this slot was refused; its error comes by message. */
+  refused(slot: number): void;
+  /** The next `count` arrivals are answered (queued unless refused). */
+  admitted(count: number): void;
 }
 
 export class RingReader {
@@ -352,6 +383,12 @@ export class RingReader {
         };
         r = (r + FINISH_WORDS) | 0;
         visitor.finish(slot, counts);
+      } else if (kind === RECORD_REFUSED) {
+        r = (r + ANSWER_WORDS) | 0;
+        visitor.refused(slot);
+      } else if (kind === RECORD_ADMITTED) {
+        r = (r + ANSWER_WORDS) | 0;
+        visitor.admitted(slot);
       } else {
         throw new Error(`token ring: unknown record kind ${kind} at word ${r}`);
       }
