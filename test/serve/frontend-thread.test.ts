@@ -11,7 +11,8 @@ import { openaiClient, postJson, referenceOutput, startTestServer, tokenIdsOf, t
 
 /**
  * The HTTP server on its front-end thread (the default): tokens cross from
- * the engine's thread through the token ring, completions and aborts by
+ * the engine's thread through the token ring, completions through the
+ * arrival ring, aborts by
  * message; the thread's death is reported, never a hang.
  */
 
