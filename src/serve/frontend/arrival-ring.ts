@@ -50,7 +50,8 @@ export function createArrivalBuffer(ringWords: number): SharedArrayBuffer {
 
 /** One arrival as the engine's side reads it: the prompt is its own copy. */
 export interface ArrivalSpec {
-  readonly promptTokens: Int32Array;
+  /** A plain array, as library callers give: the engine's validation and copy then see one kind of array. */
+  readonly promptTokens: number[];
   readonly maxTokens: number;
   readonly seed: number;
   readonly cacheSalt: string | null;
@@ -222,12 +223,12 @@ export class ArrivalReader {
     Atomics.store(this.control, IDLE, 0);
   }
 
-  /** `length` words from ring index `from`, in their own array (in at most two copies, where the ring wraps). */
-  private copyOut(from: number, length: number): Int32Array {
-    const out = new Int32Array(length);
-    const first = Math.min(length, this.ring.length - from);
-    out.set(this.ring.subarray(from, from + first));
-    if (first < length) out.set(this.ring.subarray(0, length - first), first);
+  /** `length` words from ring index `from`, in their own array. */
+  private copyOut(from: number, length: number): number[] {
+    const ring = this.ring;
+    const mask = this.mask;
+    const out = new Array<number>(length);
+    for (let i = 0; i < length; i++) out[i] = ring[(from + i) & mask];
     return out;
   }
 }
