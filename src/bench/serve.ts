@@ -15,6 +15,7 @@ import { InProcessBackend } from '../serve/in-process-backend.js';
 import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
+import { measureArrivalIntake } from './serve-arrival-intake.js';
 import { measureRingDelivery } from './serve-ring-delivery.js';
 import { measureSocketFloor, type SocketFloor } from './serve-socket-floor.js';
 import { threadCpuUsAfterSleep } from './serve-thread-cpu.js';
@@ -48,10 +49,19 @@ import { median } from './stats.js';
  *   (overheadShare = added / scheduler, bareShare = addedVsBare /
  *   scheduler). The front-end thread's own CPU time per step is its own
  *   column (frontendUsPerStep): the work moved, it did not vanish.
- * - ring delivery: the main thread's part of the front-end thread's path
- *   alone (serve-ring-delivery.ts), timed in a tight loop at --streams
- *   requests: resolves the few microseconds per step the batches' accounting
- *   cannot.
+ * - ring delivery: the main thread's per-step part of the front-end
+ *   thread's path alone (serve-ring-delivery.ts), timed in a tight loop at
+ *   --streams requests: resolves the few microseconds per step the batches'
+ *   accounting cannot.
+ * - arrival intake: the main thread's per-request part alone
+ *   (serve-arrival-intake.ts): one step boundary's poll of the arrival ring
+ *   queueing 4 completions, beside a library caller's ServingEngine.stream
+ *   of as many, in the same rounds; per step at the steady arrival rate of
+ *   --streams requests of --stream-tokens tokens (streams / stream-tokens
+ *   per step). addedUsPerStep: beyond the library's stream() calls;
+ *   addedVsBareUsPerStep: the whole intake, stream() included.
+ * - delivery + intake: the two added together, the main thread's whole
+ *   share of the front-end thread's path per step (the goal's figure).
  * - the floor under streaming, in the same repeats: a bare socket.write of
  *   one event-sized chunk to each of --streams loopback connections per
  *   round (serve-socket-floor.ts); a streamed token costs at least that.
@@ -92,8 +102,10 @@ export type ServeBenchPhase =
   | `thread sse x${number}`
   | 'thread whole'
   | 'ring delivery'
+  | 'arrival intake'
+  | 'delivery + intake'
   | 'socket floor';
-type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor' | 'ring delivery'>;
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor' | 'ring delivery' | 'arrival intake' | 'delivery + intake'>;
 
 export interface ServeBenchRow {
   readonly phase: ServeBenchPhase;
@@ -295,6 +307,13 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
   const scheduler = await schedulerUsPerStep(options);
   progress(`ring delivery: the main thread's part of the front-end thread's path per step at ${options.streams} requests`);
   const delivery = measureRingDelivery(options.streams).usPerStep;
+  progress(`arrival intake: the main thread's part of receiving a completion from the front-end thread`);
+  await untilIdle(server);
+  const intake = await measureArrivalIntake(server.serving, options.promptTokens, options.streamTokens);
+  // Steady state: each request runs --stream-tokens steps, so as many arrive per step as finish.
+  const arrivalsPerStep = options.streams / options.streamTokens;
+  const intakeAdded = (intake.intakeUs - intake.libraryUs) * arrivalsPerStep;
+  const intakeWhole = intake.intakeUs * arrivalsPerStep;
   const perStep = (m: BatchMeasure) => m.cpuUs / m.steps;
   // What serving adds is counted on the main thread where it can be read (the ranks' work is the same in every row, and noisy).
   const onThread = [...measures.values()].every((runs) => runs.every((m) => m.threadUs !== null));
@@ -371,6 +390,35 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
     heapAfterMiB: null,
     leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
   });
+  const tightLoopRow = (phase: ServeBenchPhase, added: number, addedVsBare: number, perRequest: number | null, perEvent: number): ServeBenchRow => ({
+    phase,
+    requests: 0,
+    ok: 0,
+    errors: 0,
+    p50Ms: null,
+    p99Ms: null,
+    requestsPerSecond: 0,
+    outputTokensPerSecond: 0,
+    steps: 0,
+    gpuHitTokens: 0,
+    cpuHitTokens: 0,
+    cpuUsPerStep: null,
+    threadUsPerStep: null,
+    addedUsPerStep: added,
+    addedVsBareUsPerStep: addedVsBare,
+    schedulerUsPerStep: scheduler,
+    overheadShare: added / scheduler,
+    bareShare: addedVsBare / scheduler,
+    frontendUsPerStep: null,
+    arrivalUsPerRequest: perRequest,
+    addedUsPerEvent: perEvent,
+    vsFloor: null,
+    heapBeforeMiB: null,
+    heapAfterMiB: null,
+    leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
+  });
+  rows.push(tightLoopRow('arrival intake', intakeAdded, intakeWhole, intake.intakeUs, intake.intakeUs - intake.libraryUs));
+  rows.push(tightLoopRow('delivery + intake', delivery + intakeAdded, delivery + intakeWhole, null, (delivery + intakeAdded) / options.streams));
   rows.push({
     phase: 'socket floor',
     requests: 0,

@@ -2,6 +2,7 @@ import { Engine, type EngineOptions } from '../runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec, StepReport } from '../runtime/engine-types.js';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
 import { RequestStream, type TokenSink } from './request-stream.js';
+import type { StepTokenSink } from './step-token-sink.js';
 
 /**
  * The engine as a long-running service: one loop steps while work is pending
@@ -35,6 +36,34 @@ export interface SubmitOptions {
    * ring). A sink that throws aborts its request.
    */
   readonly sink?: TokenSink;
+  /**
+   * Like `sink`, for a consumer of many requests: the request's tokens go
+   * to this sink's tokens(sinkKey, ...) in one pass per step over all its
+   * requests (see StepTokenSink); the stream keeps none. A sink that throws
+   * aborts the request it was given (or, from beginStep/endStep, all of
+   * its requests).
+   */
+  readonly stepSink?: StepTokenSink;
+  /** The key the request's tokens are handed to stepSink with (required with it). */
+  readonly sinkKey?: number;
+}
+
+/**
+ * Requests that come from somewhere the serving loop reads itself (the HTTP
+ * front-end thread's arrival ring): polled at each step boundary, so
+ * arrivals cost no task of their own while the loop steps.
+ */
+export interface RequestSource {
+  /** Submits (stream()) what arrived since the last poll. */
+  poll(): void;
+  /**
+   * The loop is about to sleep: the source must see that a later arrival
+   * wakes it (by submitting it), then poll once more, as one may have come
+   * since the last poll.
+   */
+  sleeping(): void;
+  /** The loop woke: it polls again before its next step. */
+  awake(): void;
 }
 
 export interface DrainOutcome {
@@ -51,6 +80,9 @@ interface Ticket {
   readonly stream: RequestStream;
   /** SubmitOptions.sink, which takes the tokens instead of the stream; null: the stream does. */
   sink: TokenSink | null;
+  /** SubmitOptions.stepSink and sinkKey; null: none. */
+  stepSink: StepTokenSink | null;
+  readonly sinkKey: number;
   /** The abort to apply between two steps, or null. */
   pendingAbort: RequestAbortedError | null;
   started: boolean;
@@ -60,6 +92,11 @@ interface Ticket {
 export class ServingEngine {
   private readonly tickets = new Map<string, Ticket>();
   private readonly aborts: Ticket[] = [];
+  /** The step sinks of the requests in flight, with how many requests each has. */
+  private readonly stepSinks = new Map<StepTokenSink, number>();
+  /** The step sinks opened for the delivery in progress (kept to close each once, whatever ends meanwhile). */
+  private readonly openSinks: StepTokenSink[] = [];
+  private readonly sources: RequestSource[] = [];
   private readonly maxWaiting: number;
   private readonly onStep: ((report: StepReport) => void) | null;
   private waitingCount = 0;
@@ -70,6 +107,7 @@ export class ServingEngine {
   private failure: unknown = null;
   private readonly loopDone: Promise<void>;
   private closing: Promise<void> | null = null;
+  private loopEnded = false;
   private reportFailure!: (error: unknown) => void;
   /** Settles with the error that stopped the engine (a rank lost beyond recovery); pending while it serves. */
   readonly failed: Promise<unknown> = new Promise((resolve) => {
@@ -107,6 +145,11 @@ export class ServingEngine {
     return this.waitingCount;
   }
 
+  /** true while the loop waits for work, and once it has ended: a RequestSource's arrivals are then not polled unless it submits them itself. */
+  get sleeping(): boolean {
+    return this.wake !== null || this.loopEnded;
+  }
+
   /** true from drain() or close() on: new requests are refused. */
   get accepting(): boolean {
     return !this.draining && !this.closed && this.failure === null;
@@ -125,10 +168,12 @@ export class ServingEngine {
     const signal = options.signal;
     if (signal?.aborted) throw abortedBeforeStart(signal);
     if (this.waitingCount >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
+    const stepSink = stepSinkOf(options);
     // Added now, between or during a step: the scheduler queues it for the next schedule().
     const id = this.engine.addRequest(spec);
     const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
-    const ticket: Ticket = { stream, sink: options.sink ?? null, pendingAbort: null, started: false, abortListener: null };
+    const ticket: Ticket = { stream, sink: options.sink ?? null, stepSink, sinkKey: options.sinkKey ?? 0, pendingAbort: null, started: false, abortListener: null };
+    if (stepSink !== null) this.stepSinks.set(stepSink, (this.stepSinks.get(stepSink) ?? 0) + 1);
     if (signal !== undefined) {
       const listener = (): void => this.requestAbort(id, abortedBy(signal, id, stream.outputTokens));
       signal.addEventListener('abort', listener, { once: true });
@@ -138,6 +183,21 @@ export class ServingEngine {
     this.waitingCount++;
     this.wake?.();
     return stream;
+  }
+
+  /**
+   * Adds a source of requests the loop polls at each step boundary; returns
+   * a function that removes it. While the loop sleeps it is the source's
+   * part to wake it (its poll submits, which wakes the loop).
+   */
+  addSource(source: RequestSource): () => void {
+    this.sources.push(source);
+    // A sleeping loop only learns of the source's arrivals through it.
+    if (this.sleeping) source.sleeping();
+    return () => {
+      const at = this.sources.indexOf(source);
+      if (at >= 0) this.sources.splice(at, 1);
+    };
   }
 
   /**
@@ -223,13 +283,23 @@ export class ServingEngine {
   private async loop(): Promise<void> {
     for (;;) {
       this.applyAborts();
-      if (this.closed && this.tickets.size === 0 && !this.engine.hasPendingWork()) return;
+      for (const source of this.sources) source.poll();
+      if (this.closed && this.tickets.size === 0 && !this.engine.hasPendingWork()) {
+        this.stopPolling();
+        return;
+      }
       if (!this.engine.hasPendingWork()) {
-        if (this.closed) return;
+        if (this.closed) {
+          this.stopPolling();
+          return;
+        }
         await new Promise<void>((resolve) => {
           this.wake = resolve;
+          // After wake is set: a source's arrival from here on wakes the loop.
+          for (const source of this.sources) source.sleeping();
         });
         this.wake = null;
+        for (const source of this.sources) source.awake();
         continue;
       }
       let report: StepReport;
@@ -237,11 +307,18 @@ export class ServingEngine {
         report = await this.engine.step();
       } catch (error) {
         this.stopAll(error);
+        this.stopPolling();
         return;
       }
       this.deliver(report);
       this.onStep?.(report);
     }
+  }
+
+  /** The loop ended: its sources submit on their own from now on (and are refused). */
+  private stopPolling(): void {
+    this.loopEnded = true;
+    for (const source of this.sources) source.sleeping();
   }
 
   private applyAborts(): void {
@@ -256,6 +333,9 @@ export class ServingEngine {
   }
 
   private deliver(report: StepReport): void {
+    const open = this.openSinks;
+    for (const sink of this.stepSinks.keys()) open.push(sink);
+    for (const sink of open) this.callStepSink(sink, () => sink.beginStep(report.newTokens.size));
     for (const [id, tokens] of report.newTokens) {
       const ticket = this.tickets.get(id);
       if (ticket === undefined) continue;
@@ -263,9 +343,13 @@ export class ServingEngine {
         ticket.started = true;
         this.waitingCount--;
       }
-      if (ticket.sink === null) ticket.stream.push(tokens);
+      if (ticket.stepSink !== null) this.toStepSink(ticket, id, tokens);
+      else if (ticket.sink === null) ticket.stream.push(tokens);
       else this.toSink(ticket, id, tokens);
     }
+    // Closed before any request ends below: a finish is handed on after the step's tokens.
+    for (const sink of open) this.callStepSink(sink, () => sink.endStep());
+    open.length = 0;
     for (const finished of report.finished) {
       const ticket = this.tickets.get(finished.id);
       if (ticket === undefined) continue;
@@ -283,8 +367,39 @@ export class ServingEngine {
       ticket.sink!.onTokens(tokens);
     } catch (error) {
       ticket.sink = null;
-      this.requestAbort(id, new RequestAbortedError(`request ${id} was aborted: its token sink failed: ${(error as Error).message}`, [], null, { cause: error }));
+      this.requestAbort(id, sinkFailed(id, error));
     }
+  }
+
+  private toStepSink(ticket: Ticket, id: string, tokens: readonly number[]): void {
+    try {
+      ticket.stepSink!.tokens(ticket.sinkKey, tokens);
+    } catch (error) {
+      this.detachStepSink(ticket);
+      this.requestAbort(id, sinkFailed(id, error));
+    }
+  }
+
+  /** Opens or closes a step sink; one that throws loses all its requests, each aborted. */
+  private callStepSink(sink: StepTokenSink, call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      for (const ticket of [...this.tickets.values()]) {
+        if (ticket.stepSink !== sink) continue;
+        this.detachStepSink(ticket);
+        this.requestAbort(ticket.stream.id, sinkFailed(ticket.stream.id, error));
+      }
+    }
+  }
+
+  private detachStepSink(ticket: Ticket): void {
+    const sink = ticket.stepSink;
+    if (sink === null) return;
+    ticket.stepSink = null;
+    const count = (this.stepSinks.get(sink) ?? 1) - 1;
+    if (count === 0) this.stepSinks.delete(sink);
+    else this.stepSinks.set(sink, count);
   }
 
   /** The engine stopped: requests it ended are finished with their error; any other fails with the engine's error. */
@@ -308,8 +423,25 @@ export class ServingEngine {
     this.tickets.delete(ticket.stream.id);
     if (!ticket.started) this.waitingCount--;
     ticket.started = true;
+    this.detachStepSink(ticket);
     if (ticket.abortListener !== null) ticket.abortListener.signal.removeEventListener('abort', ticket.abortListener.listener);
   }
+}
+
+/** SubmitOptions' step sink, checked: with its key, and not beside a per-request sink. */
+function stepSinkOf(options: SubmitOptions): StepTokenSink | null {
+  const sink = options.stepSink ?? null;
+  if (sink === null) {
+    if (options.sinkKey !== undefined) throw new RangeError('sinkKey: given without a stepSink');
+    return null;
+  }
+  if (options.sink !== undefined) throw new RangeError('stepSink: given beside sink; a request has one or the other');
+  if (typeof options.sinkKey !== 'number' || !Number.isFinite(options.sinkKey)) throw new RangeError(`sinkKey: expected a number with a stepSink, got ${String(options.sinkKey)}`);
+  return sink;
+}
+
+function sinkFailed(id: string, error: unknown): RequestAbortedError {
+  return new RequestAbortedError(`request ${id} was aborted: its token sink failed: ${(error as Error).message}`, [], null, { cause: error });
 }
 
 function abortedBeforeStart(signal: AbortSignal): RequestAbortedError {

@@ -4,13 +4,15 @@ import { serveConfigFromCommand } from '../../src/cli/serve-config.js';
 import { createServeCommand } from '../../src/cli/serve-flags.js';
 import { FrontendThreadError } from '../../src/serve/errors.js';
 import { FrontendHost } from '../../src/serve/frontend/frontend-host.js';
+import { MAX_SALT_CHARS } from '../../src/serve/frontend/arrival-ring.js';
 import { MIN_RING_WORDS } from '../../src/serve/frontend/token-ring.js';
 import type { RunningServer } from '../../src/serve/serve-app.js';
 import { openaiClient, postJson, referenceOutput, startTestServer, tokenIdsOf, tokenPrompt, until } from './helpers.js';
 
 /**
  * The HTTP server on its front-end thread (the default): tokens cross from
- * the engine's thread through the token ring, completions and aborts by
+ * the engine's thread through the token ring, completions through the
+ * arrival ring, aborts by
  * message; the thread's death is reported, never a hang.
  */
 
@@ -45,6 +47,23 @@ describe('the HTTP front-end thread', () => {
     const whole = await openaiClient(s).completions.create({ model: 'tiny', prompt: prompts[0], max_tokens: 300 });
     expect(tokenIdsOf(whole.choices[0])).toEqual(referenceOutput(prompts[0], 300));
     expect(whole.usage?.completion_tokens).toBe(300);
+  });
+
+  it('completions with and without a cache salt reach the engine through the arrival ring and finish with their reference outputs; an overlong salt is refused naming cache_salt', async () => {
+    server = await startTestServer();
+    const s = server;
+    const prompts = Array.from({ length: 24 }, (_, i) => tokenPrompt(16 + i, 60 + i));
+    const outputs = await Promise.all(
+      prompts.map(async (prompt, i) => {
+        const { status, body } = await postJson(`${s.url}/v1/completions`, { model: 'tiny', prompt, max_tokens: 4, ...(i % 2 === 0 ? { cache_salt: `tenant-${i % 3}` } : {}) });
+        expect(status).toBe(200);
+        return tokenIdsOf((body as { choices: unknown[] }).choices[0]);
+      }),
+    );
+    outputs.forEach((ids, i) => expect(ids).toEqual(referenceOutput(prompts[i], 4)));
+    const { status, body } = await postJson(`${s.url}/v1/completions`, { model: 'tiny', prompt: tokenPrompt(8, 90), max_tokens: 2, cache_salt: 'x'.repeat(MAX_SALT_CHARS + 1) });
+    expect(status).toBe(400);
+    expect(body).toMatchObject({ error: { param: 'cache_salt', type: 'invalid_request_error' } });
   });
 
   it('a client that disconnects aborts its request on the engine, which frees its blocks', async () => {

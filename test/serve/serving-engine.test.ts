@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from '../../src/serve/errors.js';
-import { ServingEngine } from '../../src/serve/serving-engine.js';
+import { ServingEngine, type RequestSource } from '../../src/serve/serving-engine.js';
+import type { StepTokenSink } from '../../src/serve/step-token-sink.js';
+import type { RequestStream } from '../../src/serve/request-stream.js';
 import { RequestError } from '../../src/core/errors.js';
 import { referenceOutput, TEST_ENGINE, tokenPrompt, until } from './helpers.js';
 
@@ -138,6 +140,121 @@ describe('the serving engine', () => {
     expect((await other).outputTokens).toEqual(referenceOutput(tokenPrompt(24, 23), 6));
     await untilIdle(s);
     expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
+  it('a step sink gets each of its requests\' tokens by key, in one pass per step opened and closed around it; the streams keep none', async () => {
+    const s = await startServing();
+    const prompts = [tokenPrompt(30, 40), tokenPrompt(26, 41), tokenPrompt(22, 42)];
+    const received = new Map<number, number[]>();
+    const calls: string[] = [];
+    let open = false;
+    const sink: StepTokenSink = {
+      beginStep: (requests) => {
+        expect(open).toBe(false);
+        open = true;
+        calls.push(`begin ${requests}`);
+      },
+      tokens: (key, tokens) => {
+        expect(open).toBe(true);
+        received.set(key, [...(received.get(key) ?? []), ...tokens]);
+      },
+      endStep: () => {
+        open = false;
+        calls.push('end');
+      },
+    };
+    const streams = prompts.map((promptTokens, i) => s.stream({ promptTokens, maxTokens: 7 + i }, { stepSink: sink, sinkKey: 100 + i }));
+    const finished = await Promise.all(streams.map((stream) => stream.result));
+    prompts.forEach((prompt, i) => {
+      expect(received.get(100 + i)).toEqual(referenceOutput(prompt, 7 + i));
+      expect(finished[i].outputTokens).toEqual(received.get(100 + i));
+      expect(streams[i].outputTokens).toEqual([]);
+    });
+    expect(open).toBe(false);
+    expect(calls.filter((c) => c === 'end').length).toBe(calls.filter((c) => c.startsWith('begin')).length);
+  });
+
+  it('a step sink that throws for one request aborts that request only; its other requests finish', async () => {
+    const s = await startServing();
+    const received: number[] = [];
+    const sink: StepTokenSink = {
+      beginStep: () => {},
+      tokens: (key, tokens) => {
+        if (key === 1) throw new Error('no room for 1');
+        received.push(...tokens);
+      },
+      endStep: () => {},
+    };
+    const failing = s.stream({ promptTokens: tokenPrompt(24, 43), maxTokens: 3000 }, { stepSink: sink, sinkKey: 1 });
+    const prompt = tokenPrompt(24, 44);
+    const other = s.stream({ promptTokens: prompt, maxTokens: 6 }, { stepSink: sink, sinkKey: 2 });
+    await expect(failing.result).rejects.toThrow(/its token sink failed: no room for 1/);
+    expect((await other.result).outputTokens).toEqual(referenceOutput(prompt, 6));
+    expect(received).toEqual(referenceOutput(prompt, 6));
+    await untilIdle(s);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
+  it('a step sink that throws when a step opens aborts all of its requests', async () => {
+    const s = await startServing();
+    const sink: StepTokenSink = {
+      beginStep: () => {
+        throw new Error('closed');
+      },
+      tokens: () => {},
+      endStep: () => {},
+    };
+    const streams = [1, 2].map((key) => s.stream({ promptTokens: tokenPrompt(24, 44 + key), maxTokens: 3000 }, { stepSink: sink, sinkKey: key }));
+    for (const stream of streams) await expect(stream.result).rejects.toThrow(/its token sink failed: closed/);
+    await untilIdle(s);
+    expect(s.engine.metrics().requests.aborted).toBe(2);
+  });
+
+  it('refuses a step sink without its key, a key without a step sink, and a step sink beside a sink', async () => {
+    const s = await startServing();
+    const sink: StepTokenSink = { beginStep: () => {}, tokens: () => {}, endStep: () => {} };
+    const spec = { promptTokens: tokenPrompt(8, 47), maxTokens: 2 };
+    expect(() => s.stream(spec, { stepSink: sink })).toThrow(/sinkKey: expected a number/);
+    expect(() => s.stream(spec, { sinkKey: 3 })).toThrow(/sinkKey: given without a stepSink/);
+    expect(() => s.stream(spec, { stepSink: sink, sinkKey: 3, sink: { onTokens: () => {} } })).toThrow(/stepSink: given beside sink/);
+    expect(s.inFlight).toBe(0);
+  });
+
+  it('a request source is polled at step boundaries while the loop steps, and wakes the loop itself while it sleeps', async () => {
+    const s = await startServing();
+    const queued: { promptTokens: number[]; maxTokens: number }[] = [];
+    const streams: RequestStream[] = [];
+    let asleep = false;
+    const source: RequestSource = {
+      poll: () => {
+        for (const spec of queued.splice(0)) streams.push(s.stream(spec));
+      },
+      sleeping: () => {
+        asleep = true;
+        source.poll();
+      },
+      awake: () => {
+        asleep = false;
+      },
+    };
+    const remove = s.addSource(source);
+    // Registered with a sleeping loop: told so at once.
+    expect(asleep).toBe(true);
+    // While the loop sleeps the source submits on its own (as a wake message makes it): a long request keeps the loop stepping.
+    queued.push({ promptTokens: tokenPrompt(20, 50), maxTokens: 3000 });
+    source.poll();
+    expect(s.inFlight).toBe(1);
+    await until(() => s.engine.metrics().steps > 0 && !asleep, 'the loop to step');
+    // While it steps, nothing but its polls submits this one.
+    const prompt = tokenPrompt(22, 51);
+    queued.push({ promptTokens: prompt, maxTokens: 4 });
+    await until(() => streams.length === 2, 'the loop to poll the source');
+    expect((await streams[1].result).outputTokens).toEqual(referenceOutput(prompt, 4));
+    s.abort(streams[0].id, 'done');
+    await expect(streams[0].result).rejects.toBeInstanceOf(RequestAbortedError);
+    await untilIdle(s);
+    await until(() => asleep, 'the loop to sleep and say so');
+    remove();
   });
 
   it('abort by id ends the request with an error saying why and frees its blocks; an id not in flight is refused', async () => {

@@ -17,7 +17,7 @@ import {
  * order, however small the ring; nothing is visible before it is published.
  */
 
-type Event = { slot: number; tokens: number[] } | { slot: number; finish: FinishCounts } | { slot: number; message: string };
+type Event = { slot: number; tokens: number[] } | { slot: number; finish: FinishCounts } | { refused: number } | { admitted: number };
 
 /** A writer and a reader over one ring, the reader telling the writer of room as the front end does (here without a message). */
 function ring(words: number) {
@@ -28,6 +28,8 @@ function ring(words: number) {
   const visitor: RingVisitor = {
     tokens: (slot, tokens) => events.push({ slot, tokens }),
     finish: (slot, finish) => events.push({ slot, finish }),
+    refused: (slot) => events.push({ refused: slot }),
+    admitted: (count) => events.push({ admitted: count }),
   };
   const read = () => reader.drain(visitor);
   /** Reads until nothing is published or queued (each read makes room, and the writer moves its queue in). */
@@ -112,6 +114,51 @@ describe('token ring', () => {
     expect(seenAtMessage).toEqual([]);
     await readAll();
     expect(seenAtMessage).toEqual([10]);
+  });
+
+  it('a step\'s records written as a step sink are invisible until the step closes, then read whole and in order', () => {
+    const { writer, events, read } = ring(64);
+    writer.beginStep(3);
+    writer.tokens(1, [10]);
+    writer.tokens(2, [20, 21]);
+    writer.tokens(3, [30]);
+    expect(read()).toBe(0);
+    writer.endStep();
+    read();
+    expect(events).toEqual([
+      { slot: 1, tokens: [10] },
+      { slot: 2, tokens: [20, 21] },
+      { slot: 3, tokens: [30] },
+    ]);
+  });
+
+  it('steps larger than the room left queue as single writes do: nothing lost, nothing overtaking, finishes after their tokens', async () => {
+    const { writer, events, read, readAll } = ring(MIN_RING_WORDS);
+    const slots = [1, 2, 3, 4, 5];
+    const expected = new Map<number, number[]>(slots.map((slot) => [slot, []]));
+    let token = 0;
+    for (let step = 0; step < 300; step++) {
+      writer.beginStep(slots.length);
+      for (const slot of slots) {
+        // Now and then a request gets several tokens in a step.
+        const tokens = (step + slot) % 11 === 0 ? [token++, token++, token++] : [token++];
+        writer.tokens(slot, tokens);
+        expected.get(slot)!.push(...tokens);
+      }
+      writer.endStep();
+      if (step === 150) writer.writeFinish(5, finishOf(151));
+      if (step === 150) slots.pop();
+      // The reader falls behind: it reads every fifth step only.
+      if (step % 5 === 0) read();
+    }
+    expect(writer.queued).toBeGreaterThan(0);
+    await readAll();
+    const all = events.flatMap((e) => ('tokens' in e ? e.tokens : []));
+    expect(all).toEqual([...all].sort((a, b) => a - b));
+    for (const [slot, tokens] of expected) expect(events.flatMap((e) => ('tokens' in e && e.slot === slot ? e.tokens : []))).toEqual(tokens);
+    const finishAt = events.findIndex((e) => 'finish' in e);
+    expect(events[finishAt]).toEqual({ slot: 5, finish: finishOf(151) });
+    expect(events.slice(finishAt + 1).some((e) => 'slot' in e && e.slot === 5)).toBe(false);
   });
 
   it('is sized to hold several steps of every running request, as a power of two', () => {

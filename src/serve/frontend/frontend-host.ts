@@ -6,17 +6,21 @@ import { FrontendThreadError } from '../errors.js';
 import type { HttpFrontEnd } from '../http-front-end.js';
 import { asHttpError, requestFailed, type ServedModel } from '../http-server.js';
 import type { DrainOutcome, ServingEngine } from '../serving-engine.js';
-import { RingTokenSink } from './ring-token-sink.js';
+import { ArrivalIntake, type ArrivalStats } from './arrival-intake.js';
+import { arrivalRingWordsFor, ArrivalReader, createArrivalBuffer } from './arrival-ring.js';
 import { createRingBuffer, FINISH_LENGTH, FINISH_STOPPED, ringWordsFor, RingWriter, STATE_DRAINING, STATE_STOPPED } from './token-ring.js';
-import { toWire, unpackArrivals, type FrontendMessage, type FrontendThreadData, type MainMessage, type WireError } from './wire.js';
+import { toWire, type FrontendMessage, type FrontendThreadData, type MainMessage } from './wire.js';
+
+export type { ArrivalStats } from './arrival-intake.js';
 
 /**
  * The engine's side of an HTTP front-end thread: starts the thread
- * (workers/frontend-thread.ts), queues the completions it sends on the
- * ServingEngine, writes their tokens and ends into the token ring, and
- * answers its metrics requests. The scheduler's thread then spends per step
- * only the ring writes and one publish; parsing, tokenizing, framing and
- * socket writes run on the front-end thread.
+ * (workers/frontend-thread.ts), reads the completions it sends through the
+ * arrival ring at each step boundary and queues them on the ServingEngine
+ * (ArrivalIntake), writes their tokens, ends and answers into the token
+ * ring, and answers its metrics requests. The scheduler's thread then
+ * spends per step only the ring reads and writes and one publish; parsing,
+ * tokenizing, framing and socket writes run on the front-end thread.
  *
  * A front-end thread that dies (uncaught error, or an exit it was not
  * asked for) settles `failed` with a FrontendThreadError and aborts the
@@ -35,31 +39,31 @@ export interface FrontendHostOptions {
   readonly ringWords?: number;
 }
 
-/** Main-thread time spent receiving completions from the front end. */
-export interface ArrivalStats {
-  readonly requests: number;
-  readonly microseconds: number;
-}
-
 export class FrontendHost implements HttpFrontEnd {
   readonly failed: Promise<Error>;
   private reportFailure!: (error: Error) => void;
   private readonly writer: RingWriter;
-  /** The engine's request id of each slot in flight. */
-  private readonly requests = new Map<number, string>();
+  private readonly intake: ArrivalIntake;
+  private readonly removeSource: () => void;
   private listening: { url: string; port: number; threadId: number | null } | null = null;
   private closing = false;
   private exited = false;
   private closedWaiter: (() => void) | null = null;
-  private arrivals = 0;
-  private arrivalUs = 0;
 
   private constructor(
     private readonly worker: Worker,
     private readonly options: FrontendHostOptions,
     ring: SharedArrayBuffer,
+    arrivals: SharedArrayBuffer,
   ) {
     this.writer = new RingWriter(ring);
+    const reader = new ArrivalReader(arrivals, () => this.post({ type: 'arrival-room' }));
+    this.intake = new ArrivalIntake(reader, options.serving, this.writer, {
+      refused: (slot, error) => this.send({ type: 'refused', slot, error: toWire(error) }),
+      finished: (slot, finished) => this.finished(slot, finished),
+      ended: (slot, error) => this.ended(slot, error),
+    });
+    this.removeSource = options.serving.addSource(this.intake);
     this.failed = new Promise<Error>((resolve) => {
       this.reportFailure = resolve;
     });
@@ -68,8 +72,10 @@ export class FrontendHost implements HttpFrontEnd {
   /** Starts the front-end thread and resolves once it listens; a listen error (EADDRINUSE...) rejects with its code. */
   static async start(options: FrontendHostOptions): Promise<FrontendHost> {
     const ring = createRingBuffer(options.ringWords ?? ringWordsFor(options.serving.engine.config.maxNumSeqs));
+    const arrivals = createArrivalBuffer(arrivalRingWordsFor(options.model.maxModelLen));
     const data: FrontendThreadData = {
       ring,
+      arrivals,
       host: options.host,
       port: options.port,
       modelName: options.model.modelName,
@@ -78,7 +84,7 @@ export class FrontendHost implements HttpFrontEnd {
       streamInterval: options.streamInterval,
     };
     const worker = new Worker(workerScript('frontend-thread'), { name: 'kvtier-http', workerData: data });
-    const host = new FrontendHost(worker, options, ring);
+    const host = new FrontendHost(worker, options, ring, arrivals);
     await host.started();
     return host;
   }
@@ -111,7 +117,7 @@ export class FrontendHost implements HttpFrontEnd {
 
   /** Completions received from the front end so far, and the main thread's time in receiving and queueing them. */
   arrivalStats(): ArrivalStats {
-    return { requests: this.arrivals, microseconds: this.arrivalUs };
+    return this.intake.stats();
   }
 
   async drain(deadlineMs: number): Promise<DrainOutcome> {
@@ -124,6 +130,7 @@ export class FrontendHost implements HttpFrontEnd {
 
   async close(): Promise<void> {
     this.closing = true;
+    this.removeSource();
     this.writer.setState(STATE_STOPPED);
     if (!this.exited) await this.worker.terminate();
   }
@@ -160,11 +167,11 @@ export class FrontendHost implements HttpFrontEnd {
 
   private receive(message: FrontendMessage): void {
     switch (message.type) {
-      case 'arrivals':
-        this.admit(message.packed, message.salts);
+      case 'wake':
+        this.intake.wake();
         return;
       case 'abort': {
-        const id = this.requests.get(message.slot);
+        const id = this.intake.requests.get(message.slot);
         if (id !== undefined) this.options.serving.abort(id, 'the client closed the connection');
         return;
       }
@@ -185,39 +192,12 @@ export class FrontendHost implements HttpFrontEnd {
     }
   }
 
-  /** Queues one event-loop turn's completions on the engine; one answer names those refused. */
-  private admit(packed: Uint32Array, salts: readonly (string | null)[] | null): void {
-    const started = performance.now();
-    const refused: { slot: number; error: WireError }[] = [];
-    let count = 0;
-    unpackArrivals(packed, salts, (slot, spec) => {
-      count++;
-      let stream;
-      try {
-        // The front end keeps the tokens: they go straight to the ring, the stream here keeps none.
-        // No AbortSignal per request: an abort names its slot (serving.abort).
-        stream = this.options.serving.stream(spec, { sink: new RingTokenSink(this.writer, slot) });
-      } catch (error) {
-        refused.push({ slot, error: toWire(asHttpError(error)) });
-        return;
-      }
-      this.requests.set(slot, stream.id);
-      stream.result.then(
-        (finished) => this.finished(slot, finished),
-        (error: unknown) => this.ended(slot, asHttpError(error)),
-      );
-    });
-    this.send({ type: 'admitted', refused });
-    this.arrivals += count;
-    this.arrivalUs += (performance.now() - started) * 1000;
-  }
-
   private finished(slot: number, finished: FinishedRequest): void {
     if (finished.finishReason === 'error') {
       this.ended(slot, requestFailed(finished));
       return;
     }
-    this.requests.delete(slot);
+    this.intake.requests.delete(slot);
     this.writer.writeFinish(slot, {
       reason: finished.finishReason === 'stopped' ? FINISH_STOPPED : FINISH_LENGTH,
       promptTokens: finished.promptTokens.length,
@@ -229,7 +209,7 @@ export class FrontendHost implements HttpFrontEnd {
   }
 
   private ended(slot: number, error: ReturnType<typeof asHttpError>): void {
-    this.requests.delete(slot);
+    this.intake.requests.delete(slot);
     this.send({ type: 'failed', slot, error: toWire(error) });
   }
 
@@ -237,6 +217,11 @@ export class FrontendHost implements HttpFrontEnd {
   private send(message: MainMessage): void {
     if (this.exited) return;
     this.writer.after(() => this.worker.postMessage(message));
+  }
+
+  /** Posts a message that no record orders (room in the arrival ring). */
+  private post(message: MainMessage): void {
+    if (!this.exited) this.worker.postMessage(message);
   }
 
   /** Asks the front end to write out its responses and close its listener; resolves when it has (or has exited). */
@@ -254,6 +239,7 @@ export class FrontendHost implements HttpFrontEnd {
     this.writer.setState(STATE_STOPPED);
     this.reportFailure(error);
     // Nobody is left to read these requests' tokens: free their blocks.
-    for (const id of this.requests.values()) this.options.serving.abort(id, error.message);
+    this.removeSource();
+    for (const id of this.intake.requests.values()) this.options.serving.abort(id, error.message);
   }
 }

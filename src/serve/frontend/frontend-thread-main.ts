@@ -16,7 +16,7 @@ import type { FrontendMessage, FrontendThreadData } from './wire.js';
 export async function runFrontendThread(port: MessagePort, data: FrontendThreadData): Promise<void> {
   const codec = await textCodecFor(data.vocabSize);
   let server: CompletionServer | null = null;
-  const backend = new CrossThreadBackend(port, data.ring, async () => {
+  const backend = new CrossThreadBackend(port, data.ring, data.arrivals, async () => {
     if (server === null) return;
     server.stopAccepting();
     await server.closeAfterResponses();

@@ -1,3 +1,5 @@
+import type { StepTokenSink } from '../step-token-sink.js';
+
 /**
  * The tokens of every request, from the engine's thread to the HTTP
  * front-end thread, through a ring of Int32 words in a SharedArrayBuffer:
@@ -13,6 +15,14 @@
  * - finish: [FINISH, slot, reason, promptTokens, gpuHit, cpuHit, remoteHit, completionTokens]
  *   (reason: FINISH_LENGTH or FINISH_STOPPED; requests that end with an
  *   error or an abort end by message, which carries the error's text).
+ * - refused: [REFUSED, slot]: the engine refused the completion read from
+ *   the arrival ring with this slot; the error follows by message.
+ * - admitted: [ADMITTED, n]: the next n completions read from the arrival
+ *   ring (in its order) are answered: queued, unless refused just before.
+ *
+ * During a step's delivery the writer is the serving loop's StepTokenSink:
+ * beginStep looks for room for the whole step once, each one-token record
+ * is then two stores, and endStep publishes.
  *
  * The writer never drops or overwrites a record: one that does not fit
  * goes to a queue on the writer's side, as does everything after it; the
@@ -32,6 +42,9 @@ const CONTROL_WORDS = 4;
 /** Kinds of the records that do not start with a slot (slots are >= 1). */
 export const RECORD_TOKENS = -1;
 export const RECORD_FINISH = -2;
+export const RECORD_ADMITTED = -3;
+export const RECORD_REFUSED = -4;
+const ANSWER_WORDS = 2;
 export const FINISH_LENGTH = 0;
 export const FINISH_STOPPED = 1;
 const FINISH_WORDS = 8;
@@ -95,7 +108,7 @@ type WaitAsync = (
 ) => { readonly async: false; readonly value: 'not-equal' | 'timed-out' } | { readonly async: true; readonly value: Promise<'ok' | 'timed-out'> };
 const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-export class RingWriter {
+export class RingWriter implements StepTokenSink {
   private readonly control: Int32Array;
   private readonly ring: Int32Array;
   private readonly mask: number;
@@ -107,6 +120,13 @@ export class RingWriter {
   private readonly queue: Queued[] = [];
   private publishScheduled = false;
   private readonly publishTask = (): void => this.publish();
+  /**
+   * Within a step (beginStep .. endStep): the write position up to which
+   * one-token records may be written with no other check (the reader's
+   * position as seen at beginStep plus the ring's size). Anything that
+   * queues sets it to the write position, so nothing overtakes the queue.
+   */
+  private stepLimit = 0;
 
   constructor(buffer: SharedArrayBuffer) {
     this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
@@ -162,11 +182,62 @@ export class RingWriter {
     if (!this.publishScheduled) this.schedulePublish();
   }
 
+  /** Opens a step's delivery of at most `records` requests' tokens: looks for their room once. */
+  beginStep(records: number): void {
+    if (this.queue.length > 0) {
+      this.stepLimit = this.write;
+      return;
+    }
+    // room() reads the reader's position again only when the last one seen leaves too little.
+    this.room(records * ONE_TOKEN_WORDS);
+    this.stepLimit = (this.read + this.ring.length) | 0;
+  }
+
+  /** One request's tokens within a step (StepTokenSink): `slot` as for writeTokens. */
+  tokens(slot: number, tokens: readonly number[]): void {
+    const w = this.write;
+    if (tokens.length === 1 && ((this.stepLimit - w) | 0) >= ONE_TOKEN_WORDS) {
+      this.ring[w & this.mask] = slot;
+      this.ring[(w + 1) & this.mask] = tokens[0];
+      this.write = (w + ONE_TOKEN_WORDS) | 0;
+      return;
+    }
+    this.writeTokens(slot, tokens);
+    // It may have queued: the rest of the step goes through writeTokens' checks.
+    this.stepLimit = this.write;
+  }
+
+  /** Closes a step's delivery: publishes it (one store, one notify). */
+  endStep(): void {
+    this.stepLimit = this.write;
+    this.publish();
+  }
+
   writeFinish(slot: number, counts: FinishCounts): void {
     const record = Int32Array.of(RECORD_FINISH, slot, counts.reason, counts.promptTokens, counts.gpuHitTokens, counts.cpuHitTokens, counts.remoteHitTokens, counts.completionTokens);
     if (this.queue.length === 0 && this.room(FINISH_WORDS)) this.copyIn(record);
     else this.enqueue(record);
     this.schedulePublish();
+  }
+
+  /** Answers arrivals (see the record kinds above): `slot` refused, its error to follow by message. */
+  writeRefused(slot: number): void {
+    this.writeAnswer(RECORD_REFUSED, slot);
+  }
+
+  /** Answers the next `count` arrivals: each queued unless refused just before. */
+  writeAdmitted(count: number): void {
+    this.writeAnswer(RECORD_ADMITTED, count);
+  }
+
+  private writeAnswer(kind: number, value: number): void {
+    if (this.queue.length === 0 && this.room(ANSWER_WORDS)) {
+      const w = this.write;
+      this.ring[w & this.mask] = kind;
+      this.ring[(w + 1) & this.mask] = value;
+      this.write = (w + ANSWER_WORDS) | 0;
+    } else this.enqueue(Int32Array.of(kind, value));
+    if (!this.publishScheduled) this.schedulePublish();
   }
 
   /**
@@ -215,6 +286,7 @@ export class RingWriter {
   }
 
   private enqueue(record: Int32Array): void {
+    this.stepLimit = this.write;
     if (this.queue.length === 0) Atomics.store(this.control, WAITING, 1);
     this.queue.push(record);
     // The reader may have made room between the check and the flag.
@@ -251,6 +323,10 @@ export interface RingVisitor {
   /** `tokens` is fresh: the visitor may keep it. */
   tokens(slot: number, tokens: number[]): void;
   finish(slot: number, counts: FinishCounts): void;
+  /** The arrival with this slot was refused; its error comes by message. */
+  refused(slot: number): void;
+  /** The next `count` arrivals are answered (queued unless refused). */
+  admitted(count: number): void;
 }
 
 export class RingReader {
@@ -307,6 +383,12 @@ export class RingReader {
         };
         r = (r + FINISH_WORDS) | 0;
         visitor.finish(slot, counts);
+      } else if (kind === RECORD_REFUSED) {
+        r = (r + ANSWER_WORDS) | 0;
+        visitor.refused(slot);
+      } else if (kind === RECORD_ADMITTED) {
+        r = (r + ANSWER_WORDS) | 0;
+        visitor.admitted(slot);
       } else {
         throw new Error(`token ring: unknown record kind ${kind} at word ${r}`);
       }

@@ -1,0 +1,92 @@
+import type { FinishedRequest } from '../../runtime/engine-types.js';
+import { asHttpError } from '../http-server.js';
+import type { HttpError } from '../openai-errors.js';
+import type { RequestSource, ServingEngine } from '../serving-engine.js';
+import type { ArrivalReader, ArrivalSpec } from './arrival-ring.js';
+import type { RingWriter } from './token-ring.js';
+
+/**
+ * The engine's side of the arrival ring: a RequestSource the serving loop
+ * polls at each step boundary. Each completion read is queued on the
+ * ServingEngine with the token ring's writer as its step sink (keyed by
+ * its slot), or refused; the answers go back in the token ring (a refused
+ * record per refusal, its error by message, then one admitted record per
+ * poll), so while the loop steps an arrival costs no message either way.
+ */
+
+export interface IntakeHooks {
+  /** A refused completion's error, sent after its refused record. */
+  refused(slot: number, error: HttpError): void;
+  finished(slot: number, finished: FinishedRequest): void;
+  /** A queued completion ended with an error or an abort. */
+  ended(slot: number, error: HttpError): void;
+}
+
+/** Main-thread time spent receiving completions from the front end. */
+export interface ArrivalStats {
+  readonly requests: number;
+  readonly microseconds: number;
+}
+
+export class ArrivalIntake implements RequestSource {
+  /** The engine's request id of each slot in flight. */
+  readonly requests = new Map<number, string>();
+  private arrivals = 0;
+  private arrivalUs = 0;
+  private readonly visit = (slot: number, spec: ArrivalSpec): void => this.admit(slot, spec);
+
+  constructor(
+    private readonly reader: ArrivalReader,
+    private readonly serving: ServingEngine,
+    private readonly writer: RingWriter,
+    private readonly hooks: IntakeHooks,
+  ) {}
+
+  /** Completions received so far, and the main thread's time in receiving and queueing them. */
+  stats(): ArrivalStats {
+    return { requests: this.arrivals, microseconds: this.arrivalUs };
+  }
+
+  poll(): void {
+    if (!this.reader.pending) return;
+    const started = performance.now();
+    const count = this.reader.drain(this.visit);
+    this.writer.writeAdmitted(count);
+    this.arrivals += count;
+    this.arrivalUs += (performance.now() - started) * 1000;
+  }
+
+  sleeping(): void {
+    this.reader.sleeping();
+    this.poll();
+  }
+
+  awake(): void {
+    this.reader.awake();
+  }
+
+  /** The front end published arrivals for a loop that sleeps (or has ended): read them now. */
+  wake(): void {
+    if (this.serving.sleeping) this.sleeping();
+    else this.poll();
+  }
+
+  private admit(slot: number, spec: ArrivalSpec): void {
+    let id: string;
+    try {
+      // The front end keeps the tokens: the writer takes every ring-backed request's tokens in one pass per step, the stream here keeps none.
+      // No AbortSignal per request: an abort names its slot (serving.abort).
+      const stream = this.serving.stream(spec, { stepSink: this.writer, sinkKey: slot });
+      id = stream.id;
+      stream.result.then(
+        (finished) => this.hooks.finished(slot, finished),
+        (error: unknown) => this.hooks.ended(slot, asHttpError(error)),
+      );
+    } catch (error) {
+      this.writer.writeRefused(slot);
+      this.hooks.refused(slot, asHttpError(error));
+      return;
+    }
+    this.requests.set(slot, id);
+  }
+}

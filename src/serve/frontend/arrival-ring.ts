@@ -1,0 +1,234 @@
+import type { CompletionSpec } from '../completion-backend.js';
+
+/**
+ * Completions from the HTTP front-end thread to the engine's thread,
+ * through a ring of Int32 words in a SharedArrayBuffer: the front end
+ * writes each arrival and publishes once per event-loop turn; the engine's
+ * serving loop reads what was published at each step boundary. No message
+ * per arrival or per turn while the loop steps: it is woken by one message
+ * only when it sleeps (it raises IDLE before sleeping, and the writer that
+ * publishes after it clears the flag and says so).
+ *
+ * Record: [slot, maxTokens, seed, promptLength, saltLength (-1: no salt),
+ * salt's UTF-16 code units..., prompt tokens...].
+ *
+ * As in the token ring, nothing is dropped: a record that does not fit
+ * waits, with everything after it, in a queue on the writer's side; the
+ * writer raises WAITING, and the reader, once it has made room, clears it
+ * and asks (by message) for the queue to be moved in.
+ */
+
+const WRITE = 0;
+const READ = 1;
+const WAITING = 2;
+const IDLE = 3;
+const CONTROL_WORDS = 4;
+const HEAD_WORDS = 5;
+const NO_SALT = -1;
+
+/** Longest cache_salt the ring carries (characters); a longer one is refused before it is sent. */
+export const MAX_SALT_CHARS = 4096;
+const MIN_ARRIVAL_WORDS = 1 << 16;
+
+/**
+ * Ring words for a model of `maxModelLen` tokens: at least 64 Ki words
+ * (256 KiB: hundreds of arrivals of a few hundred tokens at once), and
+ * twice the largest record, so one always fits once the reader caught up.
+ */
+export function arrivalRingWordsFor(maxModelLen: number): number {
+  let words = MIN_ARRIVAL_WORDS;
+  while (words < 2 * (HEAD_WORDS + maxModelLen + MAX_SALT_CHARS)) words *= 2;
+  return words;
+}
+
+export function createArrivalBuffer(ringWords: number): SharedArrayBuffer {
+  if (!Number.isSafeInteger(ringWords) || ringWords < 64 || (ringWords & (ringWords - 1)) !== 0 || ringWords > 2 ** 28) {
+    throw new RangeError(`ringWords: expected a power of two in [64, 2^28], got ${String(ringWords)}`);
+  }
+  return new SharedArrayBuffer((CONTROL_WORDS + ringWords) * Int32Array.BYTES_PER_ELEMENT);
+}
+
+/** One arrival as the engine's side reads it: the prompt is its own copy. */
+export interface ArrivalSpec {
+  /** A plain array, as library callers give: the engine's validation and copy then see one kind of array. */
+  readonly promptTokens: number[];
+  readonly maxTokens: number;
+  readonly seed: number;
+  readonly cacheSalt: string | null;
+}
+
+/** The front end's side. */
+export class ArrivalWriter {
+  private readonly control: Int32Array;
+  private readonly ring: Int32Array;
+  private readonly mask: number;
+  private write = 0;
+  private read = 0;
+  private readonly queue: Int32Array[] = [];
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
+    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
+    this.mask = this.ring.length - 1;
+  }
+
+  /** Records waiting on this side for room in the ring. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Words a record of this completion takes; more than maxRecordWords cannot be sent. */
+  static recordWords(spec: CompletionSpec): number {
+    return HEAD_WORDS + (spec.cacheSalt?.length ?? 0) + spec.promptTokens.length;
+  }
+
+  /** The largest record: half the ring, so it fits once the reader caught up. */
+  get maxRecordWords(): number {
+    return this.ring.length >> 1;
+  }
+
+  /** Writes one arrival (visible once published). `slot` must be >= 1. */
+  append(slot: number, spec: CompletionSpec): void {
+    const words = ArrivalWriter.recordWords(spec);
+    if (words > this.maxRecordWords) throw new RangeError(`an arrival of ${words} words does not fit the arrival ring (at most ${this.maxRecordWords})`);
+    if (this.queue.length === 0 && this.room(words)) {
+      this.fill(this.ring, this.write, this.mask, slot, spec);
+      this.write = (this.write + words) | 0;
+      return;
+    }
+    const record = new Int32Array(words);
+    this.fill(record, 0, 0xffffffff, slot, spec);
+    if (this.queue.length === 0) Atomics.store(this.control, WAITING, 1);
+    this.queue.push(record);
+    // The reader may have made room between the check and the flag.
+    if (this.queue.length === 1 && this.room(words)) this.moveQueueIn();
+  }
+
+  /**
+   * Makes what was written visible to the engine's side. true when its
+   * serving loop sleeps and must be woken (by one message): it said so by
+   * raising IDLE, which this clears, so one publish wakes it once.
+   */
+  publish(): boolean {
+    if (Atomics.load(this.control, WRITE) !== this.write) Atomics.store(this.control, WRITE, this.write);
+    return Atomics.load(this.control, IDLE) === 1 && Atomics.compareExchange(this.control, IDLE, 1, 0) === 1;
+  }
+
+  /** The reader made room: moves queued records in, in order, until the queue is empty or the ring full. */
+  resume(): void {
+    for (;;) {
+      this.moveQueueIn();
+      if (this.queue.length === 0) return;
+      // Still blocked: ask to be told of room, then look once more, as the reader may have made it before seeing the flag.
+      Atomics.store(this.control, WAITING, 1);
+      if (!this.room(this.queue[0].length)) return;
+    }
+  }
+
+  private moveQueueIn(): void {
+    while (this.queue.length > 0 && this.room(this.queue[0].length)) {
+      const record = this.queue.shift()!;
+      for (let i = 0; i < record.length; i++) this.ring[(this.write + i) & this.mask] = record[i];
+      this.write = (this.write + record.length) | 0;
+    }
+    if (this.queue.length === 0) Atomics.store(this.control, WAITING, 0);
+  }
+
+  private fill(into: Int32Array, at: number, mask: number, slot: number, spec: CompletionSpec): void {
+    const salt = spec.cacheSalt;
+    const saltLength = salt === null ? 0 : salt.length;
+    const prompt = spec.promptTokens;
+    into[at & mask] = slot;
+    into[(at + 1) & mask] = spec.maxTokens;
+    into[(at + 2) & mask] = spec.seed;
+    into[(at + 3) & mask] = prompt.length;
+    into[(at + 4) & mask] = salt === null ? NO_SALT : saltLength;
+    let w = at + HEAD_WORDS;
+    for (let i = 0; i < saltLength; i++) into[(w + i) & mask] = salt!.charCodeAt(i);
+    w += saltLength;
+    for (let i = 0; i < prompt.length; i++) into[(w + i) & mask] = prompt[i];
+  }
+
+  private room(words: number): boolean {
+    const capacity = this.ring.length;
+    if (capacity - ((this.write - this.read) | 0) >= words) return true;
+    this.read = Atomics.load(this.control, READ);
+    return capacity - ((this.write - this.read) | 0) >= words;
+  }
+}
+
+/** The engine's side. */
+export class ArrivalReader {
+  private readonly control: Int32Array;
+  private readonly ring: Int32Array;
+  private readonly mask: number;
+  private read = 0;
+
+  constructor(
+    buffer: SharedArrayBuffer,
+    /** Called when the writer waits for room and a read made some: it should tell the writer (resume()). */
+    private readonly onRoom: () => void,
+  ) {
+    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
+    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
+    this.mask = this.ring.length - 1;
+  }
+
+  /** true when arrivals were published since the last drain (one atomic load: the serving loop asks at every step boundary). */
+  get pending(): boolean {
+    return Atomics.load(this.control, WRITE) !== this.read;
+  }
+
+  /** Hands every published arrival to `visit`, in order; returns how many. */
+  drain(visit: (slot: number, spec: ArrivalSpec) => void): number {
+    const end = Atomics.load(this.control, WRITE);
+    let r = this.read;
+    if (r === end) return 0;
+    const ring = this.ring;
+    const mask = this.mask;
+    let count = 0;
+    while (r !== end) {
+      const slot = ring[r & mask];
+      const maxTokens = ring[(r + 1) & mask];
+      const seed = ring[(r + 2) & mask] >>> 0;
+      const promptLength = ring[(r + 3) & mask];
+      const saltLength = ring[(r + 4) & mask];
+      let w = r + HEAD_WORDS;
+      let cacheSalt: string | null = null;
+      if (saltLength !== NO_SALT) {
+        const units = new Array<number>(saltLength);
+        for (let i = 0; i < saltLength; i++) units[i] = ring[(w + i) & mask];
+        cacheSalt = String.fromCharCode(...units);
+        w += saltLength;
+      }
+      const promptTokens = this.copyOut((w & mask) >>> 0, promptLength);
+      r = (w + promptLength) | 0;
+      count++;
+      // The position is stored before the visit: a visit that throws leaves the record read, not read twice.
+      this.read = r;
+      visit(slot, { promptTokens, maxTokens, seed, cacheSalt });
+    }
+    Atomics.store(this.control, READ, r);
+    if (Atomics.load(this.control, WAITING) === 1 && Atomics.compareExchange(this.control, WAITING, 1, 0) === 1) this.onRoom();
+    return count;
+  }
+
+  /** The engine's loop is about to sleep: the next publish tells the writer to wake it (the caller then reads once more, as an arrival may have been published just before). */
+  sleeping(): void {
+    Atomics.store(this.control, IDLE, 1);
+  }
+
+  /** The loop woke: publishes need not wake it. */
+  awake(): void {
+    Atomics.store(this.control, IDLE, 0);
+  }
+
+  /** `length` words from ring index `from`, in their own array. */
+  private copyOut(from: number, length: number): number[] {
+    const ring = this.ring;
+    const mask = this.mask;
+    const out = new Array<number>(length);
+    for (let i = 0; i < length; i++) out[i] = ring[(from + i) & mask];
+    return out;
+  }
+}
