@@ -16,6 +16,7 @@ import { startServer, type RunningServer } from '../serve/serve-app.js';
 import { textCodecFor } from '../serve/text-codec.js';
 import { runSchedulerBench } from './scheduler.js';
 import { measureArrivalIntake } from './serve-arrival-intake.js';
+import { measureKvEventPath } from './serve-kv-event-path.js';
 import { measureRingDelivery } from './serve-ring-delivery.js';
 import { measureSocketFloor, type SocketFloor } from './serve-socket-floor.js';
 import { threadCpuUsAfterSleep } from './serve-thread-cpu.js';
@@ -61,7 +62,13 @@ import { median } from './stats.js';
  *   per step). addedUsPerStep: beyond the library's stream() calls;
  *   addedVsBareUsPerStep: the whole intake, stream() included.
  * - delivery + intake: the two added together, the main thread's whole
- *   share of the front-end thread's path per step (the goal's figure).
+ *   share of the front-end thread's path per step.
+ * - kv events: the engine thread's part of publishing KV events, alone
+ *   (serve-kv-event-path.ts): a saturated decode step's reports, encoding
+ *   and ZeroMQ hand-off at --streams requests. addedUsPerEvent: per event.
+ * - http + kv events: delivery + intake + kv events, the serving path's
+ *   whole share of the engine's thread per step (the goal's figure: at most
+ *   10% of the scheduler's step at 256 streams).
  * - the floor under streaming, in the same repeats: a bare socket.write of
  *   one event-sized chunk to each of --streams loopback connections per
  *   round (serve-socket-floor.ts); a streamed token costs at least that.
@@ -104,8 +111,10 @@ export type ServeBenchPhase =
   | 'ring delivery'
   | 'arrival intake'
   | 'delivery + intake'
+  | 'kv events'
+  | 'http + kv events'
   | 'socket floor';
-type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor' | 'ring delivery' | 'arrival intake' | 'delivery + intake'>;
+type OverheadPhase = Exclude<ServeBenchPhase, 'fixed rate' | 'socket floor' | 'ring delivery' | 'arrival intake' | 'delivery + intake' | 'kv events' | 'http + kv events'>;
 
 export interface ServeBenchRow {
   readonly phase: ServeBenchPhase;
@@ -310,6 +319,8 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
   progress(`arrival intake: the main thread's part of receiving a completion from the front-end thread`);
   await untilIdle(server);
   const intake = await measureArrivalIntake(server.serving, options.promptTokens, options.streamTokens);
+  progress(`kv events: the engine thread's part of publishing KV events per step at ${options.streams} decoding requests`);
+  const kvEvents = await measureKvEventPath(options.streams);
   // Steady state: each request runs --stream-tokens steps, so as many arrive per step as finish.
   const arrivalsPerStep = options.streams / options.streamTokens;
   const intakeAdded = (intake.intakeUs - intake.libraryUs) * arrivalsPerStep;
@@ -419,6 +430,10 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
   });
   rows.push(tightLoopRow('arrival intake', intakeAdded, intakeWhole, intake.intakeUs, intake.intakeUs - intake.libraryUs));
   rows.push(tightLoopRow('delivery + intake', delivery + intakeAdded, delivery + intakeWhole, null, (delivery + intakeAdded) / options.streams));
+  rows.push(tightLoopRow('kv events', kvEvents.usPerStep, kvEvents.usPerStep, null, kvEvents.usPerStep / kvEvents.eventsPerStep));
+  rows.push(
+    tightLoopRow('http + kv events', delivery + intakeAdded + kvEvents.usPerStep, delivery + intakeWhole + kvEvents.usPerStep, null, (delivery + intakeAdded + kvEvents.usPerStep) / options.streams),
+  );
   rows.push({
     phase: 'socket floor',
     requests: 0,
