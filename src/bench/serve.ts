@@ -374,33 +374,6 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
       leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
     };
   });
-  rows.push({
-    phase: 'ring delivery',
-    requests: 0,
-    ok: 0,
-    errors: 0,
-    p50Ms: null,
-    p99Ms: null,
-    requestsPerSecond: 0,
-    outputTokensPerSecond: 0,
-    steps: 0,
-    gpuHitTokens: 0,
-    cpuHitTokens: 0,
-    cpuUsPerStep: null,
-    threadUsPerStep: null,
-    addedUsPerStep: delivery,
-    addedVsBareUsPerStep: delivery,
-    schedulerUsPerStep: scheduler,
-    overheadShare: delivery / scheduler,
-    bareShare: delivery / scheduler,
-    frontendUsPerStep: null,
-    arrivalUsPerRequest: null,
-    addedUsPerEvent: delivery / options.streams,
-    vsFloor: null,
-    heapBeforeMiB: null,
-    heapAfterMiB: null,
-    leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
-  });
   const tightLoopRow = (phase: ServeBenchPhase, added: number, addedVsBare: number, perRequest: number | null, perEvent: number): ServeBenchRow => ({
     phase,
     requests: 0,
@@ -428,38 +401,20 @@ async function overhead(server: RunningServer, frontEnds: ReadonlyMap<OverheadPh
     heapAfterMiB: null,
     leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
   });
+  rows.push(tightLoopRow('ring delivery', delivery, delivery, null, delivery / options.streams));
   rows.push(tightLoopRow('arrival intake', intakeAdded, intakeWhole, intake.intakeUs, intake.intakeUs - intake.libraryUs));
   rows.push(tightLoopRow('delivery + intake', delivery + intakeAdded, delivery + intakeWhole, null, (delivery + intakeAdded) / options.streams));
   rows.push(tightLoopRow('kv events', kvEvents.usPerStep, kvEvents.usPerStep, null, kvEvents.usPerStep / kvEvents.eventsPerStep));
   rows.push(
     tightLoopRow('http + kv events', delivery + intakeAdded + kvEvents.usPerStep, delivery + intakeWhole + kvEvents.usPerStep, null, (delivery + intakeAdded + kvEvents.usPerStep) / options.streams),
   );
+  // The floor: no HTTP requests; one round of writes stands for a step.
   rows.push({
-    phase: 'socket floor',
-    requests: 0,
-    ok: 0,
-    errors: 0,
-    p50Ms: null,
-    p99Ms: null,
-    requestsPerSecond: 0,
-    outputTokensPerSecond: 0,
+    ...tightLoopRow('socket floor', floorPerRound, floorPerRound, null, floorPerWrite),
     steps: options.streamTokens,
-    gpuHitTokens: 0,
-    cpuHitTokens: 0,
-    cpuUsPerStep: null,
-    threadUsPerStep: null,
-    addedUsPerStep: floorPerRound,
     addedVsBareUsPerStep: null,
-    schedulerUsPerStep: scheduler,
-    overheadShare: floorPerRound / scheduler,
     bareShare: null,
-    frontendUsPerStep: null,
-    arrivalUsPerRequest: null,
-    addedUsPerEvent: floorPerWrite,
     vsFloor: 1,
-    heapBeforeMiB: null,
-    heapAfterMiB: null,
-    leakedGpuBlocks: server.serving.engine.metrics().leaks.gpuBlocks,
   });
   return rows;
 }

@@ -3,6 +3,7 @@ import type { BlockHash } from '../../../src/core/block-hash.js';
 import { classHoldManager } from '../../../src/offload/class-hold-manager.js';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
+import { admit, offer, promptKeys } from './helpers.js';
 
 /**
  * The class hold policy over a workload of two kinds of requests, both past
@@ -16,25 +17,6 @@ const LONG_BLOCKS = 8;
 const ONE_OFFS_PER_ROUND = 8;
 /** Rounds between a long prompt and its continuation: far more traffic than CAPACITY, and than the reuse histogram's first bucket. */
 const CONTINUED_AFTER = 100;
-
-/** Keys of one prompt: `name`'s blocks 0 .. n-1. */
-function prompt(name: string, n: number): BlockHash[] {
-  return Array.from({ length: n }, (_, i) => `${name}-${i}`);
-}
-
-/** What the connector does at admission: touch the prompt, then look it up; the hit blocks. */
-function admit(manager: OffloadingManager, keys: readonly BlockHash[]): number {
-  manager.touch(keys);
-  return manager.lookup(keys) ?? 0;
-}
-
-/** Offers `keys` once, completing the store when the tier took them; false when it passed them by. */
-function offer(manager: OffloadingManager, keys: readonly BlockHash[]): boolean {
-  const out = manager.prepareStore(keys);
-  if (out === null) return false;
-  manager.completeStore(out.keysToStore, true);
-  return true;
-}
 
 /** A request computed on the GPU: looked up, then its blocks offered. */
 function compute(manager: OffloadingManager, keys: readonly BlockHash[]): void {
@@ -50,9 +32,9 @@ function compute(manager: OffloadingManager, keys: readonly BlockHash[]): void {
 function twoKinds(manager: OffloadingManager, rounds: number, tag = ''): number {
   let hits = 0;
   for (let r = 0; r < rounds; r++) {
-    compute(manager, prompt(`${tag}long${r}`, LONG_BLOCKS));
-    for (let i = 0; i < ONE_OFFS_PER_ROUND; i++) compute(manager, prompt(`${tag}once${r}.${i}`, 1));
-    if (r >= CONTINUED_AFTER) hits += admit(manager, prompt(`${tag}long${r - CONTINUED_AFTER}`, LONG_BLOCKS));
+    compute(manager, promptKeys(`${tag}long${r}`, LONG_BLOCKS));
+    for (let i = 0; i < ONE_OFFS_PER_ROUND; i++) compute(manager, promptKeys(`${tag}once${r}.${i}`, 1));
+    if (r >= CONTINUED_AFTER) hits += admit(manager, promptKeys(`${tag}long${r - CONTINUED_AFTER}`, LONG_BLOCKS));
   }
   return hits;
 }
@@ -77,15 +59,15 @@ describe('class hold manager', () => {
       manager.reset();
       for (let n = 0; ; n++) {
         expect(n, 'the tier never filled').toBeLessThan(2 * CAPACITY);
-        const oneOff = prompt(`young${n}`, 1);
+        const oneOff = promptKeys(`young${n}`, 1);
         admit(manager, oneOff);
         if (!offer(manager, oneOff)) break;
       }
-      admit(manager, prompt('new-long', LONG_BLOCKS));
+      admit(manager, promptKeys('new-long', LONG_BLOCKS));
     }
-    expect(hold.prepareStore(prompt('new-long', LONG_BLOCKS))).toBeNull();
-    const out = classHold.prepareStore(prompt('new-long', LONG_BLOCKS));
-    expect(out?.keysToStore).toEqual(prompt('new-long', LONG_BLOCKS));
+    expect(hold.prepareStore(promptKeys('new-long', LONG_BLOCKS))).toBeNull();
+    const out = classHold.prepareStore(promptKeys('new-long', LONG_BLOCKS));
+    expect(out?.keysToStore).toEqual(promptKeys('new-long', LONG_BLOCKS));
     // The one-offs stored last go, newest first.
     const newest = Array.from({ length: LONG_BLOCKS }, (_, i) => `young${CAPACITY - 1 - i}-0`);
     expect(out?.evictedKeys).toEqual(newest);

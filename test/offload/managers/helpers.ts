@@ -70,3 +70,22 @@ export function extendChain(manager: OffloadingManager, lookedUp: readonly numbe
     manager.refresh(keys(...chain), from, chain.length);
   }
 }
+
+/** Keys of one prompt: `name`'s blocks 0 .. n-1. */
+export function promptKeys(name: string, n: number): BlockHash[] {
+  return Array.from({ length: n }, (_, i) => `${name}-${i}`);
+}
+
+/** What the connector does at admission: touch the prompt, then look it up; the hit blocks. */
+export function admit(manager: OffloadingManager, keys: readonly BlockHash[]): number {
+  manager.touch(keys);
+  return manager.lookup(keys) ?? 0;
+}
+
+/** Offers `keys` once, completing the store when the tier took them; false when it passed them by. */
+export function offer(manager: OffloadingManager, keys: readonly BlockHash[]): boolean {
+  const out = manager.prepareStore(keys);
+  if (out === null) return false;
+  manager.completeStore(out.keysToStore, true);
+  return true;
+}

@@ -3,6 +3,7 @@ import type { BlockHash } from '../../../src/core/block-hash.js';
 import { HoldOffloadingManager } from '../../../src/offload/hold-manager.js';
 import { lruManager } from '../../../src/offload/lru-manager.js';
 import type { OffloadingManager } from '../../../src/offload/manager.js';
+import { admit, offer, promptKeys } from './helpers.js';
 
 /**
  * The hold policy over a workload whose turns are continued only after far
@@ -16,23 +17,9 @@ const TURN_BLOCKS = 4;
 /** Turns stored between a turn and its continuation: TURN_BLOCKS x this blocks of traffic, far past CAPACITY. */
 const CONTINUED_AFTER = 400;
 
-/** Keys of one prompt: `name`'s blocks 0 .. n-1. */
+/** Keys of one turn's prompt. */
 function prompt(name: string, n = TURN_BLOCKS): BlockHash[] {
-  return Array.from({ length: n }, (_, i) => `${name}-${i}`);
-}
-
-/** What the connector does at admission: touch the prompt, then look it up. */
-function admit(manager: OffloadingManager, keys: readonly BlockHash[]): number {
-  manager.touch(keys);
-  return manager.lookup(keys) ?? 0;
-}
-
-/** Offers `keys` once, completing the store when the tier took them; false when it passed them by. */
-function offer(manager: OffloadingManager, keys: readonly BlockHash[]): boolean {
-  const out = manager.prepareStore(keys);
-  if (out === null) return false;
-  manager.completeStore(out.keysToStore, true);
-  return true;
+  return promptKeys(name, n);
 }
 
 /**
