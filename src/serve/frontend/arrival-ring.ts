@@ -1,4 +1,5 @@
 import type { CompletionSpec } from '../completion-backend.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD } from './shared-int-ring.js';
 
 /**
  * Completions from the HTTP front-end thread to the engine's thread,
@@ -18,11 +19,8 @@ import type { CompletionSpec } from '../completion-backend.js';
  * and asks (by message) for the queue to be moved in.
  */
 
-const WRITE = 0;
-const READ = 1;
-const WAITING = 2;
-const IDLE = 3;
-const CONTROL_WORDS = 4;
+/** The ring's own control word: raised by the engine's loop before it sleeps. */
+const IDLE = OWN_WORD;
 const HEAD_WORDS = 5;
 const NO_SALT = -1;
 
@@ -42,10 +40,7 @@ export function arrivalRingWordsFor(maxModelLen: number): number {
 }
 
 export function createArrivalBuffer(ringWords: number): SharedArrayBuffer {
-  if (!Number.isSafeInteger(ringWords) || ringWords < 64 || (ringWords & (ringWords - 1)) !== 0 || ringWords > 2 ** 28) {
-    throw new RangeError(`ringWords: expected a power of two in [64, 2^28], got ${String(ringWords)}`);
-  }
-  return new SharedArrayBuffer((CONTROL_WORDS + ringWords) * Int32Array.BYTES_PER_ELEMENT);
+  return createIntRingBuffer(ringWords, 64);
 }
 
 /** One arrival as the engine's side reads it: the prompt is its own copy. */
@@ -58,25 +53,7 @@ export interface ArrivalSpec {
 }
 
 /** The front end's side. */
-export class ArrivalWriter {
-  private readonly control: Int32Array;
-  private readonly ring: Int32Array;
-  private readonly mask: number;
-  private write = 0;
-  private read = 0;
-  private readonly queue: Int32Array[] = [];
-
-  constructor(buffer: SharedArrayBuffer) {
-    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
-    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
-    this.mask = this.ring.length - 1;
-  }
-
-  /** Records waiting on this side for room in the ring. */
-  get queued(): number {
-    return this.queue.length;
-  }
-
+export class ArrivalWriter extends IntRingWriter {
   /** Words a record of this completion takes; more than maxRecordWords cannot be sent. */
   static recordWords(spec: CompletionSpec): number {
     return HEAD_WORDS + (spec.cacheSalt?.length ?? 0) + spec.promptTokens.length;
@@ -98,10 +75,7 @@ export class ArrivalWriter {
     }
     const record = new Int32Array(words);
     this.fill(record, 0, 0xffffffff, slot, spec);
-    if (this.queue.length === 0) Atomics.store(this.control, WAITING, 1);
-    this.queue.push(record);
-    // The reader may have made room between the check and the flag.
-    if (this.queue.length === 1 && this.room(words)) this.moveQueueIn();
+    this.enqueue(record);
   }
 
   /**
@@ -110,29 +84,12 @@ export class ArrivalWriter {
    * raising IDLE, which this clears, so one publish wakes it once.
    */
   publish(): boolean {
-    if (Atomics.load(this.control, WRITE) !== this.write) Atomics.store(this.control, WRITE, this.write);
+    this.storeWrite();
     return Atomics.load(this.control, IDLE) === 1 && Atomics.compareExchange(this.control, IDLE, 1, 0) === 1;
   }
 
-  /** The reader made room: moves queued records in, in order, until the queue is empty or the ring full. */
-  resume(): void {
-    for (;;) {
-      this.moveQueueIn();
-      if (this.queue.length === 0) return;
-      // Still blocked: ask to be told of room, then look once more, as the reader may have made it before seeing the flag.
-      Atomics.store(this.control, WAITING, 1);
-      if (!this.room(this.queue[0].length)) return;
-    }
-  }
-
-  private moveQueueIn(): void {
-    while (this.queue.length > 0 && this.room(this.queue[0].length)) {
-      const record = this.queue.shift()!;
-      for (let i = 0; i < record.length; i++) this.ring[(this.write + i) & this.mask] = record[i];
-      this.write = (this.write + record.length) | 0;
-    }
-    if (this.queue.length === 0) Atomics.store(this.control, WAITING, 0);
-  }
+  /** Moving queued records in publishes nothing: the front end publishes once per turn (and learns then whether to wake the engine's loop). */
+  protected override moved(): void {}
 
   private fill(into: Int32Array, at: number, mask: number, slot: number, spec: CompletionSpec): void {
     const salt = spec.cacheSalt;
@@ -148,40 +105,18 @@ export class ArrivalWriter {
     w += saltLength;
     for (let i = 0; i < prompt.length; i++) into[(w + i) & mask] = prompt[i];
   }
-
-  private room(words: number): boolean {
-    const capacity = this.ring.length;
-    if (capacity - ((this.write - this.read) | 0) >= words) return true;
-    this.read = Atomics.load(this.control, READ);
-    return capacity - ((this.write - this.read) | 0) >= words;
-  }
 }
 
 /** The engine's side. */
-export class ArrivalReader {
-  private readonly control: Int32Array;
-  private readonly ring: Int32Array;
-  private readonly mask: number;
-  private read = 0;
-
-  constructor(
-    buffer: SharedArrayBuffer,
-    /** Called when the writer waits for room and a read made some: it should tell the writer (resume()). */
-    private readonly onRoom: () => void,
-  ) {
-    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
-    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
-    this.mask = this.ring.length - 1;
-  }
-
+export class ArrivalReader extends IntRingReader {
   /** true when arrivals were published since the last drain (one atomic load: the serving loop asks at every step boundary). */
   get pending(): boolean {
-    return Atomics.load(this.control, WRITE) !== this.read;
+    return this.writePosition() !== this.read;
   }
 
   /** Hands every published arrival to `visit`, in order; returns how many. */
   drain(visit: (slot: number, spec: ArrivalSpec) => void): number {
-    const end = Atomics.load(this.control, WRITE);
+    const end = this.writePosition();
     let r = this.read;
     if (r === end) return 0;
     const ring = this.ring;
@@ -208,8 +143,7 @@ export class ArrivalReader {
       this.read = r;
       visit(slot, { promptTokens, maxTokens, seed, cacheSalt });
     }
-    Atomics.store(this.control, READ, r);
-    if (Atomics.load(this.control, WAITING) === 1 && Atomics.compareExchange(this.control, WAITING, 1, 0) === 1) this.onRoom();
+    this.advance(r);
     return count;
   }
 

@@ -1,4 +1,5 @@
 import type { StepTokenSink } from '../step-token-sink.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, nextPowerOfTwo, OWN_WORD, WRITE } from './shared-int-ring.js';
 
 /**
  * The tokens of every request, from the engine's thread to the HTTP
@@ -32,12 +33,8 @@ import type { StepTokenSink } from '../step-token-sink.js';
  * the records as callbacks (after()).
  */
 
-/** Control words before the ring: the write and read positions (word counts, wrapping at 2^32), the writer's waiting flag, the serving state. */
-const WRITE = 0;
-const READ = 1;
-const WAITING = 2;
-const STATE = 3;
-const CONTROL_WORDS = 4;
+/** The ring's own control word: the serving state. */
+const STATE = OWN_WORD;
 
 /** Kinds of the records that do not start with a slot (slots are >= 1). */
 export const RECORD_TOKENS = -1;
@@ -76,16 +73,7 @@ export function ringWordsFor(maxNumSeqs: number): number {
 }
 
 export function createRingBuffer(ringWords: number): SharedArrayBuffer {
-  if (!Number.isSafeInteger(ringWords) || ringWords < MIN_RING_WORDS || nextPowerOfTwo(ringWords) !== ringWords || ringWords > 2 ** 28) {
-    throw new RangeError(`ringWords: expected a power of two in [${MIN_RING_WORDS}, 2^28], got ${String(ringWords)}`);
-  }
-  return new SharedArrayBuffer((CONTROL_WORDS + ringWords) * Int32Array.BYTES_PER_ELEMENT);
-}
-
-function nextPowerOfTwo(n: number): number {
-  let p = 1;
-  while (p < n) p *= 2;
-  return p;
+  return createIntRingBuffer(ringWords, MIN_RING_WORDS);
 }
 
 /** A finished request's counts, as a finish record carries them. */
@@ -98,8 +86,6 @@ export interface FinishCounts {
   readonly completionTokens: number;
 }
 
-type Queued = Int32Array | (() => void);
-
 /** Atomics.waitAsync (Node 16 and later), which the TypeScript library in use does not declare yet. */
 type WaitAsync = (
   array: Int32Array,
@@ -108,16 +94,9 @@ type WaitAsync = (
 ) => { readonly async: false; readonly value: 'not-equal' | 'timed-out' } | { readonly async: true; readonly value: Promise<'ok' | 'timed-out'> };
 const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
-export class RingWriter implements StepTokenSink {
-  private readonly control: Int32Array;
-  private readonly ring: Int32Array;
-  private readonly mask: number;
+export class RingWriter extends IntRingWriter implements StepTokenSink {
   /** Most tokens in one record: half the ring, so a record always fits once the reader caught up. */
   private readonly maxRecordTokens: number;
-  private write = 0;
-  /** The reader's position as last read: free space is at least capacity - (write - read). */
-  private read = 0;
-  private readonly queue: Queued[] = [];
   private publishScheduled = false;
   private readonly publishTask = (): void => this.publish();
   /**
@@ -129,15 +108,8 @@ export class RingWriter implements StepTokenSink {
   private stepLimit = 0;
 
   constructor(buffer: SharedArrayBuffer) {
-    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
-    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
-    this.mask = this.ring.length - 1;
+    super(buffer);
     this.maxRecordTokens = (this.ring.length >> 1) - TOKENS_HEAD_WORDS;
-  }
-
-  /** Records waiting on the writer's side for room in the ring. */
-  get queued(): number {
-    return this.queue.length;
   }
 
   setState(state: ServingState): void {
@@ -255,60 +227,18 @@ export class RingWriter implements StepTokenSink {
   /** Makes what was written visible to the reader and wakes it. Once per step (scheduled as a microtask by the writes). */
   publish(): void {
     this.publishScheduled = false;
-    if (Atomics.load(this.control, WRITE) === this.write) return;
-    Atomics.store(this.control, WRITE, this.write);
-    Atomics.notify(this.control, WRITE);
+    if (this.storeWrite()) Atomics.notify(this.control, WRITE);
   }
 
-  /** The reader made room: moves queued records (and runs queued actions) in order until the queue is empty or the ring full. */
-  resume(): void {
-    for (;;) {
-      while (this.queue.length > 0) {
-        const next = this.queue[0];
-        if (typeof next === 'function') {
-          this.queue.shift();
-          this.publish();
-          next();
-          continue;
-        }
-        if (!this.room(next.length)) break;
-        this.queue.shift();
-        this.copyIn(next);
-      }
-      this.publish();
-      if (this.queue.length === 0) return;
-      // Still blocked: ask to be told of room, then look once more, as the reader may have made it before seeing the flag.
-      Atomics.store(this.control, WAITING, 1);
-      const head = this.queue[0] as Int32Array;
-      if (!this.room(head.length)) return;
-      Atomics.store(this.control, WAITING, 0);
-    }
+  /** Queued records moved in, or a queued action about to run: what came before is published first. */
+  protected override moved(): void {
+    this.publish();
   }
 
-  private enqueue(record: Int32Array): void {
+  protected override enqueue(record: Int32Array): void {
+    // Nothing overtakes the queue: the rest of a step goes through writeTokens' checks.
     this.stepLimit = this.write;
-    if (this.queue.length === 0) Atomics.store(this.control, WAITING, 1);
-    this.queue.push(record);
-    // The reader may have made room between the check and the flag.
-    if (this.queue.length === 1 && this.room(record.length)) {
-      Atomics.store(this.control, WAITING, 0);
-      this.resume();
-    }
-  }
-
-  private room(words: number): boolean {
-    const capacity = this.ring.length;
-    if (capacity - ((this.write - this.read) | 0) >= words) return true;
-    this.read = Atomics.load(this.control, READ);
-    return capacity - ((this.write - this.read) | 0) >= words;
-  }
-
-  private copyIn(record: Int32Array): void {
-    const ring = this.ring;
-    const mask = this.mask;
-    const w = this.write;
-    for (let i = 0; i < record.length; i++) ring[(w + i) & mask] = record[i];
-    this.write = (w + record.length) | 0;
+    super.enqueue(record);
   }
 
   private schedulePublish(): void {
@@ -329,22 +259,7 @@ export interface RingVisitor {
   admitted(count: number): void;
 }
 
-export class RingReader {
-  private readonly control: Int32Array;
-  private readonly ring: Int32Array;
-  private readonly mask: number;
-  private read = 0;
-
-  constructor(
-    buffer: SharedArrayBuffer,
-    /** Called when the writer waits for room and this read made some: it should call the writer's resume(). */
-    private readonly onRoom: () => void,
-  ) {
-    this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
-    this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
-    this.mask = this.ring.length - 1;
-  }
-
+export class RingReader extends IntRingReader {
   get state(): ServingState {
     return Atomics.load(this.control, STATE) as ServingState;
   }
@@ -353,7 +268,7 @@ export class RingReader {
   drain(visitor: RingVisitor): number {
     const ring = this.ring;
     const mask = this.mask;
-    const end = Atomics.load(this.control, WRITE);
+    const end = this.writePosition();
     const start = this.read;
     let r = start;
     while (r !== end) {
@@ -394,9 +309,7 @@ export class RingReader {
       }
     }
     if (r === start) return 0;
-    this.read = r;
-    Atomics.store(this.control, READ, r);
-    if (Atomics.load(this.control, WAITING) === 1 && Atomics.compareExchange(this.control, WAITING, 1, 0) === 1) this.onRoom();
+    this.advance(r);
     return (r - start) | 0;
   }
 
