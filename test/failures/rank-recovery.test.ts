@@ -49,7 +49,7 @@ describe('after a rank restart, every rank and the scheduler agree that nothing 
   });
 
   it('a rank lost while another rank has slow transfers in flight: the reset waits for them, then all is forgotten', async () => {
-    await withFailingEngine({ ...SMALL_GPU, tp: 2, rankRestart: true, faults: 'delay:rank=0,ms=50;stall:rank=0,after=30,steps=4;crash:rank=1,step=40' }, async (engine) => {
+    await withFailingEngine({ ...SMALL_GPU, tp: 2, rankRestart: true, faults: 'delay:rank=0,ms=50;stall:rank=0,after=30,steps=12;crash:rank=1,step=40' }, async (engine) => {
       await engine.addRequests(evictThenReuse(8).flat());
       const finished: FinishedRequest[] = [];
       const beforeLoss = await stepUntilRestarted(engine, finished);
