@@ -1,7 +1,7 @@
 import { Engine, type EngineOptions } from '../runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec, StepReport } from '../runtime/engine-types.js';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
-import { RequestStream, type TokenSink } from './request-stream.js';
+import { RequestStream } from './request-stream.js';
 import type { StepTokenSink } from './step-token-sink.js';
 
 /**
@@ -29,19 +29,13 @@ export interface SubmitOptions {
   /** Aborting it aborts the request: its blocks are freed and it ends with RequestAbortedError. */
   readonly signal?: AbortSignal;
   /**
-   * Receives the request's tokens, once per step, in place of the returned
-   * stream, which then keeps none (its iterator and outputTokens stay
-   * empty; `result` still settles): one call per request per step, for a
-   * consumer that keeps its own copy (the HTTP front-end thread's token
-   * ring). A sink that throws aborts its request.
-   */
-  readonly sink?: TokenSink;
-  /**
-   * Like `sink`, for a consumer of many requests: the request's tokens go
-   * to this sink's tokens(sinkKey, ...) in one pass per step over all its
-   * requests (see StepTokenSink); the stream keeps none. A sink that throws
-   * aborts the request it was given (or, from beginStep/endStep, all of
-   * its requests).
+   * Receives the request's tokens in place of the returned stream, which
+   * then keeps none (its iterator and outputTokens stay empty; `result`
+   * still settles): for a consumer of many requests that keeps its own copy
+   * (the HTTP front-end thread's token ring), the request's tokens go to
+   * this sink's tokens(sinkKey, ...) in one pass per step over all its
+   * requests (see StepTokenSink). A sink that throws aborts the request it
+   * was given (or, from beginStep/endStep, all of its requests).
    */
   readonly stepSink?: StepTokenSink;
   /** The key the request's tokens are handed to stepSink with (required with it). */
@@ -78,9 +72,7 @@ type AbortListener = { readonly signal: AbortSignal; readonly listener: () => vo
 
 interface Ticket {
   readonly stream: RequestStream;
-  /** SubmitOptions.sink, which takes the tokens instead of the stream; null: the stream does. */
-  sink: TokenSink | null;
-  /** SubmitOptions.stepSink and sinkKey; null: none. */
+  /** SubmitOptions.stepSink and sinkKey, which take the tokens instead of the stream; null: the stream does. */
   stepSink: StepTokenSink | null;
   readonly sinkKey: number;
   /** The abort to apply between two steps, or null. */
@@ -172,7 +164,7 @@ export class ServingEngine {
     // Added now, between or during a step: the scheduler queues it for the next schedule().
     const id = this.engine.addRequest(spec);
     const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
-    const ticket: Ticket = { stream, sink: options.sink ?? null, stepSink, sinkKey: options.sinkKey ?? 0, pendingAbort: null, started: false, abortListener: null };
+    const ticket: Ticket = { stream, stepSink, sinkKey: options.sinkKey ?? 0, pendingAbort: null, started: false, abortListener: null };
     if (stepSink !== null) this.stepSinks.set(stepSink, (this.stepSinks.get(stepSink) ?? 0) + 1);
     if (signal !== undefined) {
       const listener = (): void => this.requestAbort(id, abortedBy(signal, id, stream.outputTokens));
@@ -343,9 +335,8 @@ export class ServingEngine {
         ticket.started = true;
         this.waitingCount--;
       }
-      if (ticket.stepSink !== null) this.toStepSink(ticket, id, tokens);
-      else if (ticket.sink === null) ticket.stream.push(tokens);
-      else this.toSink(ticket, id, tokens);
+      if (ticket.stepSink === null) ticket.stream.push(tokens);
+      else this.toStepSink(ticket, id, tokens);
     }
     // Closed before any request ends below: a finish is handed on after the step's tokens.
     for (const sink of open) this.callStepSink(sink, () => sink.endStep());
@@ -359,15 +350,6 @@ export class ServingEngine {
       } else {
         ticket.stream.finish(finished);
       }
-    }
-  }
-
-  private toSink(ticket: Ticket, id: string, tokens: readonly number[]): void {
-    try {
-      ticket.sink!.onTokens(tokens);
-    } catch (error) {
-      ticket.sink = null;
-      this.requestAbort(id, sinkFailed(id, error));
     }
   }
 
@@ -428,14 +410,13 @@ export class ServingEngine {
   }
 }
 
-/** SubmitOptions' step sink, checked: with its key, and not beside a per-request sink. */
+/** SubmitOptions' step sink, checked: with its key. */
 function stepSinkOf(options: SubmitOptions): StepTokenSink | null {
   const sink = options.stepSink ?? null;
   if (sink === null) {
     if (options.sinkKey !== undefined) throw new RangeError('sinkKey: given without a stepSink');
     return null;
   }
-  if (options.sink !== undefined) throw new RangeError('stepSink: given beside sink; a request has one or the other');
   if (typeof options.sinkKey !== 'number' || !Number.isFinite(options.sinkKey)) throw new RangeError(`sinkKey: expected a number with a stepSink, got ${String(options.sinkKey)}`);
   return sink;
 }

@@ -108,25 +108,6 @@ describe('the serving engine', () => {
     expect(await collect(stream)).toEqual(referenceOutput(prompt, 10).slice(1));
   });
 
-  it('a sink given at submission gets every token in place of the stream, which keeps none', async () => {
-    const s = await startServing();
-    const prompt = tokenPrompt(30, 22);
-    const received: number[] = [];
-    const stream = s.stream({ promptTokens: prompt, maxTokens: 10 }, { sink: { onTokens: (tokens) => received.push(...tokens) } });
-    const finished = await stream.result;
-    expect(received).toEqual(referenceOutput(prompt, 10));
-    expect(finished.outputTokens).toEqual(received);
-    expect(stream.outputTokens).toEqual([]);
-  });
-
-  it('a sink given at submission that throws aborts its request, naming the failure', async () => {
-    const s = await startServing();
-    const stream = s.stream({ promptTokens: tokenPrompt(30, 23), maxTokens: 50 }, { sink: { onTokens: () => { throw new Error('no room'); } } });
-    await expect(stream.result).rejects.toThrow(/its token sink failed: no room/);
-    await untilIdle(s);
-    expect(s.engine.metrics().requests.aborted).toBe(1);
-  });
-
   it('a token sink that throws aborts its own request only; the others finish', async () => {
     const s = await startServing();
     const failing = s.stream({ promptTokens: tokenPrompt(24, 22), maxTokens: 3000 });
@@ -210,13 +191,12 @@ describe('the serving engine', () => {
     expect(s.engine.metrics().requests.aborted).toBe(2);
   });
 
-  it('refuses a step sink without its key, a key without a step sink, and a step sink beside a sink', async () => {
+  it('refuses a step sink without its key, and a key without a step sink', async () => {
     const s = await startServing();
     const sink: StepTokenSink = { beginStep: () => {}, tokens: () => {}, endStep: () => {} };
     const spec = { promptTokens: tokenPrompt(8, 47), maxTokens: 2 };
     expect(() => s.stream(spec, { stepSink: sink })).toThrow(/sinkKey: expected a number/);
     expect(() => s.stream(spec, { sinkKey: 3 })).toThrow(/sinkKey: given without a stepSink/);
-    expect(() => s.stream(spec, { stepSink: sink, sinkKey: 3, sink: { onTokens: () => {} } })).toThrow(/stepSink: given beside sink/);
     expect(s.inFlight).toBe(0);
   });
 
