@@ -1,26 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { threadCpuUs } from '../core/thread-cpu.js';
 
 /**
- * CPU time of the calling thread (the main thread, where the scheduler,
- * the serving loop and the HTTP server run), in microseconds: Linux's
- * /proc/thread-self/schedstat (nanoseconds on the CPU). process.cpuUsage()
- * counts every thread, the ranks' model work too, whose run-to-run spread
- * on a loaded machine is larger than what the HTTP path adds. null where
- * the file cannot be read (not Linux, or no scheduler statistics).
- *
- * The kernel adds a running thread's current slice only at the next tick
- * or switch: callers read it just after a sleep (a fresh slice).
+ * The calling thread's CPU time (the main thread, where the scheduler, the
+ * serving loop and the HTTP server run) after a millisecond's sleep, so the
+ * read falls on a fresh slice (core/thread-cpu.ts). The bench counts the
+ * main thread alone: process.cpuUsage() would count the ranks' model work
+ * too, whose run-to-run spread on a loaded machine is larger than what the
+ * HTTP path adds.
  */
-export function threadCpuUs(): number | null {
-  try {
-    const runNs = Number(readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')[0]);
-    return Number.isFinite(runNs) ? runNs / 1000 : null;
-  } catch {
-    return null;
-  }
-}
-
-/** Sleeps a millisecond, then reads threadCpuUs() on a fresh slice. */
 export async function threadCpuUsAfterSleep(): Promise<number | null> {
   await new Promise((resolve) => setTimeout(resolve, 1));
   return threadCpuUs();

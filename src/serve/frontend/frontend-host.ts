@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
+import { threadCpuUs } from '../../core/thread-cpu.js';
 import type { FinishedRequest } from '../../runtime/engine-types.js';
 import { workerScript } from '../../runtime/worker-path.js';
 import { FrontendThreadError } from '../errors.js';
@@ -106,13 +106,7 @@ export class FrontendHost implements HttpFrontEnd {
   /** CPU time of the front-end thread (Linux /proc/self/task/<tid>/schedstat), in microseconds; null where it cannot be read. */
   threadCpuUs(): number | null {
     const tid = this.listening?.threadId ?? null;
-    if (tid === null) return null;
-    try {
-      const runNs = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'latin1').split(' ')[0]);
-      return Number.isFinite(runNs) ? runNs / 1000 : null;
-    } catch {
-      return null;
-    }
+    return tid === null ? null : threadCpuUs(tid);
   }
 
   /** Completions received from the front end so far, and the main thread's time in receiving and queueing them. */
