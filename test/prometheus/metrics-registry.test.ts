@@ -1,26 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineMetrics } from '../../src/runtime/engine-types.js';
 import { createMetricsRegistry } from '../../src/prometheus/metrics-registry.js';
+import { quietEngineMetrics } from '../support/engine-metrics.js';
 
+/** A run's metrics with every counter the registry reads set to its own value. */
 function metrics(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
-  return {
+  return quietEngineMetrics({
     steps: 12,
     preemptions: 3,
     requests: { added: 10, finished: 7, aborted: 1, failed: 2 },
     tokens: { prompt: 1000, output: 80, prefillComputed: 400, recomputed: 0, promptReached: 1000 },
     hits: { gpuPrefixTokens: 350, cpuTierTokens: 250 },
-    rereads: { gpuPrefixTokens: 0, cpuTierTokens: 0 },
     transfers: {
       gpuToCpu: { jobs: 5, failedJobs: 1, bytes: 4096, busyMs: 2, copyJobs: 2 },
       cpuToGpu: { jobs: 4, failedJobs: 0, bytes: 8192, busyMs: 1500, copyJobs: 4 },
     },
     loadFailures: { blocks: 2, requestsRecovered: 1 },
     storeFailures: 1,
-    rankRestarts: 0,
-    leaks: { gpuBlocks: 0, cpuBlocks: 0 },
     stepClock: { description: 'tiny on h100-sxm (NVIDIA H100 SXM 80GB, default)', modelledComputeMs: 0, forwardMs: 0 },
     ...overrides,
-  };
+  });
 }
 
 describe('Prometheus metrics', () => {
