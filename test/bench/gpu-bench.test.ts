@@ -46,12 +46,12 @@ function overlapRow(deviceSlowdown: number, copyShare: number): GpuOverlapRow {
   };
 }
 
-function compareOf(storeGbps: number, mismatches: number): GpuCompare {
+function compareOf(storeGbps: number, mismatches: number, loadGbps: number | null = storeGbps): GpuCompare {
   const run = { requests: 8, failed: 0, integrityChecked: 8, integrityMismatches: mismatches, ttftP50Ms: 1, ttftP99Ms: 2, wallSeconds: 1 };
   return {
     model: 'llama-8b',
-    offloadOff: { ...run, storeGbps: null, loadGbps: null },
-    offloadOn: { ...run, storeGbps, loadGbps: storeGbps },
+    offloadOff: { ...run, cpuHitTokens: 0, prefillComputedTokens: 4096, storeGbps: null, loadGbps: null },
+    offloadOn: { ...run, cpuHitTokens: loadGbps === null ? 0 : 2048, prefillComputedTokens: 2048, storeGbps, loadGbps },
   };
 }
 
@@ -72,6 +72,10 @@ describe('the gpu bench', () => {
       expect(run.integrityChecked).toBe(run.requests);
       expect(run.integrityMismatches).toBe(0);
     }
+    // The comparison exercises the load path: the CPU tier serves prompt tokens the other run computed.
+    expect(report.compare!.offloadOn.cpuHitTokens).toBeGreaterThan(0);
+    expect(report.compare!.offloadOn.loadGbps).not.toBeNull();
+    expect(report.compare!.offloadOn.prefillComputedTokens).toBeLessThan(report.compare!.offloadOff.prefillComputedTokens);
     expect(report.goals.map((g) => g.goal)).toHaveLength(8);
     expect(report.goals[0]).toEqual({ goal: 'every part ran to the end', met: true, figure: 'all parts ran' });
     for (const goal of report.goals) expect(goal.figure.length).toBeGreaterThan(0);
@@ -112,5 +116,17 @@ describe('the gpu bench', () => {
     expect(failed).toEqual(['every', 'forward', 'transfer', 'transfer', 'engine', 'offload', 'no']);
     expect(goals[0].figure).toBe('stress overlap run 7: overlap bench: transfer job 3 failed on the device: x');
     expect(goals.find((g) => g.goal.startsWith('engine'))!.figure).toBe('stores 30.00, loads 30.00 GB/s against 50.00 GB/s (60.0%)');
+  });
+
+  it('does not judge the engine rate on a comparison whose CPU tier served nothing, and says why', () => {
+    const goals = judgeGoals({
+      transfer: [transferRow(4096, 'gpuToCpu', 0.95)],
+      overlap: [overlapRow(0.02, 0.9)],
+      compare: compareOf(48, 0, null),
+      stressRuns: ALL_STRESS,
+      failures: [],
+    });
+    const engine = goals.find((g) => g.goal.startsWith('engine'))!;
+    expect(engine).toMatchObject({ met: false, figure: 'no load jobs ran with offload on' });
   });
 });
