@@ -174,11 +174,17 @@ export class Engine {
     return performance.now() - this.startedAt;
   }
 
-  /** Validates and queues one request; returns its id. Nothing is queued if it is rejected. */
-  addRequest(spec: RequestSpec): string {
+  /**
+   * Validates and queues one request; returns its id. Nothing is queued if
+   * it is rejected. `owner` comes back with each of its step updates
+   * (StepReport.tokenUpdates), so a caller finds its own record of the
+   * request without a lookup by id.
+   */
+  addRequest(spec: RequestSpec, owner: unknown = null): string {
     this.assertUsable();
     const params = this.requestParams(spec, 'request', new Set());
     const request = new Request(params, this.config.blockSize);
+    request.owner = owner;
     this.admit(request);
     return request.id;
   }
@@ -455,7 +461,7 @@ export class Engine {
       this.live.delete(update.reqId);
       finished.push(this.finishedRecord(request, update.finishReason, update.errorMessage ?? null));
     }
-    return { step, finished, newTokens };
+    return { step, finished, newTokens, tokenUpdates: updates };
   }
 
   private finishedRecord(request: Request, reason: FinishReason, errorMessage: string | null): FinishedRequest {
@@ -513,7 +519,7 @@ export class Engine {
       // Reports of the lost state must not count toward jobs or requests of the new one.
       if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
       this.rankRestarts += 1;
-      return { step, finished: this.pendingFinished.splice(0), newTokens: new Map() };
+      return { step, finished: this.pendingFinished.splice(0), newTokens: new Map(), tokenUpdates: [] };
     }
     return this.stop(
       step,
