@@ -76,7 +76,10 @@ export class KvEventThread {
     if (this.closed || this.failureError !== null) throw new KvEventPublisherError('the KV event thread is closed');
     const stop = host.addKvEventCollector(this.writer);
     const detach = (): void => {
-      if (this.detachers.delete(detach)) stop();
+      if (!this.detachers.delete(detach)) return;
+      stop();
+      // A step cut short leaves records without their batch's end: they form a batch of their own, not part of the next engine's first.
+      this.writer.flush(Date.now() / 1000);
     };
     this.detachers.add(detach);
     return detach;

@@ -2,7 +2,8 @@ import { Encoder } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { SeededRandom } from '../../src/core/prng.js';
 import type { KvCacheEvent, KvEventBatch } from '../../src/events/kv-cache-events.js';
-import { eventBlockHash, KvEventWireEncoder, type KvEventEncoding } from '../../src/events/vllm-wire.js';
+import { blockHashLane } from '../../src/core/block-hash.js';
+import { eventBlockHash, eventHashWords, KvEventWireEncoder, type KvEventEncoding } from '../../src/events/vllm-wire.js';
 import { hexHash, someBatch } from './random-batches.js';
 
 /**
@@ -62,5 +63,20 @@ describe('the KV event wire encoder', () => {
     const batch: KvEventBatch = { ts: 5.5, events: [{ type: 'BlockRemoved', blockHashes: hashes, medium: 'CPU' }] };
     const encoder = new KvEventWireEncoder('map');
     expect(Buffer.from(encoder.encode(batch)).equals(Buffer.from(reference.encode(vllmStructs(batch, 'map', 0))))).toBe(true);
+  });
+
+  it('gives a hash the same words whether the block tables just looked it up or not, a 16-character key that is not hex included', () => {
+    const random = new SeededRandom(23);
+    const words = new Int32Array(2);
+    const asBigInt = (): bigint => (BigInt(words[0] >>> 0) << 32n) | BigInt(words[1] >>> 0);
+    const keys = [...Array.from({ length: 50 }, () => hexHash(random, 16)), hexHash(random, 16).toUpperCase(), 'block-0000000001', '0123456789abcdeg'];
+    for (const key of keys) {
+      eventHashWords(key, words);
+      expect(asBigInt()).toBe(eventBlockHash(key));
+      // What a table's lookup leaves behind (blockHashLane keeps the last key's lanes) must not change the value.
+      blockHashLane(key, 0);
+      eventHashWords(key, words);
+      expect(asBigInt()).toBe(eventBlockHash(key));
+    }
   });
 });
