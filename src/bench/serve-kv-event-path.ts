@@ -21,7 +21,9 @@ import { median } from './stats.js';
  * stream and step, so streams / blockSize blocks enter the GPU prefix cache
  * (a stored event each, with its parent and tokens) and the CPU tier (stored
  * on compute), and as many leave each tier (both full), each removal its own
- * event, interleaved with the stores as evictions make room.
+ * event, interleaved with the stores as evictions make room. No hash was
+ * looked up in a block table just before it is reported, so each is parsed
+ * to its words here; in an engine most are (eventHashWords), so this errs high.
  */
 export interface KvEventPath {
   /** Median over the rounds of the engine thread's wall time per step (µs): the reports into the ring and the publish. */
