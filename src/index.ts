@@ -25,10 +25,13 @@ export type {
   BlockStoredEvent,
   KvCacheEvent,
   KvEventBatch,
+  KvEventCollector,
   KvMedium,
+  TierEventSink,
 } from './events/kv-cache-events.js';
 export { KvEventStream, KvEventOverflowError, type KvEventStreamOptions } from './events/kv-event-stream.js';
 export { KvEventPublisher, KvEventPublisherError, type KvEventPublisherOptions } from './events/kv-event-publisher.js';
+export { KvEventThread, type KvEventCollectorHost, type KvEventThreadOptions } from './events/kv-event-thread.js';
 export { eventBlockHash, KvEventWireEncoder, type KvEventEncoding } from './events/vllm-wire.js';
 export { ConfigError, EngineError, KvtierError, RankError, RequestError, TraceError } from './core/errors.js';
 export { ERROR_CODES, type ErrorCode } from './core/error-codes.js';

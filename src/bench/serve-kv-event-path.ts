@@ -1,29 +1,57 @@
-import { KvEventPublisher } from '../events/kv-event-publisher.js';
-import { KvEventRecorder } from '../events/kv-event-recorder.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { SeededRandom } from '../core/prng.js';
+import type { KvEventCollector, TierEventSink } from '../events/kv-cache-events.js';
+import { KvEventRecorder } from '../events/kv-event-recorder.js';
+import { KvEventThread } from '../events/kv-event-thread.js';
 import { KvEventWireEncoder } from '../events/vllm-wire.js';
 import { median } from './stats.js';
 
 /**
- * The main thread's per-step cost of KV events at `streams` decoding
- * requests, alone: the tiers' reports into the recorder, the step's batch
- * encoded and handed to a ZeroMQ PUB socket (a real KvEventPublisher on
- * loopback, with its replay buffer), as `kvtier serve --kv-events-endpoint`
- * does on the engine's thread. Timed in a tight loop, away from the engine,
- * like the ring delivery (serve-ring-delivery.ts).
+ * The engine thread's per-step cost of KV events at `streams` decoding
+ * requests, alone, as `kvtier serve --kv-events-endpoint` publishes them: the
+ * tiers' reports written as integer records into the KV event thread's ring
+ * and the step's one publish (Atomics.store + notify). The KV event thread
+ * (a real one: it builds each batch, encodes it and hands it to a ZeroMQ PUB
+ * socket on loopback with its replay buffer) runs beside it; its CPU time is
+ * reported too, since the work moved there and did not vanish. Timed in a
+ * tight loop, away from the engine, like the ring delivery
+ * (serve-ring-delivery.ts).
  *
  * The step is a saturated decode step: one block in `blockSize` fills per
  * stream and step, so streams / blockSize blocks enter the GPU prefix cache
  * (a stored event each, with its parent and tokens) and the CPU tier (stored
  * on compute), and as many leave each tier (both full), each removal its own
- * event, interleaved with the stores as evictions make room.
+ * event, interleaved with the stores as evictions make room. No hash was
+ * looked up in a block table just before it is reported, so each is parsed
+ * to its words here; in an engine most are (eventHashWords), so this errs high.
  */
 export interface KvEventPath {
-  /** Median over the rounds of the wall time per step (µs): reports, encoding, publishing. */
+  /** Median over the rounds of the engine thread's wall time per step (µs): the reports into the ring and the publish. */
   readonly usPerStep: number;
+  /** The KV event thread's CPU time per step over the timed rounds (µs), or null where a thread's CPU time cannot be read. */
+  readonly threadUsPerStep: number | null;
   /** Events and bytes of one step's batch. */
   readonly eventsPerStep: number;
   readonly bytesPerStep: number;
+}
+
+interface BlockReports {
+  readonly stored: string[];
+  readonly parent: string;
+  readonly tokens: number[];
+  readonly cpuStored: string[];
+  readonly gpuEvicted: string;
+  readonly cpuEvicted: string;
+}
+
+/** One step's reports, as the GPU pool and the CPU tier make them. */
+function report(gpu: TierEventSink, cpu: TierEventSink, blocks: readonly BlockReports[]): void {
+  for (const block of blocks) {
+    gpu.removed(block.gpuEvicted);
+    gpu.stored(block.stored, block.parent, block.tokens);
+    cpu.removed(block.cpuEvicted);
+    cpu.stored(block.cpuStored, null, []);
+  }
 }
 
 export async function measureKvEventPath(streams: number, blockSize = 16, stepsPerRound = 100, rounds = 40, warmupRounds = 10): Promise<KvEventPath> {
@@ -45,41 +73,51 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
       cpuEvicted: hash(),
     })),
   );
-  const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*' });
+  // One step's batch as the in-process recorder makes it, for its size on the wire (not timed).
+  const recorder = new KvEventRecorder();
+  let events = 0;
+  let bytes = 0;
+  recorder.addListener((batch) => {
+    events = batch.events.length;
+    bytes = new KvEventWireEncoder('map').encode(batch).length;
+  });
+  report(recorder.sinkFor('GPU', blockSize), recorder.sinkFor('CPU', blockSize), steps[0]);
+  recorder.flush(Date.now() / 1000);
+
+  const thread = await KvEventThread.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*' });
   try {
-    const recorder = new KvEventRecorder();
-    const gpu = recorder.sinkFor('GPU', blockSize);
-    const cpu = recorder.sinkFor('CPU', blockSize);
-    let events = 0;
-    let bytes = 0;
-    const encoder = new KvEventWireEncoder('map');
-    recorder.addListener((batch) => {
-      if (events === 0) {
-        events = batch.events.length;
-        bytes = encoder.encode(batch).length;
-      }
-      publisher.publish(batch);
+    // The thread's ring as an engine holds it: one collector, its sinks handed to the tiers.
+    let ring: KvEventCollector | null = null;
+    thread.attach({
+      addKvEventCollector: (collector) => {
+        ring = collector;
+        return () => {};
+      },
     });
+    const collector = ring as unknown as KvEventCollector;
+    const gpu = collector.sinkFor('GPU', blockSize);
+    const cpu = collector.sinkFor('CPU', blockSize);
     const perRound: number[] = [];
+    let threadStartUs: number | null = null;
     let step = 0;
     for (let round = 0; round < warmupRounds + rounds; round++) {
+      if (round === warmupRounds) threadStartUs = thread.threadCpuUs();
       const started = process.hrtime.bigint();
       for (let i = 0; i < stepsPerRound; i++) {
-        for (const block of steps[step++ % steps.length]) {
-          gpu.removed(block.gpuEvicted);
-          gpu.stored(block.stored, block.parent, block.tokens);
-          cpu.removed(block.cpuEvicted);
-          cpu.stored(block.cpuStored, null, []);
-        }
-        recorder.flush(Date.now() / 1000);
+        report(gpu, cpu, steps[step++ % steps.length]);
+        collector.flush(Date.now() / 1000);
       }
       const ns = process.hrtime.bigint() - started;
-      // The sends complete between rounds, outside the timed part, as they would between steps.
-      await publisher.drain();
+      // The thread catches up between rounds, outside the timed part, as it would between steps.
+      await thread.caughtUp();
       if (round >= warmupRounds) perRound.push(Number(ns) / stepsPerRound / 1000);
     }
-    return { usPerStep: median(perRound), eventsPerStep: events, bytesPerStep: bytes };
+    // The thread's last sends complete; then a fresh slice makes its CPU time current (core/thread-cpu.ts).
+    await sleep(20);
+    const threadEndUs = thread.threadCpuUs();
+    const threadUsPerStep = threadStartUs === null || threadEndUs === null ? null : (threadEndUs - threadStartUs) / (rounds * stepsPerRound);
+    return { usPerStep: median(perRound), threadUsPerStep, eventsPerStep: events, bytesPerStep: bytes };
   } finally {
-    await publisher.close();
+    await thread.close();
   }
 }

@@ -1,4 +1,5 @@
 import { createRingBuffer, ringWordsFor, RingReader, RingWriter, type RingVisitor } from '../serve/frontend/token-ring.js';
+import type { RequestTokens } from '../runtime/engine-types.js';
 import type { StepTokenSink } from '../serve/step-token-sink.js';
 import { median } from './stats.js';
 
@@ -6,15 +7,27 @@ import { median } from './stats.js';
  * The main thread's per-step share of the front-end thread's path, alone:
  * `streams` requests each given one token per step as ServingEngine's
  * delivery hands them to requests submitted with a step sink (the token
- * ring's writer opened once for the step, each request's ticket looked up
- * by request id and its tokens handed over by its slot: a one-token record,
- * two stores), then the step closed: one publish. Timed in a tight loop,
+ * ring's writer opened once for the step; each step update carries its
+ * request's ticket, the owner ServingEngine gave Engine.addRequest, whose
+ * tokens go over by its slot: a one-token record, two stores), then the
+ * step closed: one publish. The loop is ServingEngine.deliver's, kept in step with it. Timed in a tight loop,
  * away from the engine, so a few microseconds per step are resolved where
  * the whole batch's accounting (hundreds of microseconds per step of engine
  * work on a shared machine) cannot. The ring is read between steps on the
  * same thread, outside the timed part, as the front end would. Rounds are
  * short (200 steps) and the median is kept, after warm-up rounds for the JIT.
  */
+/** ServingEngine's ticket, as much of it as delivery reads. */
+class BenchTicket {
+  started = false;
+  ended = false;
+  constructor(
+    readonly serving: object,
+    public stepSink: StepTokenSink | null,
+    readonly sinkKey: number,
+  ) {}
+}
+
 export interface RingDelivery {
   /** Median over the rounds of the wall time per step (µs) of delivery and publish. */
   readonly usPerStep: number;
@@ -25,20 +38,24 @@ export function measureRingDelivery(streams: number, stepsPerRound = 200, rounds
   const writer = new RingWriter(buffer);
   const reader = new RingReader(buffer, () => writer.resume());
   const visitor: RingVisitor = { tokens: () => {}, finish: () => {}, refused: () => {}, admitted: () => {} };
-  const newTokens = new Map<string, number[]>();
-  for (let slot = 0; slot < streams; slot++) newTokens.set(`request-${slot}`, [slot]);
+  const serving = {};
   const perRound: number[] = [];
   for (let round = 0; round < warmupRounds + rounds; round++) {
     // Fresh requests each round, as a new batch would bring; slots start at 1, as the front end gives them.
-    const tickets = new Map<string, { started: boolean; stepSink: StepTokenSink | null; sinkKey: number }>();
-    let slot = 1;
-    for (const id of newTokens.keys()) tickets.set(id, { started: false, stepSink: writer, sinkKey: slot++ });
+    const updates: RequestTokens[] = Array.from({ length: streams }, (_, i) => ({
+      reqId: `request-${i}`,
+      newTokenIds: [i],
+      owner: new BenchTicket(serving, writer, i + 1),
+    }));
     let ns = 0n;
     for (let step = 0; step < stepsPerRound; step++) {
       const started = process.hrtime.bigint();
-      writer.beginStep(newTokens.size);
-      for (const [id, tokens] of newTokens) {
-        const ticket = tickets.get(id)!;
+      writer.beginStep(updates.length);
+      for (let i = 0; i < updates.length; i++) {
+        const update = updates[i];
+        const tokens = update.newTokenIds;
+        const ticket = update.owner;
+        if (tokens.length === 0 || !(ticket instanceof BenchTicket) || ticket.serving !== serving || ticket.ended) continue;
         if (!ticket.started) ticket.started = true;
         try {
           ticket.stepSink!.tokens(ticket.sinkKey, tokens);

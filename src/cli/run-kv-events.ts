@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { KvEventPublisher, KvEventPublisherError } from '../events/kv-event-publisher.js';
+import { KvEventPublisherError } from '../events/kv-event-publisher.js';
+import { KvEventThread } from '../events/kv-event-thread.js';
 import { KV_EVENT_ENCODINGS, type KvEventEncoding } from '../events/vllm-wire.js';
 import type { Engine } from '../runtime/engine.js';
 import { originOf, type LayeredInput } from './config-input.js';
@@ -61,40 +62,46 @@ export function kvEventsConfig(given: KvEventsInput, input: LayeredInput): KvEve
 
 /**
  * The publisher of one command, open from before the first engine starts
- * until the command ends. Each engine attached after the first starts empty:
+ * until the command ends: a KV event thread, so the engine's thread only
+ * writes each event's integers into a ring and the encoding and sending
+ * happen beside it. Each engine attached after the first starts empty:
  * subscribers are told so (AllBlocksCleared) before its events.
  */
 export class CommandKvEvents {
   private engines = 0;
+  private detach: (() => void) | null = null;
 
-  private constructor(private readonly publisher: KvEventPublisher | null) {}
+  private constructor(private readonly thread: KvEventThread | null) {}
 
   /** Opens the sockets (a taken port fails here, before any work) and says where they are on stderr. */
   static async start(config: KvEventsConfig | null): Promise<CommandKvEvents> {
     if (config === null) return new CommandKvEvents(null);
-    let publisher: KvEventPublisher;
+    let thread: KvEventThread;
     try {
-      publisher = await KvEventPublisher.start(config);
+      thread = await KvEventThread.start(config);
     } catch (error) {
       if (error instanceof KvEventPublisherError) throw new UsageError(`--kv-events-endpoint: ${error.message}`);
       throw error;
     }
-    const replay = publisher.replayEndpoint === null ? '' : `, replay at ${publisher.replayEndpoint}`;
-    process.stderr.write(`kvtier: publishing KV events at ${publisher.endpoint} (topic ${JSON.stringify(config.topic)}${replay})\n`);
-    return new CommandKvEvents(publisher);
+    const replay = thread.replayEndpoint === null ? '' : `, replay at ${thread.replayEndpoint}`;
+    process.stderr.write(`kvtier: publishing KV events at ${thread.endpoint} (topic ${JSON.stringify(config.topic)}${replay})\n`);
+    return new CommandKvEvents(thread);
   }
 
-  /** Publishes `engine`'s events from now on (call before its first request). */
+  /** Publishes `engine`'s events from now on, in place of the engine attached before (call before its first request). */
   attach(engine: Engine): void {
-    if (this.publisher === null) return;
-    if (this.engines++ > 0) this.publisher.publish({ ts: Date.now() / 1000, events: [{ type: 'AllBlocksCleared' }] });
-    this.publisher.attach(engine);
+    if (this.thread === null) return;
+    this.detach?.();
+    if (this.engines++ > 0) this.thread.clearAll();
+    this.detach = this.thread.attach(engine);
   }
 
   /** Sends what is queued, closes the sockets and says how many batches went out (the last sequence number + 1). */
   async close(): Promise<void> {
-    if (this.publisher === null) return;
-    await this.publisher.close();
-    process.stderr.write(`kvtier: published ${this.publisher.published} KV event batches at ${this.publisher.endpoint}\n`);
+    if (this.thread === null) return;
+    await this.thread.close();
+    const failure = this.thread.failure;
+    if (failure !== null) process.stderr.write(`kvtier: KV events stopped early: ${failure.message}\n`);
+    process.stderr.write(`kvtier: published ${this.thread.published} KV event batches at ${this.thread.endpoint}\n`);
   }
 }

@@ -233,7 +233,9 @@ export function blockHashLane(hash: BlockHash, lane: 0 | 1): number {
   // eviction order): the last key's lanes are kept rather than parsed again.
   if (hash !== lastLaneKey) {
     lastLaneA = computeLane(hash, 0);
+    const aIsValue = laneIsValue;
     lastLaneB = computeLane(hash, 1);
+    lastLanesAreValue = aIsValue && laneIsValue;
     lastLaneKey = hash;
   }
   return lane === 0 ? lastLaneA : lastLaneB;
@@ -242,11 +244,32 @@ export function blockHashLane(hash: BlockHash, lane: 0 | 1): number {
 let lastLaneKey: BlockHash | null = null;
 let lastLaneA = 0;
 let lastLaneB = 0;
+/** The last key is 16 hex digits: its lanes are its value, not a fingerprint. */
+let lastLanesAreValue = false;
+/** Whether the last computeLane parsed the lane as hex digits. */
+let laneIsValue = false;
+
+/**
+ * The value of `hash` as two 32-bit words (high, low) into `out`, when it
+ * is the key whose lanes were looked up last and is 16 hex digits: the
+ * tables' lookup just parsed it (a block evicted, cached or found), so a
+ * KV event about it costs no second parse. false otherwise.
+ */
+export function lastLookedUpHashWords(hash: BlockHash, out: Int32Array): boolean {
+  if (hash !== lastLaneKey || !lastLanesAreValue) return false;
+  out[0] = lastLaneA;
+  out[1] = lastLaneB;
+  return true;
+}
 
 function computeLane(hash: BlockHash, lane: 0 | 1): number {
+  laneIsValue = false;
   if (hash.length === 16) {
     const value = parseLane(hash, lane * 8);
-    if (value === value) return value;
+    if (value === value) {
+      laneIsValue = true;
+      return value;
+    }
   }
   let x = lane === 0 ? LANE_A_SEED : LANE_B_SEED;
   for (let i = 0; i < hash.length; i++) x = round(x, hash.charCodeAt(i));

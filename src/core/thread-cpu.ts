@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 
 /**
  * CPU time of one thread of this process, in microseconds, from Linux's
@@ -15,6 +15,16 @@ export function threadCpuUs(kernelThreadId: number | null = null): number | null
   try {
     const runNs = Number(readFileSync(path, 'latin1').split(' ')[0]);
     return Number.isFinite(runNs) ? runNs / 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The calling thread's id in the kernel (/proc/thread-self -> <pid>/task/<tid>), for threadCpuUs from another thread; null off Linux. */
+export function kernelThreadId(): number | null {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    return Number.isSafeInteger(tid) ? tid : null;
   } catch {
     return null;
   }

@@ -68,3 +68,16 @@ export interface TierEventSink {
   /** The whole tier was dropped at once. */
   cleared(): void;
 }
+
+/**
+ * What an engine records its tiers' events into: a sink per tier, and the
+ * end of each step. The in-process recorder (objects, for listeners and the
+ * async iterator) and the ring to the KV event thread (integer records) are
+ * both collectors; an engine feeds every collector attached to it.
+ */
+export interface KvEventCollector {
+  /** The sink of one tier: its events carry `medium`, its stored blocks `blockSize` tokens each. */
+  sinkFor(medium: KvMedium, blockSize: number): TierEventSink;
+  /** Ends the step: the events since the last flush form one batch stamped `ts` (seconds); a step without events forms none. */
+  flush(ts: number): void;
+}

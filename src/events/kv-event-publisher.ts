@@ -2,6 +2,7 @@ import { ERROR_CODES } from '../core/error-codes.js';
 import type { Publisher, Router } from 'zeromq';
 import { KvtierError } from '../core/errors.js';
 import type { KvEventBatch } from './kv-cache-events.js';
+import type { KvRecordBatch } from './kv-event-records.js';
 import type { KvEventSource } from './kv-event-stream.js';
 import { KvEventWireEncoder, type KvEventEncoding } from './vllm-wire.js';
 
@@ -150,8 +151,17 @@ export class KvEventPublisher {
   /** Sends one batch with the next sequence number (queued behind earlier sends; never blocks the caller). */
   publish(batch: KvEventBatch): void {
     if (this.closed) throw new KvEventPublisherError('the KV event publisher is closed');
+    this.send(this.encoder.encode(batch));
+  }
+
+  /** publish() for a batch read from the KV event ring as integers (the KV event thread's form): the same bytes. */
+  publishRecords(batch: KvRecordBatch): void {
+    if (this.closed) throw new KvEventPublisherError('the KV event publisher is closed');
+    this.send(this.encoder.encodeRecords(batch));
+  }
+
+  private send(payload: Uint8Array): void {
     const seq = this.nextSeq++;
-    const payload = this.encoder.encode(batch);
     this.replayBuffer[seq % this.bufferSteps] = payload;
     const frames = [this.topic, seqBytes(BigInt(seq)), payload];
     this.sending = this.sending.then(() =>

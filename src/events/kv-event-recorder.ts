@@ -1,5 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
-import type { BlockRemovedEvent, KvCacheEvent, KvEventBatch, KvMedium, TierEventSink } from './kv-cache-events.js';
+import type { BlockRemovedEvent, KvCacheEvent, KvEventBatch, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 
 /** Receives each step's batch, synchronously, as the engine ends the step. */
 export type KvEventListener = (batch: KvEventBatch) => void;
@@ -16,7 +16,7 @@ interface OpenRemoval {
  * listeners as one batch when the engine ends the step (vLLM publishes one
  * batch per scheduler step too). A step without events publishes nothing.
  */
-export class KvEventRecorder {
+export class KvEventRecorder implements KvEventCollector {
   private pending: KvCacheEvent[] = [];
   private openRemoval: OpenRemoval | null = null;
   private readonly listeners = new Set<KvEventListener>();

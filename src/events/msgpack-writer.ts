@@ -92,6 +92,18 @@ export class MsgpackWriter {
     }
   }
 
+  /** Words [from, to) of `values`, read as unsigned, as numbers() writes them: the array header, then each integer. */
+  uint32s(values: Int32Array, from: number, to: number): void {
+    this.arrayHeader(to - from);
+    this.room(to - from);
+    for (let i = from; i < to; i++) {
+      const value = values[i] >>> 0;
+      // room() above covers the one-byte form; number() makes its own.
+      if (value >= 0 && value < 0x80) this.bytes[this.pos++] = value;
+      else this.number(value);
+    }
+  }
+
   float64(value: number): void {
     this.room(9);
     this.bytes[this.pos++] = 0xcb;

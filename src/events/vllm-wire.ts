@@ -1,5 +1,23 @@
-import type { BlockHash } from '../core/block-hash.js';
+import { lastLookedUpHashWords, type BlockHash } from '../core/block-hash.js';
 import type { KvCacheEvent, KvEventBatch, KvMedium } from './kv-cache-events.js';
+import {
+  EVENT_BLOCK_SIZE,
+  EVENT_FIELDS,
+  EVENT_HASH_AT,
+  EVENT_HASHES,
+  EVENT_HAS_PARENT,
+  EVENT_KIND,
+  EVENT_PARENT_HIGH,
+  EVENT_PARENT_LOW,
+  EVENT_TOKEN_AT,
+  EVENT_TOKENS,
+  KIND_CLEARED,
+  KIND_REMOVED_CPU,
+  KIND_REMOVED_GPU,
+  KIND_STORED_CPU,
+  KIND_STORED_GPU,
+  type KvRecordBatch,
+} from './kv-event-records.js';
 import { concatBytes, encodeString, MsgpackWriter } from './msgpack-writer.js';
 
 /**
@@ -56,20 +74,58 @@ function hexWord(text: string, from: number, to: number): number {
   return word;
 }
 
-/** Writes eventBlockHash(hash) as msgpack's unsigned 64-bit integer, without a BigInt for kvtier's hex hashes. */
-function writeHash(out: MsgpackWriter, hash: BlockHash): void {
+/**
+ * eventBlockHash(hash) as two 32-bit words, high then low, into `out` (read
+ * them with >>> 0): without a BigInt for kvtier's hex hashes. The engine's
+ * side of the KV event ring and the encoder both go through here.
+ */
+export function eventHashWords(hash: BlockHash, out: Int32Array): void {
+  // The caches' tables looked most event hashes up just before reporting them: their words are at hand.
+  if (lastLookedUpHashWords(hash, out)) return;
   const n = hash.length;
   // The low 64 bits are the last 16 digits; every digit must still be hex, or the hash is not a number.
-  if (n > 0 && (n <= 16 || hexWord(hash, 0, n - 16) >= 0)) {
+  if (n === 16) {
+    // kvtier's own form, on the engine's thread for every event: int32 shifts, and one check of all digits at the end.
+    let high = 0;
+    let low = 0;
+    let bad = 0;
+    for (let i = 0; i < 8; i++) {
+      const code = hash.charCodeAt(i);
+      const digit = code < 128 ? HEX_VALUE[code] : -1;
+      bad |= digit;
+      high = (high << 4) | digit;
+    }
+    for (let i = 8; i < 16; i++) {
+      const code = hash.charCodeAt(i);
+      const digit = code < 128 ? HEX_VALUE[code] : -1;
+      bad |= digit;
+      low = (low << 4) | digit;
+    }
+    if (bad >= 0) {
+      out[0] = high;
+      out[1] = low;
+      return;
+    }
+  } else if (n > 0 && (n <= 16 || hexWord(hash, 0, n - 16) >= 0)) {
     const low = hexWord(hash, Math.max(0, n - 8), n);
     const high = n > 8 ? hexWord(hash, Math.max(0, n - 16), n - 8) : 0;
     if (low >= 0 && high >= 0) {
-      out.uint64(high, low);
+      out[0] = high;
+      out[1] = low;
       return;
     }
   }
   const value = eventBlockHash(hash);
-  out.uint64(Number(value >> 32n), Number(value & 0xffffffffn));
+  out[0] = Number(value >> 32n);
+  out[1] = Number(value & 0xffffffffn);
+}
+
+const hashWords = new Int32Array(2);
+
+/** Writes eventBlockHash(hash) as msgpack's unsigned 64-bit integer. */
+function writeHash(out: MsgpackWriter, hash: BlockHash): void {
+  eventHashWords(hash, hashWords);
+  out.uint64(hashWords[0], hashWords[1]);
 }
 
 function writeHashes(out: MsgpackWriter, list: readonly BlockHash[]): void {
@@ -176,4 +232,48 @@ export class KvEventWireEncoder {
     out.number(this.dataParallelRank);
     return out.take();
   }
+
+  /** The same bytes as encode() for a batch read from the KV event ring (kv-event-ring.ts) as integers. */
+  encodeRecords(batch: KvRecordBatch): Uint8Array {
+    const out = this.out;
+    const runs = this.runs;
+    const { events, hashes, tokens } = batch;
+    out.reset();
+    out.arrayHeader(3);
+    out.number(batch.ts);
+    out.arrayHeader(batch.eventCount);
+    const end = batch.eventCount * EVENT_FIELDS;
+    for (let e = 0; e < end; e += EVENT_FIELDS) {
+      const kind = events[e + EVENT_KIND];
+      if (kind === KIND_STORED_GPU || kind === KIND_STORED_CPU) {
+        out.raw(runs.storedHead);
+        writeHashWords(out, hashes, events[e + EVENT_HASH_AT], events[e + EVENT_HASHES]);
+        out.raw(runs.beforeParent);
+        if (events[e + EVENT_HAS_PARENT] === 0) out.nil();
+        else out.uint64(events[e + EVENT_PARENT_HIGH], events[e + EVENT_PARENT_LOW]);
+        out.raw(runs.beforeTokens);
+        const at = events[e + EVENT_TOKEN_AT];
+        out.uint32s(tokens, at, at + events[e + EVENT_TOKENS]);
+        out.raw(runs.beforeBlockSize);
+        out.number(events[e + EVENT_BLOCK_SIZE]);
+        out.raw(runs.storedTail[kind === KIND_STORED_GPU ? 'GPU' : 'CPU']);
+      } else if (kind === KIND_REMOVED_GPU || kind === KIND_REMOVED_CPU) {
+        out.raw(runs.removedHead);
+        writeHashWords(out, hashes, events[e + EVENT_HASH_AT], events[e + EVENT_HASHES]);
+        out.raw(runs.removedTail[kind === KIND_REMOVED_GPU ? 'GPU' : 'CPU']);
+      } else if (kind === KIND_CLEARED) {
+        out.raw(runs.cleared);
+      } else {
+        throw new Error(`KV event record batch: unknown event kind ${kind}`);
+      }
+    }
+    out.number(this.dataParallelRank);
+    return out.take();
+  }
+}
+
+/** `count` hashes as (high, low) words of `words` from `at`, as an array of unsigned 64-bit integers. */
+function writeHashWords(out: MsgpackWriter, words: Int32Array, at: number, count: number): void {
+  out.arrayHeader(count);
+  for (let i = 0; i < count; i++) out.uint64(words[at + 2 * i], words[at + 2 * i + 1]);
 }

@@ -93,10 +93,23 @@ export interface EngineMetrics {
   stepClock: { description: string; modelledComputeMs: number; forwardMs: number };
 }
 
+/** One request's tokens of a step, with its owner (see Engine.addRequest). */
+export interface RequestTokens {
+  readonly reqId: string;
+  readonly newTokenIds: readonly number[];
+  readonly owner: unknown;
+}
+
 export interface StepReport {
   readonly step: number;
   /** Requests that finished in this step. */
   readonly finished: readonly FinishedRequest[];
   /** Tokens appended this step, per request. */
   readonly newTokens: ReadonlyMap<string, readonly number[]>;
+  /**
+   * The same tokens as the step's updates, in order, each with the owner
+   * given to addRequest (entries may have no tokens). Valid until the next
+   * step: the engine refills them in place.
+   */
+  readonly tokenUpdates: readonly RequestTokens[];
 }

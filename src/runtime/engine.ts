@@ -31,6 +31,8 @@ import { assembleEngine, type EngineAssembly } from './assembly/assemble-engine.
 import { engineAssemblyConfig, engineGeometry } from './assembly/engine-config-parts.js';
 import type { StepObserver } from './step-observer.js';
 import { KvEventRecorder, type KvEventListener } from '../events/kv-event-recorder.js';
+import type { KvEventCollector } from '../events/kv-cache-events.js';
+import { KvEventCollectors, type EventReportingTier } from '../events/kv-event-collectors.js';
 import { KvEventStream, type KvEventStreamOptions } from '../events/kv-event-stream.js';
 import { cacheTierMetrics } from './cache-tier-metrics.js';
 
@@ -95,7 +97,9 @@ export class Engine {
   private readonly transfers: TransferMetrics;
   private readonly events: EngineEventLog;
   private readonly observer: StepObserver;
-  /** KV events: recorded from the first listener on (an engine nobody listens to reports nothing). */
+  /** KV events: reported from the first collector on (an engine nobody listens to reports nothing). */
+  private kvEventCollectors: KvEventCollectors | null = null;
+  /** The in-process collector of listeners and kvEvents() streams, made for the first listener. */
   private kvEventRecorder: KvEventRecorder | null = null;
 
   private constructor(
@@ -170,11 +174,17 @@ export class Engine {
     return performance.now() - this.startedAt;
   }
 
-  /** Validates and queues one request; returns its id. Nothing is queued if it is rejected. */
-  addRequest(spec: RequestSpec): string {
+  /**
+   * Validates and queues one request; returns its id. Nothing is queued if
+   * it is rejected. `owner` comes back with each of its step updates
+   * (StepReport.tokenUpdates), so a caller finds its own record of the
+   * request without a lookup by id.
+   */
+  addRequest(spec: RequestSpec, owner: unknown = null): string {
     this.assertUsable();
     const params = this.requestParams(spec, 'request', new Set());
     const request = new Request(params, this.config.blockSize);
+    request.owner = owner;
     this.admit(request);
     return request.id;
   }
@@ -251,7 +261,7 @@ export class Engine {
     const output = this.aggregator.aggregate(outputs, schedulerOutput);
     this.observer.stepAnswered(outputs, output);
     const updates = this.scheduler.updateFromOutput(schedulerOutput, output);
-    this.kvEventRecorder?.flush();
+    this.kvEventCollectors?.flush();
     this.observer.stepFinished(schedulerOutput.step, performance.now() - started, outputs);
     return this.report(schedulerOutput.step, updates);
   }
@@ -314,12 +324,28 @@ export class Engine {
    */
   addKvEventListener(listener: KvEventListener): () => void {
     if (this.kvEventRecorder === null) {
-      const recorder = new KvEventRecorder();
-      this.scheduler.kvCacheManager.pool.setEventSink(recorder.sinkFor('GPU', this.config.blockSize));
-      this.offloading?.manager.setEventSink?.(recorder.sinkFor('CPU', this.config.blockSize * this.config.offloadFactor));
-      this.kvEventRecorder = recorder;
+      this.kvEventRecorder = new KvEventRecorder();
+      this.addKvEventCollector(this.kvEventRecorder);
     }
     return this.kvEventRecorder.addListener(listener);
+  }
+
+  /**
+   * Feeds `collector` (src/events/kv-cache-events.ts) the tiers' events and
+   * the end of each step from now on, as addKvEventListener does for
+   * listeners; returns the function that stops it. The KV event thread's
+   * ring is one: the engine's thread then only writes integers per event.
+   */
+  addKvEventCollector(collector: KvEventCollector): () => void {
+    if (this.kvEventCollectors === null) {
+      const tiers: EventReportingTier[] = [{ medium: 'GPU', blockSize: this.config.blockSize, setEventSink: (sink) => this.scheduler.kvCacheManager.pool.setEventSink(sink) }];
+      const manager = this.offloading?.manager;
+      if (manager?.setEventSink !== undefined) {
+        tiers.push({ medium: 'CPU', blockSize: this.config.blockSize * this.config.offloadFactor, setEventSink: (sink) => manager.setEventSink?.(sink) });
+      }
+      this.kvEventCollectors = new KvEventCollectors(tiers);
+    }
+    return this.kvEventCollectors.add(collector);
   }
 
   /** The KV event batches as an async iterator (see addKvEventListener for when recording starts). */
@@ -435,7 +461,7 @@ export class Engine {
       this.live.delete(update.reqId);
       finished.push(this.finishedRecord(request, update.finishReason, update.errorMessage ?? null));
     }
-    return { step, finished, newTokens };
+    return { step, finished, newTokens, tokenUpdates: updates };
   }
 
   private finishedRecord(request: Request, reason: FinishReason, errorMessage: string | null): FinishedRequest {
@@ -488,12 +514,12 @@ export class Engine {
         continue;
       }
       this.scheduler.resetForRankLoss();
-      this.kvEventRecorder?.flush();
+      this.kvEventCollectors?.flush();
       this.observer.transfersDropped();
       // Reports of the lost state must not count toward jobs or requests of the new one.
       if (!this.switches.keepPartialReportsOnRankLoss) this.aggregator.reset();
       this.rankRestarts += 1;
-      return { step, finished: this.pendingFinished.splice(0), newTokens: new Map() };
+      return { step, finished: this.pendingFinished.splice(0), newTokens: new Map(), tokenUpdates: [] };
     }
     return this.stop(
       step,
@@ -514,7 +540,7 @@ export class Engine {
     await this.executor.terminateAll();
     // The devices are gone with their threads: nothing holds blocks or transfers anymore.
     this.scheduler.resetForRankLoss();
-    this.kvEventRecorder?.flush();
+    this.kvEventCollectors?.flush();
     this.observer.transfersDropped();
     this.aggregator.reset();
     throw this.stopped;

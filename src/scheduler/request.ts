@@ -121,6 +121,8 @@ export class Request {
   /** Its part of the latest step that scheduled it and its latest sampled-token update, refilled in place (see step-records.ts). */
   stepRecord: StepRequest | null = null;
   tokenUpdate: SampledTokenUpdate | null = null;
+  /** What the caller that added it keeps with it (ServingEngine: its ticket), handed back on each of its updates so delivery needs no lookup by id. */
+  owner: unknown = null;
 
   /** Prompt and prompt + output token counts, kept as fields so the hot path reads the request alone, not its arrays. */
   private readonly promptLength: number;

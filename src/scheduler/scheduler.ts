@@ -50,6 +50,8 @@ export interface SchedulerOptions {
 export interface RequestUpdate {
   readonly reqId: string;
   readonly newTokenIds: readonly number[];
+  /** The request's owner (Request.owner). */
+  readonly owner: unknown;
   readonly finishReason?: FinishReason;
   readonly errorMessage?: string;
 }
@@ -534,7 +536,7 @@ export class Scheduler {
       } else {
         if (request.status === 'running') runningFinished = true;
         this.finish(request, status);
-        updates[numUpdates++] = { reqId: request.id, newTokenIds: [token], finishReason: finishReasonOf(status) };
+        updates[numUpdates++] = { reqId: request.id, newTokenIds: [token], owner: request.owner, finishReason: finishReasonOf(status) };
       }
     }
     if (runningFinished) this.running.removeFinished();
@@ -594,7 +596,7 @@ export class Scheduler {
         else this.waiting.splice(this.waiting.indexOf(request), 1);
         this.finish(request, 'finishedError', message);
         this.counters.requestsFailedByLoad++;
-        updates.push({ reqId: request.id, newTokenIds: [], finishReason: 'error', errorMessage: message });
+        updates.push({ reqId: request.id, newTokenIds: [], owner: request.owner, finishReason: 'error', errorMessage: message });
       } else {
         request.numComputedTokens = use.validTokens;
         this.kvCacheManager.recacheFrom(request, use.blockIndex);

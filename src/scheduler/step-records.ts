@@ -88,6 +88,7 @@ export class SampledTokenUpdate {
   constructor(
     readonly reqId: string,
     token: number,
+    readonly owner: unknown,
   ) {
     this.newTokenIds = singleToken(token);
   }
@@ -95,7 +96,7 @@ export class SampledTokenUpdate {
   /** The request's update for this step: its own, refilled, or a new one the first time. */
   static of(request: Request, token: number): SampledTokenUpdate {
     const update = request.tokenUpdate;
-    if (update === null) return (request.tokenUpdate = new SampledTokenUpdate(request.id, token));
+    if (update === null) return (request.tokenUpdate = new SampledTokenUpdate(request.id, token, request.owner));
     update.newTokenIds = singleToken(token);
     return update;
   }

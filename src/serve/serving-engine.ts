@@ -70,15 +70,27 @@ export const DEFAULT_MAX_WAITING = 1024;
 
 type AbortListener = { readonly signal: AbortSignal; readonly listener: () => void };
 
-interface Ticket {
-  readonly stream: RequestStream;
-  /** SubmitOptions.stepSink and sinkKey, which take the tokens instead of the stream; null: the stream does. */
-  stepSink: StepTokenSink | null;
-  readonly sinkKey: number;
+/**
+ * A request in flight. It is the request's owner in the engine
+ * (Engine.addRequest), so each step's updates hand it back: delivery looks
+ * nothing up by id.
+ */
+class Ticket {
+  /** Set as soon as the engine has taken the request (its id names the stream). */
+  stream!: RequestStream;
   /** The abort to apply between two steps, or null. */
-  pendingAbort: RequestAbortedError | null;
-  started: boolean;
-  abortListener: AbortListener | null;
+  pendingAbort: RequestAbortedError | null = null;
+  started = false;
+  abortListener: AbortListener | null = null;
+  /** It ended here; the engine may still name it in the step that ended it. */
+  ended = false;
+
+  constructor(
+    readonly serving: ServingEngine,
+    /** SubmitOptions.stepSink and sinkKey, which take the tokens instead of the stream; null: the stream does. */
+    public stepSink: StepTokenSink | null,
+    readonly sinkKey: number,
+  ) {}
 }
 
 export class ServingEngine {
@@ -162,9 +174,10 @@ export class ServingEngine {
     if (this.waitingCount >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
     const stepSink = stepSinkOf(options);
     // Added now, between or during a step: the scheduler queues it for the next schedule().
-    const id = this.engine.addRequest(spec);
+    const ticket = new Ticket(this, stepSink, options.sinkKey ?? 0);
+    const id = this.engine.addRequest(spec, ticket);
     const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
-    const ticket: Ticket = { stream, stepSink, sinkKey: options.sinkKey ?? 0, pendingAbort: null, started: false, abortListener: null };
+    ticket.stream = stream;
     if (stepSink !== null) this.stepSinks.set(stepSink, (this.stepSinks.get(stepSink) ?? 0) + 1);
     if (signal !== undefined) {
       const listener = (): void => this.requestAbort(id, abortedBy(signal, id, stream.outputTokens));
@@ -327,16 +340,20 @@ export class ServingEngine {
   private deliver(report: StepReport): void {
     const open = this.openSinks;
     for (const sink of this.stepSinks.keys()) open.push(sink);
-    for (const sink of open) this.callStepSink(sink, () => sink.beginStep(report.newTokens.size));
-    for (const [id, tokens] of report.newTokens) {
-      const ticket = this.tickets.get(id);
-      if (ticket === undefined) continue;
+    const updates = report.tokenUpdates;
+    for (const sink of open) this.callStepSink(sink, () => sink.beginStep(updates.length));
+    for (let i = 0; i < updates.length; i++) {
+      const update = updates[i];
+      const tokens = update.newTokenIds;
+      const ticket = update.owner;
+      // The owner is this server's ticket for every request it submitted; a request added to the engine otherwise is not its to deliver.
+      if (tokens.length === 0 || !(ticket instanceof Ticket) || ticket.serving !== this || ticket.ended) continue;
       if (!ticket.started) {
         ticket.started = true;
         this.waitingCount--;
       }
       if (ticket.stepSink === null) ticket.stream.push(tokens);
-      else this.toStepSink(ticket, id, tokens);
+      else this.toStepSink(ticket, update.reqId, tokens);
     }
     // Closed before any request ends below: a finish is handed on after the step's tokens.
     for (const sink of open) this.callStepSink(sink, () => sink.endStep());
@@ -402,6 +419,7 @@ export class ServingEngine {
   }
 
   private end(ticket: Ticket): void {
+    ticket.ended = true;
     this.tickets.delete(ticket.stream.id);
     if (!ticket.started) this.waitingCount--;
     ticket.started = true;

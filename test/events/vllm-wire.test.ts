@@ -1,8 +1,10 @@
 import { Encoder } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { SeededRandom } from '../../src/core/prng.js';
-import type { KvCacheEvent, KvEventBatch, KvMedium } from '../../src/events/kv-cache-events.js';
-import { eventBlockHash, KvEventWireEncoder, type KvEventEncoding } from '../../src/events/vllm-wire.js';
+import type { KvCacheEvent, KvEventBatch } from '../../src/events/kv-cache-events.js';
+import { blockHashLane } from '../../src/core/block-hash.js';
+import { eventBlockHash, eventHashWords, KvEventWireEncoder, type KvEventEncoding } from '../../src/events/vllm-wire.js';
+import { hexHash, someBatch } from './random-batches.js';
 
 /**
  * vLLM's structs for a batch, written from its schema (vllm/distributed/kv_events.py)
@@ -35,61 +37,6 @@ function vllmStructs(batch: KvEventBatch, encoding: KvEventEncoding, dataParalle
 
 const reference = new Encoder({ useBigInt64: true, ignoreUndefined: true });
 
-function hexHash(random: SeededRandom, digits: number): string {
-  let text = '';
-  for (let i = 0; i < digits; i++) text += '0123456789abcdef'[random.below(16)];
-  return text;
-}
-
-/** A hash as the caches name blocks (16 hex digits), and now and then a wider, shorter, upper-case or non-hex one. */
-function someHash(random: SeededRandom): string {
-  switch (random.below(8)) {
-    case 0:
-      return hexHash(random, 32);
-    case 1:
-      return hexHash(random, 1 + random.below(15));
-    case 2:
-      return hexHash(random, 16).toUpperCase();
-    case 3:
-      return `block-${random.below(1000)}`;
-    default:
-      return hexHash(random, 16);
-  }
-}
-
-/** A token id of every msgpack integer width: fixint, uint 8, uint 16, uint 32. */
-function someToken(random: SeededRandom): number {
-  const widths = [0x80, 0x100, 0x10000, 0x100000000];
-  return random.below(widths[random.below(widths.length)]);
-}
-
-function someBatch(random: SeededRandom): KvEventBatch {
-  const events: KvCacheEvent[] = [];
-  const count = random.below(40);
-  for (let i = 0; i < count; i++) {
-    const medium: KvMedium = random.below(2) === 0 ? 'GPU' : 'CPU';
-    const kind = random.below(10);
-    if (kind < 6) {
-      const blocks = 1 + random.below(20);
-      events.push({
-        type: 'BlockStored',
-        blockHashes: Array.from({ length: blocks }, () => someHash(random)),
-        parentBlockHash: random.below(3) === 0 ? null : someHash(random),
-        tokenIds: medium === 'CPU' ? [] : Array.from({ length: blocks * 16 }, () => someToken(random)),
-        blockSize: [1, 16, 200, 70_000][random.below(4)],
-        medium,
-      });
-    } else if (kind < 9) {
-      events.push({ type: 'BlockRemoved', blockHashes: Array.from({ length: 1 + random.below(20) }, () => someHash(random)), medium });
-    } else {
-      events.push({ type: 'AllBlocksCleared' });
-    }
-  }
-  // Wall-clock seconds with a fraction, and now and then a whole second (an integer on the wire).
-  const ts = random.below(4) === 0 ? 1_700_000_000 + random.below(1000) : 1_700_000_000 + random.below(1_000_000) / 1000;
-  return { ts, events };
-}
-
 describe('the KV event wire encoder', () => {
   it.each<KvEventEncoding>(['map', 'array'])('writes the bytes a msgpack encoder writes for vLLM’s structs (%s encoding), for any batch', (encoding) => {
     const random = new SeededRandom(42);
@@ -116,5 +63,20 @@ describe('the KV event wire encoder', () => {
     const batch: KvEventBatch = { ts: 5.5, events: [{ type: 'BlockRemoved', blockHashes: hashes, medium: 'CPU' }] };
     const encoder = new KvEventWireEncoder('map');
     expect(Buffer.from(encoder.encode(batch)).equals(Buffer.from(reference.encode(vllmStructs(batch, 'map', 0))))).toBe(true);
+  });
+
+  it('gives a hash the same words whether the block tables just looked it up or not, a 16-character key that is not hex included', () => {
+    const random = new SeededRandom(23);
+    const words = new Int32Array(2);
+    const asBigInt = (): bigint => (BigInt(words[0] >>> 0) << 32n) | BigInt(words[1] >>> 0);
+    const keys = [...Array.from({ length: 50 }, () => hexHash(random, 16)), hexHash(random, 16).toUpperCase(), 'block-0000000001', '0123456789abcdeg'];
+    for (const key of keys) {
+      eventHashWords(key, words);
+      expect(asBigInt()).toBe(eventBlockHash(key));
+      // What a table's lookup leaves behind (blockHashLane keeps the last key's lanes) must not change the value.
+      blockHashLane(key, 0);
+      eventHashWords(key, words);
+      expect(asBigInt()).toBe(eventBlockHash(key));
+    }
   });
 });

@@ -1,5 +1,5 @@
-import { readlinkSync } from 'node:fs';
 import type { MessagePort } from 'node:worker_threads';
+import { kernelThreadId } from '../../core/thread-cpu.js';
 import { CompletionServer } from '../http-server.js';
 import { textCodecFor } from '../text-codec.js';
 import { CrossThreadBackend } from './cross-thread-backend.js';
@@ -35,14 +35,4 @@ export async function runFrontendThread(port: MessagePort, data: FrontendThreadD
     return;
   }
   port.postMessage({ type: 'listening', url: server.url, port: server.port, threadId: kernelThreadId() } satisfies FrontendMessage);
-}
-
-/** This thread's id in the kernel (/proc/thread-self -> <pid>/task/<tid>), or null off Linux. */
-function kernelThreadId(): number | null {
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    return Number.isSafeInteger(tid) ? tid : null;
-  } catch {
-    return null;
-  }
 }

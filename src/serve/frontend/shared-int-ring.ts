@@ -33,6 +33,14 @@ export function nextPowerOfTwo(n: number): number {
   return p;
 }
 
+/** Atomics.waitAsync (Node 16 and later), which the TypeScript library in use does not declare yet. */
+type WaitAsync = (
+  array: Int32Array,
+  index: number,
+  value: number,
+) => { readonly async: false; readonly value: 'not-equal' | 'timed-out' } | { readonly async: true; readonly value: Promise<'ok' | 'timed-out'> };
+export const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+
 /** A record that waits for room, or an action to run once everything queued before it is in the ring. */
 export type Queued = Int32Array | (() => void);
 

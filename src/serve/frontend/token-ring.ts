@@ -1,5 +1,5 @@
 import type { StepTokenSink } from '../step-token-sink.js';
-import { createIntRingBuffer, IntRingReader, IntRingWriter, nextPowerOfTwo, OWN_WORD, WRITE } from './shared-int-ring.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, nextPowerOfTwo, OWN_WORD, WRITE, waitAsync } from './shared-int-ring.js';
 
 /**
  * The tokens of every request, from the engine's thread to the HTTP
@@ -85,14 +85,6 @@ export interface FinishCounts {
   readonly remoteHitTokens: number;
   readonly completionTokens: number;
 }
-
-/** Atomics.waitAsync (Node 16 and later), which the TypeScript library in use does not declare yet. */
-type WaitAsync = (
-  array: Int32Array,
-  index: number,
-  value: number,
-) => { readonly async: false; readonly value: 'not-equal' | 'timed-out' } | { readonly async: true; readonly value: Promise<'ok' | 'timed-out'> };
-const waitAsync: WaitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
 export class RingWriter extends IntRingWriter implements StepTokenSink {
   /** Most tokens in one record: half the ring, so a record always fits once the reader caught up. */

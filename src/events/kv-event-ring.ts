@@ -1,0 +1,416 @@
+import type { BlockHash } from '../core/block-hash.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, WRITE, waitAsync } from '../serve/frontend/shared-int-ring.js';
+import type { KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import {
+  EVENT_BLOCK_SIZE,
+  EVENT_FIELDS,
+  EVENT_HASH_AT,
+  EVENT_HASHES,
+  EVENT_HAS_PARENT,
+  EVENT_KIND,
+  EVENT_PARENT_HIGH,
+  EVENT_PARENT_LOW,
+  EVENT_TOKEN_AT,
+  EVENT_TOKENS,
+  KIND_CLEARED,
+  KIND_END,
+  KIND_REMOVED_CPU,
+  KIND_REMOVED_GPU,
+  KIND_STORED_CPU,
+  KIND_STORED_GPU,
+  KIND_STORED_MORE,
+  type KvRecordBatch,
+} from './kv-event-records.js';
+import { eventHashWords } from './vllm-wire.js';
+
+/**
+ * KV events from the engine's thread to the KV event thread, as integer
+ * records in a ring of Int32 words in a SharedArrayBuffer: the engine's
+ * thread only copies each event's integers (block hashes as two 32-bit
+ * words, tokens, block size) into the ring and publishes once per step
+ * (one Atomics.store and one Atomics.notify); the other thread builds the
+ * batch, encodes it in vLLM's format and hands it to ZeroMQ.
+ *
+ * Records (the first word is the kind; the medium is part of it):
+ * - stored: [STORED_GPU | STORED_CPU, hashes n, tokens m, blockSize,
+ *   hasParent, parentHigh, parentLow, n x (high, low), m tokens]
+ * - more of the stored event just before (an event too large for one
+ *   record): [STORED_MORE, hashes n, tokens m, n x (high, low), m tokens]
+ * - removed: [REMOVED_GPU | REMOVED_CPU, high, low], one hash each; the
+ *   reader joins consecutive removals of one tier in a step into one event,
+ *   as the in-process recorder does
+ * - cleared: [CLEARED]
+ * - end of a step's batch: [END, ts as a float64's two words]
+ *
+ * A word holds a token id (an integer in [0, 2^32), read back as unsigned).
+ * As in the token ring, nothing is dropped: a record that does not fit waits
+ * on the writer's side with everything after it, and the reader, having made
+ * room, has the writer's resume() called. The ring's own control word counts
+ * the batches the reader has handed on, so the engine's side can wait for it.
+ */
+
+const STORED_HEAD = 7;
+const MORE_HEAD = 3;
+const REMOVED_WORDS = 3;
+const END_WORDS = 3;
+
+/** The ring's own control word: batches the reader has handed on. */
+const HANDED_ON = OWN_WORD;
+
+/** Smallest ring: a test may ask for a tiny one to drive the queue and the split of large events. */
+export const MIN_KV_EVENT_RING_WORDS = 32;
+/** Default ring: 1 MiB, hundreds of steps of a saturated engine's events. */
+export const DEFAULT_KV_EVENT_RING_WORDS = 1 << 18;
+
+export function createKvEventRingBuffer(ringWords: number = DEFAULT_KV_EVENT_RING_WORDS): SharedArrayBuffer {
+  return createIntRingBuffer(ringWords, MIN_KV_EVENT_RING_WORDS);
+}
+
+/** The engine's side: a KvEventCollector whose sinks write records. */
+export class KvEventRingWriter extends IntRingWriter implements KvEventCollector {
+  /** Largest record: half the ring, so a record always fits once the reader caught up. */
+  private readonly maxRecordWords: number;
+  private recordedInStep = false;
+  private batches = 0;
+  private readonly hash = new Int32Array(2);
+  private readonly tsWords = new Int32Array(2);
+  private readonly tsValue = new Float64Array(this.tsWords.buffer);
+
+  constructor(buffer: SharedArrayBuffer) {
+    super(buffer);
+    this.maxRecordWords = this.ring.length >> 1;
+  }
+
+  sinkFor(medium: KvMedium, blockSize: number): TierEventSink {
+    const storedKind = medium === 'GPU' ? KIND_STORED_GPU : KIND_STORED_CPU;
+    const removedKind = medium === 'GPU' ? KIND_REMOVED_GPU : KIND_REMOVED_CPU;
+    return {
+      blockSize,
+      stored: (hashes, parent, tokenIds) => this.stored(storedKind, blockSize, hashes, parent, tokenIds),
+      removed: (hash) => this.removed(removedKind, hash),
+      cleared: () => this.cleared(),
+    };
+  }
+
+  /** Batches written so far (steps that recorded an event). */
+  get written(): number {
+    return this.batches;
+  }
+
+  /** Batches the reader has handed on so far. */
+  get handedOn(): number {
+    return Atomics.load(this.control, HANDED_ON);
+  }
+
+  /** Resolves once the reader has handed on every batch written so far. */
+  async caughtUp(): Promise<void> {
+    for (;;) {
+      const seen = Atomics.load(this.control, HANDED_ON);
+      if (seen - this.batches >= 0) return;
+      const wait = waitAsync(this.control, HANDED_ON, seen);
+      if (wait.async) await wait.value;
+    }
+  }
+
+  flush(ts: number): void {
+    if (!this.recordedInStep) return;
+    this.recordedInStep = false;
+    this.batches++;
+    this.tsValue[0] = ts;
+    if (this.queue.length === 0 && this.room(END_WORDS)) {
+      const w = this.write;
+      const mask = this.mask;
+      this.ring[w & mask] = KIND_END;
+      this.ring[(w + 1) & mask] = this.tsWords[0];
+      this.ring[(w + 2) & mask] = this.tsWords[1];
+      this.write = (w + END_WORDS) | 0;
+      this.publish();
+    } else this.enqueue(Int32Array.of(KIND_END, this.tsWords[0], this.tsWords[1]));
+  }
+
+  /** Runs `action` once every record written so far is published (now, when nothing waits for room). */
+  after(action: () => void): void {
+    if (this.queue.length === 0) {
+      this.publish();
+      action();
+    } else this.queue.push(action);
+  }
+
+  private stored(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): void {
+    const n = hashes.length;
+    if (n === 0) return;
+    this.recordedInStep = true;
+    const m = tokens.length;
+    const words = STORED_HEAD + 2 * n + m;
+    if (words > this.maxRecordWords) {
+      this.storedInParts(kind, blockSize, hashes, parent, tokens);
+      return;
+    }
+    if (this.queue.length > 0 || !this.room(words)) {
+      this.enqueue(this.storedRecord(kind, blockSize, hashes, parent, tokens));
+      return;
+    }
+    const ring = this.ring;
+    const mask = this.mask;
+    const hash = this.hash;
+    let w = this.write;
+    ring[w & mask] = kind;
+    ring[(w + 1) & mask] = n;
+    ring[(w + 2) & mask] = m;
+    ring[(w + 3) & mask] = blockSize;
+    if (parent === null) {
+      ring[(w + 4) & mask] = 0;
+      ring[(w + 5) & mask] = 0;
+      ring[(w + 6) & mask] = 0;
+    } else {
+      eventHashWords(parent, hash);
+      ring[(w + 4) & mask] = 1;
+      ring[(w + 5) & mask] = hash[0];
+      ring[(w + 6) & mask] = hash[1];
+    }
+    w += STORED_HEAD;
+    for (let i = 0; i < n; i++) {
+      eventHashWords(hashes[i], hash);
+      ring[w & mask] = hash[0];
+      ring[(w + 1) & mask] = hash[1];
+      w += 2;
+    }
+    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
+    this.write = (w + m) | 0;
+  }
+
+  private storedRecord(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): Int32Array {
+    const n = hashes.length;
+    const record = new Int32Array(STORED_HEAD + 2 * n + tokens.length);
+    record[0] = kind;
+    record[1] = n;
+    record[2] = tokens.length;
+    record[3] = blockSize;
+    if (parent !== null) {
+      eventHashWords(parent, this.hash);
+      record[4] = 1;
+      record[5] = this.hash[0];
+      record[6] = this.hash[1];
+    }
+    for (let i = 0; i < n; i++) {
+      eventHashWords(hashes[i], this.hash);
+      record[STORED_HEAD + 2 * i] = this.hash[0];
+      record[STORED_HEAD + 2 * i + 1] = this.hash[1];
+    }
+    record.set(tokens, STORED_HEAD + 2 * n);
+    return record;
+  }
+
+  /** An event larger than a record: its head, then its hashes and tokens in records of at most maxRecordWords. */
+  private storedInParts(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): void {
+    this.put(this.storedRecord(kind, blockSize, [], parent, []));
+    const room = this.maxRecordWords - MORE_HEAD;
+    let h = 0;
+    let t = 0;
+    while (h < hashes.length || t < tokens.length) {
+      const n = Math.min(hashes.length - h, room >> 1);
+      const m = Math.min(tokens.length - t, room - 2 * n);
+      const record = new Int32Array(MORE_HEAD + 2 * n + m);
+      record[0] = KIND_STORED_MORE;
+      record[1] = n;
+      record[2] = m;
+      for (let i = 0; i < n; i++) {
+        eventHashWords(hashes[h + i], this.hash);
+        record[MORE_HEAD + 2 * i] = this.hash[0];
+        record[MORE_HEAD + 2 * i + 1] = this.hash[1];
+      }
+      for (let i = 0; i < m; i++) record[MORE_HEAD + 2 * n + i] = tokens[t + i];
+      this.put(record);
+      h += n;
+      t += m;
+    }
+  }
+
+  private removed(kind: number, hash: BlockHash): void {
+    this.recordedInStep = true;
+    eventHashWords(hash, this.hash);
+    if (this.queue.length === 0 && this.room(REMOVED_WORDS)) {
+      const w = this.write;
+      const mask = this.mask;
+      this.ring[w & mask] = kind;
+      this.ring[(w + 1) & mask] = this.hash[0];
+      this.ring[(w + 2) & mask] = this.hash[1];
+      this.write = (w + REMOVED_WORDS) | 0;
+    } else this.enqueue(Int32Array.of(kind, this.hash[0], this.hash[1]));
+  }
+
+  private cleared(): void {
+    this.recordedInStep = true;
+    this.put(Int32Array.of(KIND_CLEARED));
+  }
+
+  private put(record: Int32Array): void {
+    if (this.queue.length === 0 && this.room(record.length)) this.copyIn(record);
+    else this.enqueue(record);
+  }
+
+  /** Makes what was written visible to the reader and wakes it. */
+  private publish(): void {
+    if (this.storeWrite()) Atomics.notify(this.control, WRITE);
+  }
+
+  protected override moved(): void {
+    this.publish();
+  }
+
+  protected override enqueue(record: Int32Array): void {
+    // The ring is full of records the reader has not been shown: show them, or it can never make room.
+    this.publish();
+    super.enqueue(record);
+  }
+}
+
+/** A growable Int32Array. */
+class Words {
+  data = new Int32Array(256);
+  length = 0;
+
+  push(value: number): void {
+    if (this.length === this.data.length) this.grow(this.length + 1);
+    this.data[this.length++] = value;
+  }
+
+  /** Makes room for `more` words; returns where they start. */
+  reserve(more: number): number {
+    const at = this.length;
+    if (at + more > this.data.length) this.grow(at + more);
+    this.length = at + more;
+    return at;
+  }
+
+  private grow(least: number): void {
+    let size = this.data.length * 2;
+    while (size < least) size *= 2;
+    const grown = new Int32Array(size);
+    grown.set(this.data.subarray(0, this.length));
+    this.data = grown;
+  }
+}
+
+/** The KV event thread's side: rebuilds each step's batch from the records. */
+export class KvEventRingReader extends IntRingReader {
+  private readonly events = new Words();
+  private readonly hashes = new Words();
+  private readonly tokens = new Words();
+  private eventCount = 0;
+  /** The removal event still open (consecutive removals of one tier join it), as its index in `events`, or -1. */
+  private openRemoval = -1;
+  /** The stored event a STORED_MORE record continues, or -1. */
+  private openStored = -1;
+  private readonly tsWords = new Int32Array(2);
+  private readonly tsValue = new Float64Array(this.tsWords.buffer);
+
+  /**
+   * Reads every published record; hands each batch completed by an END
+   * record to `onBatch`, in order (a batch whose END is not published yet
+   * is kept for the next drain). Returns the words read.
+   */
+  drain(onBatch: (batch: KvRecordBatch) => void): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const end = this.writePosition();
+    const start = this.read;
+    let r = start;
+    while (r !== end) {
+      const kind = ring[r & mask];
+      switch (kind) {
+        case KIND_REMOVED_GPU:
+        case KIND_REMOVED_CPU: {
+          const open = this.openRemoval;
+          if (open < 0 || this.events.data[open + EVENT_KIND] !== kind) this.openRemoval = this.addEvent(kind, 0, 0, 0, 0);
+          const e = this.openRemoval;
+          const at = this.hashes.reserve(2);
+          this.hashes.data[at] = ring[(r + 1) & mask];
+          this.hashes.data[at + 1] = ring[(r + 2) & mask];
+          this.events.data[e + EVENT_HASHES]++;
+          r = (r + REMOVED_WORDS) | 0;
+          break;
+        }
+        case KIND_STORED_GPU:
+        case KIND_STORED_CPU: {
+          const e = this.addEvent(kind, ring[(r + 3) & mask], ring[(r + 4) & mask], ring[(r + 5) & mask], ring[(r + 6) & mask]);
+          this.openStored = e;
+          this.openRemoval = -1;
+          r = this.readHashesAndTokens(e, (r + 1) | 0, (r + STORED_HEAD) | 0);
+          break;
+        }
+        case KIND_STORED_MORE: {
+          if (this.openStored < 0) throw new Error(`KV event ring: a continuation with no stored event before it at word ${r}`);
+          r = this.readHashesAndTokens(this.openStored, (r + 1) | 0, (r + MORE_HEAD) | 0);
+          break;
+        }
+        case KIND_CLEARED:
+          this.addEvent(kind, 0, 0, 0, 0);
+          this.openRemoval = -1;
+          this.openStored = -1;
+          r = (r + 1) | 0;
+          break;
+        case KIND_END:
+          this.tsWords[0] = ring[(r + 1) & mask];
+          this.tsWords[1] = ring[(r + 2) & mask];
+          r = (r + END_WORDS) | 0;
+          onBatch({ ts: this.tsValue[0], eventCount: this.eventCount, events: this.events.data, hashes: this.hashes.data, tokens: this.tokens.data });
+          this.events.length = 0;
+          this.hashes.length = 0;
+          this.tokens.length = 0;
+          this.eventCount = 0;
+          this.openRemoval = -1;
+          this.openStored = -1;
+          Atomics.add(this.control, HANDED_ON, 1);
+          Atomics.notify(this.control, HANDED_ON);
+          break;
+        default:
+          throw new Error(`KV event ring: unknown record kind ${kind} at word ${r}`);
+      }
+    }
+    if (r === start) return 0;
+    this.advance(r);
+    return (r - start) | 0;
+  }
+
+  /** Resolves once the writer has published past what was read (at once if it has). */
+  async published(): Promise<void> {
+    const wait = waitAsync(this.control, WRITE, this.read);
+    if (wait.async) await wait.value;
+  }
+
+  private addEvent(kind: number, blockSize: number, hasParent: number, parentHigh: number, parentLow: number): number {
+    const e = this.events.reserve(EVENT_FIELDS);
+    const d = this.events.data;
+    d[e + EVENT_KIND] = kind;
+    d[e + EVENT_HASH_AT] = this.hashes.length;
+    d[e + EVENT_HASHES] = 0;
+    d[e + EVENT_TOKEN_AT] = this.tokens.length;
+    d[e + EVENT_TOKENS] = 0;
+    d[e + EVENT_BLOCK_SIZE] = blockSize;
+    d[e + EVENT_HAS_PARENT] = hasParent;
+    d[e + EVENT_PARENT_HIGH] = parentHigh;
+    d[e + EVENT_PARENT_LOW] = parentLow;
+    this.eventCount++;
+    return e;
+  }
+
+  /** Appends the (n, m) hashes and tokens of the record whose counts are at `counts` and whose words start at `from`; returns the record's end. */
+  private readHashesAndTokens(e: number, counts: number, from: number): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const n = ring[counts & mask];
+    const m = ring[(counts + 1) & mask];
+    const h = this.hashes.reserve(2 * n);
+    const hashes = this.hashes.data;
+    for (let i = 0; i < 2 * n; i++) hashes[h + i] = ring[(from + i) & mask];
+    const t = this.tokens.reserve(m);
+    const tokens = this.tokens.data;
+    const at = (from + 2 * n) | 0;
+    for (let i = 0; i < m; i++) tokens[t + i] = ring[(at + i) & mask];
+    // Nothing else was appended since the event's own hashes and tokens: the new ones continue them.
+    this.events.data[e + EVENT_HASHES] += n;
+    this.events.data[e + EVENT_TOKENS] += m;
+    return (at + m) | 0;
+  }
+}

@@ -1,0 +1,132 @@
+import { describe, expect, it } from 'vitest';
+import { SeededRandom } from '../../src/core/prng.js';
+import type { KvEventBatch, KvEventCollector, KvMedium, TierEventSink } from '../../src/events/kv-cache-events.js';
+import { KvEventRecorder } from '../../src/events/kv-event-recorder.js';
+import { createKvEventRingBuffer, KvEventRingReader, KvEventRingWriter, MIN_KV_EVENT_RING_WORDS } from '../../src/events/kv-event-ring.js';
+import { KvEventWireEncoder } from '../../src/events/vllm-wire.js';
+import { hexHash, someBatch } from './random-batches.js';
+
+/**
+ * The ring that carries KV events from the engine's thread to the KV event
+ * thread, driven on one thread: the tiers' reports written as integers and
+ * read back make the same batches, byte for byte once encoded, as the
+ * in-process recorder makes of the same reports; however small the ring.
+ */
+
+/** One step's reports, as the tiers make them: replayed into any collector. */
+type Step = { readonly ts: number; readonly report: (sink: (medium: KvMedium, blockSize: number) => TierEventSink) => void };
+
+/** The reports that would make `batch`'s events (a removal of n hashes is n removals). */
+function stepOf(batch: KvEventBatch): Step {
+  return {
+    ts: batch.ts,
+    report: (sink) => {
+      for (const event of batch.events) {
+        if (event.type === 'BlockStored') sink(event.medium, event.blockSize).stored(event.blockHashes, event.parentBlockHash, event.tokenIds);
+        else if (event.type === 'BlockRemoved') for (const hash of event.blockHashes) sink(event.medium, 1).removed(hash);
+        else sink('GPU', 1).cleared();
+      }
+    },
+  };
+}
+
+function play(collector: KvEventCollector, step: Step): void {
+  step.report((medium, blockSize) => collector.sinkFor(medium, blockSize));
+  collector.flush(step.ts);
+}
+
+/** The bytes the in-process path writes for these steps: the recorder's batches, encoded. */
+function recorderBytes(steps: readonly Step[]): string[] {
+  const recorder = new KvEventRecorder();
+  const encoder = new KvEventWireEncoder('map');
+  const out: string[] = [];
+  recorder.addListener((batch) => out.push(Buffer.from(encoder.encode(batch)).toString('hex')));
+  for (const step of steps) play(recorder, step);
+  return out;
+}
+
+/** A writer and a reader over one ring; the reader tells the writer of room as the KV event thread does (here without a message). */
+function ring(words: number) {
+  const buffer = createKvEventRingBuffer(words);
+  const writer = new KvEventRingWriter(buffer);
+  const reader = new KvEventRingReader(buffer, () => writer.resume());
+  const encoder = new KvEventWireEncoder('map');
+  const bytes: string[] = [];
+  const read = (): number => reader.drain((batch) => bytes.push(Buffer.from(encoder.encodeRecords(batch)).toString('hex')));
+  /** Reads until nothing is published or queued (each read makes room, and the writer moves its queue in). */
+  const readAll = (): void => {
+    for (let i = 0; i < 1_000_000; i++) if (read() === 0 && writer.queued === 0) return;
+    throw new Error('the ring never emptied');
+  };
+  return { writer, reader, bytes, read, readAll };
+}
+
+function randomSteps(seed: number, count: number): Step[] {
+  const random = new SeededRandom(seed);
+  return Array.from({ length: count }, () => stepOf(someBatch(random)));
+}
+
+describe('KV event ring', () => {
+  it("hands over each step's batch whole and in order, its bytes those the in-thread encoder writes for the recorder's batch", () => {
+    const steps = randomSteps(3, 200);
+    const { writer, bytes, read } = ring(1 << 16);
+    for (const step of steps) {
+      play(writer, step);
+      read();
+    }
+    const expected = recorderBytes(steps);
+    expect(expected.length).toBeGreaterThan(150);
+    expect(bytes).toEqual(expected);
+    expect(writer.written).toBe(expected.length);
+    expect(writer.handedOn).toBe(expected.length);
+  });
+
+  it('shows nothing of a step until the step ends, and a step without events makes no batch', () => {
+    const { writer, bytes, read } = ring(1 << 10);
+    const gpu = writer.sinkFor('GPU', 16);
+    gpu.removed('00000000000000aa');
+    expect(read()).toBe(0);
+    writer.flush(1);
+    writer.flush(2);
+    expect(read()).toBeGreaterThan(0);
+    expect(bytes).toEqual(recorderBytes([{ ts: 1, report: (sink) => sink('GPU', 16).removed('00000000000000aa') }]));
+    expect(writer.written).toBe(1);
+  });
+
+  it('loses nothing in a burst many times the ring, events larger than the ring included: what does not fit waits on the writer\'s side', () => {
+    const random = new SeededRandom(9);
+    const steps = randomSteps(5, 150);
+    // A prompt's chain far longer than the ring, and a CPU tier storing many blocks at once.
+    const chain = Array.from({ length: 40 }, () => hexHash(random, 16));
+    const chainTokens = Array.from({ length: 40 * 16 }, () => random.below(128_256));
+    const parent = hexHash(random, 16);
+    steps.splice(60, 0, {
+      ts: 7.25,
+      report: (sink) => {
+        sink('GPU', 16).stored(chain, parent, chainTokens);
+        sink('CPU', 64).stored(chain.slice(0, 30), null, []);
+        for (const hash of chain) sink('GPU', 16).removed(hash);
+      },
+    });
+    const { writer, bytes, readAll } = ring(MIN_KV_EVENT_RING_WORDS);
+    for (const step of steps) play(writer, step);
+    expect(writer.queued).toBeGreaterThan(0);
+    readAll();
+    expect(bytes).toEqual(recorderBytes(steps));
+  });
+
+  it('runs an action queued behind records only once they are in the ring', () => {
+    const { writer, bytes, readAll } = ring(MIN_KV_EVENT_RING_WORDS);
+    const steps = randomSteps(11, 20);
+    for (const step of steps) play(writer, step);
+    let queuedWhenRun: number | null = null;
+    writer.after(() => {
+      queuedWhenRun = writer.queued;
+    });
+    expect(writer.queued).toBeGreaterThan(1);
+    expect(queuedWhenRun).toBeNull();
+    readAll();
+    expect(queuedWhenRun).toBe(0);
+    expect(bytes).toEqual(recorderBytes(steps));
+  });
+});
