@@ -17,7 +17,8 @@ import { HoldOffloadingManager } from './hold-manager.js';
  *   one least likely to be reused given its class and its age (older blocks
  *   not reused yet are less likely to be), instead of the oldest;
  * - a store hold would pass by takes room from the newest probation blocks
- *   of the least worthy class when it is worth clearly more than they are.
+ *   of the least worthy class when that class is worth clearly less than the
+ *   tier's average block and the store is of another class.
  * Everything else is hold's: reused blocks kept first, the hold time learned
  * from reuse distances, chains evicted from their tail.
  */

@@ -72,4 +72,21 @@ describe('class hold manager', () => {
     const newest = Array.from({ length: LONG_BLOCKS }, (_, i) => `young${CAPACITY - 1 - i}-0`);
     expect(out?.evictedKeys).toEqual(newest);
   });
+
+  it('does not let a store of the least worthy kind take room from blocks of its own kind', () => {
+    const classHold = classHoldManager({ capacityBlocks: CAPACITY });
+    twoKinds(classHold, 3 * CONTINUED_AFTER);
+    classHold.reset();
+    // One-offs fill the tier until none is old enough to go; the next one-off is passed by, evicting nothing.
+    let n = 0;
+    for (; n < 2 * CAPACITY; n++) {
+      const oneOff = promptKeys(`young${n}`, 1);
+      admit(classHold, oneOff);
+      if (!offer(classHold, oneOff)) break;
+    }
+    expect(n).toBeLessThan(2 * CAPACITY);
+    const next = promptKeys('one-more', 1);
+    admit(classHold, next);
+    expect(classHold.prepareStore(next)).toBeNull();
+  });
 });
