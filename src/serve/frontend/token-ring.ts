@@ -54,6 +54,8 @@ export const STATE_DRAINING = 1;
 export const STATE_STOPPED = 2;
 export type ServingState = typeof STATE_SERVING | typeof STATE_DRAINING | typeof STATE_STOPPED;
 
+const SETTLED = Promise.resolve();
+
 /** Steps of records the ring holds before the writer queues (the front end may fall this many steps behind). */
 const STEPS_HELD = 4;
 /** Smallest ring: a test may ask for a tiny one to drive the queue. */
@@ -236,7 +238,8 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
   private schedulePublish(): void {
     if (this.publishScheduled) return;
     this.publishScheduled = true;
-    queueMicrotask(this.publishTask);
+    // A reaction on a settled promise: a microtask as queueMicrotask's, without the async resource it makes for each call (a few hundred ns on the engine's thread).
+    void SETTLED.then(this.publishTask);
   }
 }
 
