@@ -1,5 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
-import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, WRITE, waitAsync } from '../serve/frontend/shared-int-ring.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, SECOND_OWN_WORD, WRITE, waitAsync } from '../core/shared-int-ring.js';
 import type { KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
@@ -28,8 +28,12 @@ import { eventHashWords } from './vllm-wire.js';
  * records in a ring of Int32 words in a SharedArrayBuffer: the engine's
  * thread only copies each event's integers (block hashes as two 32-bit
  * words, tokens, block size) into the ring and publishes once per step
- * (one Atomics.store and one Atomics.notify); the other thread builds the
- * batch, encodes it in vLLM's format and hands it to ZeroMQ.
+ * (one Atomics.store; an Atomics.notify only when the reader sleeps); the
+ * other thread builds the batch, encodes it in vLLM's format and hands it
+ * to ZeroMQ. The reader raises SLEEPING before it waits and reads
+ * everything published before it sleeps again, so a reader kept busy (or
+ * reading on a timer's cadence, as the KV event thread does while steps
+ * come) is never woken, and the engine's thread never notifies it.
  *
  * Records (the first word is the kind; the medium is part of it):
  * - stored: [STORED_GPU | STORED_CPU, hashes n, tokens m, blockSize,
@@ -54,8 +58,9 @@ const MORE_HEAD = 3;
 const REMOVED_WORDS = 3;
 const END_WORDS = 3;
 
-/** The ring's own control word: batches the reader has handed on. */
+/** The ring's own control words: batches the reader has handed on, and the reader's flag that it waits to be woken. */
 const HANDED_ON = OWN_WORD;
+const SLEEPING = SECOND_OWN_WORD;
 
 /** Smallest ring: a test may ask for a tiny one to drive the queue and the split of large events. */
 export const MIN_KV_EVENT_RING_WORDS = 32;
@@ -249,9 +254,10 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     else this.enqueue(record);
   }
 
-  /** Makes what was written visible to the reader and wakes it. */
+  /** Makes what was written visible to the reader; wakes it if it sleeps (it raised SLEEPING, which this clears, so one publish wakes it once). */
   private publish(): void {
-    if (this.storeWrite()) Atomics.notify(this.control, WRITE);
+    if (!this.storeWrite()) return;
+    if (Atomics.load(this.control, SLEEPING) === 1 && Atomics.compareExchange(this.control, SLEEPING, 1, 0) === 1) Atomics.notify(this.control, WRITE);
   }
 
   protected override moved(): void {
@@ -373,10 +379,25 @@ export class KvEventRingReader extends IntRingReader {
     return (r - start) | 0;
   }
 
-  /** Resolves once the writer has published past what was read (at once if it has). */
+  /** true when the writer has published past what was read. */
+  get pending(): boolean {
+    return this.writePosition() !== this.read;
+  }
+
+  /**
+   * Resolves once the writer has published past what was read (at once if
+   * it has). Until then the reader sleeps: it raises SLEEPING, so the next
+   * publish wakes it.
+   */
   async published(): Promise<void> {
-    const wait = waitAsync(this.control, WRITE, this.read);
-    if (wait.async) await wait.value;
+    while (!this.pending) {
+      Atomics.store(this.control, SLEEPING, 1);
+      // A publish before the flag was seen does not wake: look once more (flag and position are both sequentially consistent, so one side sees the other).
+      if (this.pending) break;
+      const wait = waitAsync(this.control, WRITE, this.read);
+      if (wait.async) await wait.value;
+    }
+    Atomics.store(this.control, SLEEPING, 0);
   }
 
   private addEvent(kind: number, blockSize: number, hasParent: number, parentHigh: number, parentLow: number): number {

@@ -115,6 +115,31 @@ describe('KV event ring', () => {
     expect(bytes).toEqual(recorderBytes(steps));
   });
 
+  it('a reader waiting for records wakes once a step ends, and finds at once what was published while it read', async () => {
+    const { writer, reader, read } = ring(1 << 10);
+    let woke = false;
+    const waiting = reader.published().then(() => {
+      woke = true;
+    });
+    const turns = async (): Promise<void> => {
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    await turns();
+    expect(woke).toBe(false);
+    writer.sinkFor('GPU', 16).removed('00000000000000aa');
+    await turns();
+    expect(woke).toBe(false);
+    writer.flush(1);
+    await waiting;
+    expect(read()).toBeGreaterThan(0);
+    // Published while the reader was awake: no wake-up is needed, and none is waited for.
+    writer.sinkFor('CPU', 16).removed('00000000000000bb');
+    writer.flush(2);
+    await reader.published();
+    expect(read()).toBeGreaterThan(0);
+    expect(writer.written).toBe(2);
+  });
+
   it('runs an action queued behind records only once they are in the ring', () => {
     const { writer, bytes, readAll } = ring(MIN_KV_EVENT_RING_WORDS);
     const steps = randomSteps(11, 20);

@@ -1,5 +1,5 @@
 import type { CompletionSpec } from '../completion-backend.js';
-import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD } from './shared-int-ring.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD } from '../../core/shared-int-ring.js';
 
 /**
  * Completions from the HTTP front-end thread to the engine's thread,

@@ -1,5 +1,5 @@
 import type { StepTokenSink } from '../step-token-sink.js';
-import { createIntRingBuffer, IntRingReader, IntRingWriter, nextPowerOfTwo, OWN_WORD, WRITE, waitAsync } from './shared-int-ring.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, nextPowerOfTwo, OWN_WORD, WRITE, waitAsync } from '../../core/shared-int-ring.js';
 
 /**
  * The tokens of every request, from the engine's thread to the HTTP
