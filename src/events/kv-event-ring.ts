@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, SECOND_OWN_WORD, WRITE, waitAsync } from '../core/shared-int-ring.js';
-import type { KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import type { BlockTokenSource, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
   EVENT_FIELDS,
@@ -92,6 +92,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     return {
       blockSize,
       stored: (hashes, parent, tokenIds) => this.stored(storedKind, blockSize, hashes, parent, tokenIds),
+      storedRun: (hashes, from, to, tokens) => this.storedRun(storedKind, blockSize, hashes, from, to, tokens),
       removed: (hash) => this.removed(removedKind, hash),
       cleared: () => this.cleared(),
     };
@@ -155,10 +156,40 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       this.enqueue(this.storedRecord(kind, blockSize, hashes, parent, tokens));
       return;
     }
+    let w = this.writeStoredHead(kind, n, m, blockSize, parent);
+    w = this.writeHashes(w, hashes, 0, n);
     const ring = this.ring;
     const mask = this.mask;
-    const hash = this.hash;
-    let w = this.write;
+    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
+    this.write = (w + m) | 0;
+  }
+
+  /** stored() for the run [from, to) of a block table (TierEventSink.storedRun): written straight from the table's hashes and the request's tokens. */
+  private storedRun(kind: number, blockSize: number, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource): void {
+    const n = to - from;
+    if (n <= 0) return;
+    const m = n * blockSize;
+    const words = STORED_HEAD + 2 * n + m;
+    if (words > this.maxRecordWords || this.queue.length > 0 || !this.room(words)) {
+      // Split or queued (a full ring, a huge run): the record needs arrays of its own anyway.
+      this.stored(kind, blockSize, hashes.slice(from, to), from > 0 ? hashes[from - 1] : null, tokens.tokensBetween(from * blockSize, to * blockSize));
+      return;
+    }
+    this.recordedInStep = true;
+    let w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
+    w = this.writeHashes(w, hashes, from, to);
+    const ring = this.ring;
+    const mask = this.mask;
+    const first = from * blockSize;
+    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens.tokenAt(first + i);
+    this.write = (w + m) | 0;
+  }
+
+  /** A stored record's head at the write position (room checked by the caller); returns where its hashes go. */
+  private writeStoredHead(kind: number, n: number, m: number, blockSize: number, parent: BlockHash | null): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const w = this.write;
     ring[w & mask] = kind;
     ring[(w + 1) & mask] = n;
     ring[(w + 2) & mask] = m;
@@ -168,20 +199,26 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       ring[(w + 5) & mask] = 0;
       ring[(w + 6) & mask] = 0;
     } else {
-      eventHashWords(parent, hash);
+      eventHashWords(parent, this.hash);
       ring[(w + 4) & mask] = 1;
-      ring[(w + 5) & mask] = hash[0];
-      ring[(w + 6) & mask] = hash[1];
+      ring[(w + 5) & mask] = this.hash[0];
+      ring[(w + 6) & mask] = this.hash[1];
     }
-    w += STORED_HEAD;
-    for (let i = 0; i < n; i++) {
+    return (w + STORED_HEAD) | 0;
+  }
+
+  /** hashes[from..to) as (high, low) words from ring position `w`; returns the position after them. */
+  private writeHashes(w: number, hashes: readonly BlockHash[], from: number, to: number): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const hash = this.hash;
+    for (let i = from; i < to; i++) {
       eventHashWords(hashes[i], hash);
       ring[w & mask] = hash[0];
       ring[(w + 1) & mask] = hash[1];
-      w += 2;
+      w = (w + 2) | 0;
     }
-    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
-    this.write = (w + m) | 0;
+    return w;
   }
 
   private storedRecord(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): Int32Array {

@@ -115,6 +115,31 @@ describe('KV event ring', () => {
     expect(bytes).toEqual(recorderBytes(steps));
   });
 
+  it("a run of a block table given by range makes the batch the same run given as arrays makes, whether it fits the ring or waits for room", () => {
+    const random = new SeededRandom(13);
+    const table = Array.from({ length: 12 }, () => hexHash(random, 16));
+    const tokens = Int32Array.from({ length: 12 * 16 }, () => random.below(128_256));
+    const source = { tokenAt: (i: number) => tokens[i], tokensBetween: (a: number, b: number) => Array.from(tokens.subarray(a, b)) };
+    const runs: [number, number][] = [[0, 3], [3, 4], [5, 12]];
+    const asArrays: Step = {
+      ts: 3.5,
+      report: (sink) => {
+        for (const [from, to] of runs) sink('GPU', 16).stored(table.slice(from, to), from > 0 ? table[from - 1] : null, Array.from(tokens.subarray(from * 16, to * 16)));
+      },
+    };
+    const expected = recorderBytes([asArrays, asArrays]);
+    for (const words of [1 << 12, MIN_KV_EVENT_RING_WORDS]) {
+      const { writer, bytes, readAll } = ring(words);
+      const gpu = writer.sinkFor('GPU', 16);
+      for (let step = 0; step < 2; step++) {
+        for (const [from, to] of runs) gpu.storedRun!(table, from, to, source);
+        writer.flush(3.5);
+      }
+      readAll();
+      expect(bytes).toEqual(expected);
+    }
+  });
+
   it('a reader waiting for records wakes once a step ends, and finds at once what was published while it read', async () => {
     const { writer, reader, read } = ring(1 << 10);
     let woke = false;
