@@ -27,6 +27,7 @@ export type {
   KvEventBatch,
   KvEventCollector,
   KvMedium,
+  BlockTokenSource,
   TierEventSink,
 } from './events/kv-cache-events.js';
 export { KvEventStream, KvEventOverflowError, type KvEventStreamOptions } from './events/kv-event-stream.js';
