@@ -49,6 +49,23 @@ interface BlockReports {
   readonly cpuEvicted: string;
 }
 
+/** A request's tokens as the GPU pool reads a run of its block table from it (an Int32Array behind a method, as a Request). */
+class RequestTokens implements BlockTokenSource {
+  private readonly tokens: Int32Array;
+
+  constructor(tokens: readonly number[]) {
+    this.tokens = Int32Array.from(tokens);
+  }
+
+  tokenAt(position: number): number {
+    return this.tokens[position];
+  }
+
+  tokensBetween(start: number, end: number): number[] {
+    return Array.from(this.tokens.subarray(start, end));
+  }
+}
+
 /** One step's reports, as the GPU pool (a run of its block table, by range where the sink takes one) and the CPU tier make them. */
 function report(gpu: TierEventSink, cpu: TierEventSink, blocks: readonly BlockReports[]): void {
   for (const block of blocks) {
@@ -73,8 +90,7 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
     const stored = [hash()];
     const parent = hash();
     const tokens = Array.from(random.tokens(blockSize, 128_256));
-    const all = [...Array.from(random.tokens(blockSize, 128_256)), ...tokens];
-    const tableTokens: BlockTokenSource = { tokenAt: (i) => all[i], tokensBetween: (a, b) => all.slice(a, b) };
+    const tableTokens = new RequestTokens([...Array.from(random.tokens(blockSize, 128_256)), ...tokens]);
     return { stored, parent, tokens, table: [parent, stored[0]], tableTokens, cpuStored: [hash()], gpuEvicted: hash(), cpuEvicted: hash() };
   };
   const steps = Array.from({ length: 8 }, () => Array.from({ length: blocksPerStep }, block));
