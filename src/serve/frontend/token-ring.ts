@@ -180,10 +180,24 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
   }
 
   writeFinish(slot: number, counts: FinishCounts): void {
-    const record = Int32Array.of(RECORD_FINISH, slot, counts.reason, counts.promptTokens, counts.gpuHitTokens, counts.cpuHitTokens, counts.remoteHitTokens, counts.completionTokens);
-    if (this.queue.length === 0 && this.room(FINISH_WORDS)) this.copyIn(record);
-    else this.enqueue(record);
-    this.schedulePublish();
+    if (this.queue.length === 0 && this.room(FINISH_WORDS)) {
+      // Straight into the ring: no record array per finish.
+      const ring = this.ring;
+      const mask = this.mask;
+      const w = this.write;
+      ring[w & mask] = RECORD_FINISH;
+      ring[(w + 1) & mask] = slot;
+      ring[(w + 2) & mask] = counts.reason;
+      ring[(w + 3) & mask] = counts.promptTokens;
+      ring[(w + 4) & mask] = counts.gpuHitTokens;
+      ring[(w + 5) & mask] = counts.cpuHitTokens;
+      ring[(w + 6) & mask] = counts.remoteHitTokens;
+      ring[(w + 7) & mask] = counts.completionTokens;
+      this.write = (w + FINISH_WORDS) | 0;
+    } else {
+      this.enqueue(Int32Array.of(RECORD_FINISH, slot, counts.reason, counts.promptTokens, counts.gpuHitTokens, counts.cpuHitTokens, counts.remoteHitTokens, counts.completionTokens));
+    }
+    if (!this.publishScheduled) this.schedulePublish();
   }
 
   /** Answers arrivals (see the record kinds above): `slot` refused, its error to follow by message. */
