@@ -27,6 +27,7 @@ export type {
   KvEventBatch,
   KvEventCollector,
   KvMedium,
+  BlockTokenSource,
   TierEventSink,
 } from './events/kv-cache-events.js';
 export { KvEventStream, KvEventOverflowError, type KvEventStreamOptions } from './events/kv-event-stream.js';
@@ -64,7 +65,7 @@ export {
   type SubmitOptions,
 } from './serve/serving-engine.js';
 export { RequestStream, type TokenSink } from './serve/request-stream.js';
-export type { StepTokenSink } from './serve/step-token-sink.js';
+export type { RequestEndSink, StepTokenSink } from './serve/step-token-sink.js';
 export { FrontendThreadError, QueueFullError, RequestAbortedError, ServingClosedError } from './serve/errors.js';
 export { startServer, DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, type RunningServer, type ServeOptions } from './serve/serve-app.js';
 export type { HttpFrontEnd } from './serve/http-front-end.js';

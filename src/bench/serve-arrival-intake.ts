@@ -10,8 +10,8 @@ import { median } from './stats.js';
  * thread, alone: per round, `perRound` arrivals written to the arrival ring
  * (the front end's work, not timed), then one poll of the serving loop's
  * step boundary timed (ArrivalIntake: read each arrival, queue it on the
- * ServingEngine with the token ring as its step sink, answer in the token
- * ring). Beside it, in the same round (first or second in turn) and on the same engine, the same
+ * ServingEngine with ServingEngine.submit, the token ring as its step
+ * sink and the intake as its end sink, answer in the token ring). Beside it, in the same round (first or second in turn) and on the same engine, the same
  * requests queued by a library caller (ServingEngine.stream): the intake's
  * cost beyond it is what the transport adds per arrival. Requests are aborted between rounds,
  * outside the timing, before any step takes them. Short rounds, median kept

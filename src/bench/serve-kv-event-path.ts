@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SeededRandom } from '../core/prng.js';
-import type { KvEventCollector, TierEventSink } from '../events/kv-cache-events.js';
+import type { BlockTokenSource, KvEventCollector, TierEventSink } from '../events/kv-cache-events.js';
 import { KvEventRecorder } from '../events/kv-event-recorder.js';
 import { KvEventThread } from '../events/kv-event-thread.js';
 import { KvEventWireEncoder } from '../events/vllm-wire.js';
@@ -21,7 +21,9 @@ import { median } from './stats.js';
  * stream and step, so streams / blockSize blocks enter the GPU prefix cache
  * (a stored event each, with its parent and tokens) and the CPU tier (stored
  * on compute), and as many leave each tier (both full), each removal its own
- * event, interleaved with the stores as evictions make room. No hash was
+ * event, interleaved with the stores as evictions make room. A GPU store
+ * is handed over as a run of its request's block table (storedRun: no
+ * arrays built), as the pool does. No hash was
  * looked up in a block table just before it is reported, so each is parsed
  * to its words here; in an engine most are (eventHashWords), so this errs high.
  */
@@ -39,16 +41,37 @@ interface BlockReports {
   readonly stored: string[];
   readonly parent: string;
   readonly tokens: number[];
+  /** The block as its request's block table holds it: [parent, stored], its tokens at positions [blockSize, 2 x blockSize). */
+  readonly table: string[];
+  readonly tableTokens: BlockTokenSource;
   readonly cpuStored: string[];
   readonly gpuEvicted: string;
   readonly cpuEvicted: string;
 }
 
-/** One step's reports, as the GPU pool and the CPU tier make them. */
+/** A request's tokens as the GPU pool reads a run of its block table from it (an Int32Array behind a method, as a Request). */
+class RequestTokens implements BlockTokenSource {
+  private readonly tokens: Int32Array;
+
+  constructor(tokens: readonly number[]) {
+    this.tokens = Int32Array.from(tokens);
+  }
+
+  tokenAt(position: number): number {
+    return this.tokens[position];
+  }
+
+  tokensBetween(start: number, end: number): number[] {
+    return Array.from(this.tokens.subarray(start, end));
+  }
+}
+
+/** One step's reports, as the GPU pool (a run of its block table, by range where the sink takes one) and the CPU tier make them. */
 function report(gpu: TierEventSink, cpu: TierEventSink, blocks: readonly BlockReports[]): void {
   for (const block of blocks) {
     gpu.removed(block.gpuEvicted);
-    gpu.stored(block.stored, block.parent, block.tokens);
+    if (gpu.storedRun !== undefined) gpu.storedRun(block.table, 1, 2, block.tableTokens);
+    else gpu.stored(block.stored, block.parent, block.tokens);
     cpu.removed(block.cpuEvicted);
     cpu.stored(block.cpuStored, null, []);
   }
@@ -63,16 +86,14 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
   };
   const blocksPerStep = Math.max(1, Math.round(streams / blockSize));
   // Hashes and tokens made up front: the caches hand the sinks arrays they already built.
-  const steps = Array.from({ length: 8 }, () =>
-    Array.from({ length: blocksPerStep }, () => ({
-      stored: [hash()],
-      parent: hash(),
-      tokens: Array.from(random.tokens(blockSize, 128_256)),
-      cpuStored: [hash()],
-      gpuEvicted: hash(),
-      cpuEvicted: hash(),
-    })),
-  );
+  const block = (): BlockReports => {
+    const stored = [hash()];
+    const parent = hash();
+    const tokens = Array.from(random.tokens(blockSize, 128_256));
+    const tableTokens = new RequestTokens([...Array.from(random.tokens(blockSize, 128_256)), ...tokens]);
+    return { stored, parent, tokens, table: [parent, stored[0]], tableTokens, cpuStored: [hash()], gpuEvicted: hash(), cpuEvicted: hash() };
+  };
+  const steps = Array.from({ length: 8 }, () => Array.from({ length: blocksPerStep }, block));
   // One step's batch as the in-process recorder makes it, for its size on the wire (not timed).
   const recorder = new KvEventRecorder();
   let events = 0;

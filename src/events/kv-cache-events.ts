@@ -50,6 +50,13 @@ export interface KvEventBatch {
   readonly events: readonly KvCacheEvent[];
 }
 
+/** A request's tokens by position (prompt then output), as a block table's run of blocks reads them. */
+export interface BlockTokenSource {
+  tokenAt(position: number): number;
+  /** Tokens at positions [start, end) in an array of their own. */
+  tokensBetween(start: number, end: number): number[];
+}
+
 /**
  * What one tier reports into. Calls are synchronous and cheap; the tier
  * reports only while a sink is attached, so an engine nobody listens to
@@ -63,6 +70,15 @@ export interface TierEventSink {
    * The sink keeps both arrays as they are: hand over arrays no one changes afterwards.
    */
   stored(hashes: readonly BlockHash[], parent: BlockHash | null, tokenIds: readonly number[]): void;
+  /**
+   * stored() for the run [from, to) of a block table: the hashes
+   * hashes[from..to), the parent hashes[from - 1] (none at 0), the tokens at
+   * positions [from x blockSize, to x blockSize) of `tokens`. For a sink
+   * that copies what it is given (the KV event ring): the tier then builds
+   * no arrays for it. Optional: a sink without it gets stored() with arrays
+   * of their own. Nothing given is kept.
+   */
+  storedRun?(hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource): void;
   /** `hash` left the tier. */
   removed(hash: BlockHash): void;
   /** The whole tier was dropped at once. */

@@ -1,3 +1,4 @@
+import type { BlockHash } from '../core/block-hash.js';
 import type { KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 
 /** A tier that reports its events into a sink (the GPU block pool, the CPU tier's manager). */
@@ -54,6 +55,18 @@ function fanOut(blockSize: number, sinks: readonly TierEventSink[]): TierEventSi
     blockSize,
     stored: (hashes, parent, tokenIds) => {
       for (const sink of sinks) sink.stored(hashes, parent, tokenIds);
+    },
+    // A run goes by range to the sinks that take one; the others share one set of arrays, built only if one of them needs it.
+    storedRun: (hashes, from, to, tokens) => {
+      let arrays: { hashes: BlockHash[]; parent: BlockHash | null; tokenIds: number[] } | null = null;
+      for (const sink of sinks) {
+        if (sink.storedRun !== undefined) {
+          sink.storedRun(hashes, from, to, tokens);
+          continue;
+        }
+        arrays ??= { hashes: hashes.slice(from, to), parent: from > 0 ? hashes[from - 1] : null, tokenIds: tokens.tokensBetween(from * blockSize, to * blockSize) };
+        sink.stored(arrays.hashes, arrays.parent, arrays.tokenIds);
+      }
     },
     removed: (hash) => {
       for (const sink of sinks) sink.removed(hash);

@@ -51,11 +51,13 @@ const CLOSE_LINGER_MS = 1_000;
 const ENDPOINT_PATTERN = /^(tcp|ipc|inproc):\/\/.+/;
 
 /** The end-of-replay marker: sequence -1 as 8 signed bytes. */
-const END_SEQ = seqBytes(-1n);
+const END_SEQ = Buffer.alloc(8, 0xff);
 
-function seqBytes(seq: bigint): Buffer {
-  const bytes = Buffer.alloc(8);
-  bytes.writeBigInt64BE(seq);
+/** A sequence number (a safe integer >= 0) as 8 bytes big-endian, without a BigInt (one per batch). */
+function seqBytes(seq: number): Buffer {
+  const bytes = Buffer.allocUnsafe(8);
+  bytes.writeUInt32BE(Math.floor(seq / 0x100000000), 0);
+  bytes.writeUInt32BE(seq >>> 0, 4);
   return bytes;
 }
 
@@ -163,7 +165,7 @@ export class KvEventPublisher {
   private send(payload: Uint8Array): void {
     const seq = this.nextSeq++;
     this.replayBuffer[seq % this.bufferSteps] = payload;
-    const frames = [this.topic, seqBytes(BigInt(seq)), payload];
+    const frames = [this.topic, seqBytes(seq), payload];
     this.sending = this.sending.then(() =>
       this.pub.send(frames).catch((error: unknown) => {
         this.sendFailure ??= error as Error;
@@ -209,8 +211,8 @@ export class KvEventPublisher {
         const first = Math.max(0, end - this.bufferSteps);
         const buffered = Array.from({ length: end - first }, (_, i) => this.replayBuffer[(first + i) % this.bufferSteps]);
         for (let i = 0; i < buffered.length; i++) {
-          const seq = BigInt(first + i);
-          if (seq >= start) await router.send([client, '', seqBytes(seq), buffered[i]]);
+          const seq = first + i;
+          if (BigInt(seq) >= start) await router.send([client, '', seqBytes(seq), buffered[i]]);
         }
         await router.send([client, '', END_SEQ, '']);
       }

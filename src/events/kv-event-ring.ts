@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
-import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, WRITE, waitAsync } from '../serve/frontend/shared-int-ring.js';
-import type { KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, SECOND_OWN_WORD, WRITE, waitAsync } from '../core/shared-int-ring.js';
+import type { BlockTokenSource, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
   EVENT_FIELDS,
@@ -28,8 +28,12 @@ import { eventHashWords } from './vllm-wire.js';
  * records in a ring of Int32 words in a SharedArrayBuffer: the engine's
  * thread only copies each event's integers (block hashes as two 32-bit
  * words, tokens, block size) into the ring and publishes once per step
- * (one Atomics.store and one Atomics.notify); the other thread builds the
- * batch, encodes it in vLLM's format and hands it to ZeroMQ.
+ * (one Atomics.store; an Atomics.notify only when the reader sleeps); the
+ * other thread builds the batch, encodes it in vLLM's format and hands it
+ * to ZeroMQ. The reader raises SLEEPING before it waits and reads
+ * everything published before it sleeps again, so a reader kept busy (or
+ * reading on a timer's cadence, as the KV event thread does while steps
+ * come) is never woken, and the engine's thread never notifies it.
  *
  * Records (the first word is the kind; the medium is part of it):
  * - stored: [STORED_GPU | STORED_CPU, hashes n, tokens m, blockSize,
@@ -54,8 +58,9 @@ const MORE_HEAD = 3;
 const REMOVED_WORDS = 3;
 const END_WORDS = 3;
 
-/** The ring's own control word: batches the reader has handed on. */
+/** The ring's own control words: batches the reader has handed on, and the reader's flag that it waits to be woken. */
 const HANDED_ON = OWN_WORD;
+const SLEEPING = SECOND_OWN_WORD;
 
 /** Smallest ring: a test may ask for a tiny one to drive the queue and the split of large events. */
 export const MIN_KV_EVENT_RING_WORDS = 32;
@@ -87,6 +92,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     return {
       blockSize,
       stored: (hashes, parent, tokenIds) => this.stored(storedKind, blockSize, hashes, parent, tokenIds),
+      storedRun: (hashes, from, to, tokens) => this.storedRun(storedKind, blockSize, hashes, from, to, tokens),
       removed: (hash) => this.removed(removedKind, hash),
       cleared: () => this.cleared(),
     };
@@ -150,10 +156,40 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       this.enqueue(this.storedRecord(kind, blockSize, hashes, parent, tokens));
       return;
     }
+    let w = this.writeStoredHead(kind, n, m, blockSize, parent);
+    w = this.writeHashes(w, hashes, 0, n);
     const ring = this.ring;
     const mask = this.mask;
-    const hash = this.hash;
-    let w = this.write;
+    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
+    this.write = (w + m) | 0;
+  }
+
+  /** stored() for the run [from, to) of a block table (TierEventSink.storedRun): written straight from the table's hashes and the request's tokens. */
+  private storedRun(kind: number, blockSize: number, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource): void {
+    const n = to - from;
+    if (n <= 0) return;
+    const m = n * blockSize;
+    const words = STORED_HEAD + 2 * n + m;
+    if (words > this.maxRecordWords || this.queue.length > 0 || !this.room(words)) {
+      // Split or queued (a full ring, a huge run): the record needs arrays of its own anyway.
+      this.stored(kind, blockSize, hashes.slice(from, to), from > 0 ? hashes[from - 1] : null, tokens.tokensBetween(from * blockSize, to * blockSize));
+      return;
+    }
+    this.recordedInStep = true;
+    let w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
+    w = this.writeHashes(w, hashes, from, to);
+    const ring = this.ring;
+    const mask = this.mask;
+    const first = from * blockSize;
+    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens.tokenAt(first + i);
+    this.write = (w + m) | 0;
+  }
+
+  /** A stored record's head at the write position (room checked by the caller); returns where its hashes go. */
+  private writeStoredHead(kind: number, n: number, m: number, blockSize: number, parent: BlockHash | null): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const w = this.write;
     ring[w & mask] = kind;
     ring[(w + 1) & mask] = n;
     ring[(w + 2) & mask] = m;
@@ -163,20 +199,26 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       ring[(w + 5) & mask] = 0;
       ring[(w + 6) & mask] = 0;
     } else {
-      eventHashWords(parent, hash);
+      eventHashWords(parent, this.hash);
       ring[(w + 4) & mask] = 1;
-      ring[(w + 5) & mask] = hash[0];
-      ring[(w + 6) & mask] = hash[1];
+      ring[(w + 5) & mask] = this.hash[0];
+      ring[(w + 6) & mask] = this.hash[1];
     }
-    w += STORED_HEAD;
-    for (let i = 0; i < n; i++) {
+    return (w + STORED_HEAD) | 0;
+  }
+
+  /** hashes[from..to) as (high, low) words from ring position `w`; returns the position after them. */
+  private writeHashes(w: number, hashes: readonly BlockHash[], from: number, to: number): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const hash = this.hash;
+    for (let i = from; i < to; i++) {
       eventHashWords(hashes[i], hash);
       ring[w & mask] = hash[0];
       ring[(w + 1) & mask] = hash[1];
-      w += 2;
+      w = (w + 2) | 0;
     }
-    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
-    this.write = (w + m) | 0;
+    return w;
   }
 
   private storedRecord(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): Int32Array {
@@ -249,9 +291,10 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     else this.enqueue(record);
   }
 
-  /** Makes what was written visible to the reader and wakes it. */
+  /** Makes what was written visible to the reader; wakes it if it sleeps (it raised SLEEPING, which this clears, so one publish wakes it once). */
   private publish(): void {
-    if (this.storeWrite()) Atomics.notify(this.control, WRITE);
+    if (!this.storeWrite()) return;
+    if (Atomics.load(this.control, SLEEPING) === 1 && Atomics.compareExchange(this.control, SLEEPING, 1, 0) === 1) Atomics.notify(this.control, WRITE);
   }
 
   protected override moved(): void {
@@ -373,10 +416,25 @@ export class KvEventRingReader extends IntRingReader {
     return (r - start) | 0;
   }
 
-  /** Resolves once the writer has published past what was read (at once if it has). */
+  /** true when the writer has published past what was read. */
+  get pending(): boolean {
+    return this.writePosition() !== this.read;
+  }
+
+  /**
+   * Resolves once the writer has published past what was read (at once if
+   * it has). Until then the reader sleeps: it raises SLEEPING, so the next
+   * publish wakes it.
+   */
   async published(): Promise<void> {
-    const wait = waitAsync(this.control, WRITE, this.read);
-    if (wait.async) await wait.value;
+    while (!this.pending) {
+      Atomics.store(this.control, SLEEPING, 1);
+      // A publish before the flag was seen does not wake: look once more (flag and position are both sequentially consistent, so one side sees the other).
+      if (this.pending) break;
+      const wait = waitAsync(this.control, WRITE, this.read);
+      if (wait.async) await wait.value;
+    }
+    Atomics.store(this.control, SLEEPING, 0);
   }
 
   private addEvent(kind: number, blockSize: number, hasParent: number, parentHigh: number, parentLow: number): number {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { MessagePort } from 'node:worker_threads';
 import { kernelThreadId } from '../core/thread-cpu.js';
 import type { KvRecordBatch } from './kv-event-records.js';
@@ -9,7 +10,9 @@ import type { KvEventHostMessage, KvEventThreadData, KvEventThreadMessage } from
  * The body of the KV event thread (entry: workers/kv-event-thread.ts): opens
  * the ZeroMQ sockets, then reads the engine's records from the ring as they
  * are published, encodes each step's batch and publishes it (with the replay
- * buffer). It says 'ready' (with its kernel thread id, so the engine's side
+ * buffer). Woken by a publish, it reads everything there, then reads again
+ * every batchWindowMs for as long as each window brought something: while
+ * steps come, one wake-up handles a window's steps and nothing wakes it. It says 'ready' (with its kernel thread id, so the engine's side
  * can read its CPU time) or 'start-failed'; on 'close' it reads what is
  * left, sends what is queued, closes the sockets and answers 'closed'.
  */
@@ -32,9 +35,16 @@ export async function runKvEventThread(port: MessagePort, data: KvEventThreadDat
     void publisher.close().then(() => post(port, { type: 'closed', published: publisher.published, failure: publisher.failure?.message ?? null }));
   });
   post(port, { type: 'ready', endpoint: publisher.endpoint, replayEndpoint: publisher.replayEndpoint, threadId: kernelThreadId() });
+  const windowMs = data.batchWindowMs;
   while (!closing) {
     await reader.published();
-    if (!closing) reader.drain(onBatch);
+    if (closing) break;
+    reader.drain(onBatch);
+    while (windowMs > 0) {
+      await sleep(windowMs);
+      // A window that brought nothing: the engine is idle (or slower than the window), sleep on the ring.
+      if (closing || reader.drain(onBatch) === 0) break;
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 import type { KvEventPublisherOptions } from './kv-event-publisher.js';
 
-/** What the KV event thread starts with: the ring, and its publisher's options. */
+/** What the KV event thread starts with: the ring, how long it lets steps gather while they come, and its publisher's options. */
 export interface KvEventThreadData {
   readonly ring: SharedArrayBuffer;
+  readonly batchWindowMs: number;
   readonly publisher: KvEventPublisherOptions;
 }
 

@@ -14,7 +14,19 @@ export interface KvEventCollectorHost {
 export interface KvEventThreadOptions extends KvEventPublisherOptions {
   /** Ring size in Int32 words (a power of two, at least 32); default 2^18 (1 MiB). */
   readonly ringWords?: number;
+  /**
+   * While steps keep coming, the thread reads the ring every this many
+   * milliseconds instead of being woken for each step: one wake-up then
+   * handles every step of the window, and the engine's thread does not
+   * notify it. A batch waits at most this long more before it is sent.
+   * 0: woken for every step. Default 5.
+   */
+  readonly batchWindowMs?: number;
 }
+
+export const DEFAULT_KV_EVENT_BATCH_WINDOW_MS = 5;
+/** Longest batching window: the ring (1 MiB by default) holds hundreds of saturated steps, far more than this many milliseconds of them. */
+const MAX_BATCH_WINDOW_MS = 1000;
 
 /**
  * KV events published from a thread of their own, as KvEventPublisher does
@@ -22,7 +34,10 @@ export interface KvEventThreadOptions extends KvEventPublisherOptions {
  * the engine's thread writes each event's integers into a shared ring
  * (kv-event-ring.ts) and publishes once per step; the KV event thread
  * (kv-event-thread-main.ts) builds the batches, encodes them and sends them.
- * So the engine's thread spends per step only the ring writes.
+ * So the engine's thread spends per step only the ring writes. While steps
+ * keep coming the thread reads on a timer (batchWindowMs), each wake-up
+ * handling every step since the last, and sleeps on the ring (woken by the
+ * next publish) once a window brought nothing.
  *
  * One engine is attached at a time (kvtier run's runs follow one another).
  * If the thread dies, attached engines are detached (nothing is left to
@@ -47,14 +62,17 @@ export class KvEventThread {
 
   /** Starts the thread and resolves once its sockets are open; a bad option or a socket that cannot open rejects with KvEventPublisherError. */
   static async start(options: KvEventThreadOptions): Promise<KvEventThread> {
-    const { ringWords, ...publisher } = options;
+    const { ringWords, batchWindowMs = DEFAULT_KV_EVENT_BATCH_WINDOW_MS, ...publisher } = options;
     let ring: SharedArrayBuffer;
     try {
       ring = createKvEventRingBuffer(ringWords ?? DEFAULT_KV_EVENT_RING_WORDS);
     } catch (error) {
       throw new KvEventPublisherError((error as Error).message, { cause: error });
     }
-    const data: KvEventThreadData = { ring, publisher };
+    if (typeof batchWindowMs !== 'number' || !Number.isFinite(batchWindowMs) || batchWindowMs < 0 || batchWindowMs > MAX_BATCH_WINDOW_MS) {
+      throw new KvEventPublisherError(`batchWindowMs must be a number of milliseconds in [0, ${MAX_BATCH_WINDOW_MS}], got ${String(batchWindowMs)}`);
+    }
+    const data: KvEventThreadData = { ring, batchWindowMs, publisher };
     const worker = new Worker(workerScript('kv-event-thread'), { name: 'kvtier-kv-events', workerData: data });
     const thread = new KvEventThread(worker, ring);
     await thread.started();

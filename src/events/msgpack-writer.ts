@@ -8,10 +8,21 @@
  * thread once per step, and a general encoder walking objects, keys and
  * BigInts cost several times the scheduler's own step there.
  */
+/**
+ * Messages are copied out into slabs of this many bytes, each copy a view of
+ * its slab: one buffer allocation per slab rather than one per message (a
+ * KV event thread copies out a batch of kilobytes every step). A slab is
+ * freed once no copy cut from it is kept (the replay buffer drops them in
+ * order); a message over a quarter of a slab gets a buffer of its own.
+ */
+const SLAB_BYTES = 1 << 18;
+
 export class MsgpackWriter {
   private bytes: Uint8Array;
   private view: DataView;
   private pos = 0;
+  private slab = new Uint8Array(0);
+  private slabUsed = 0;
 
   constructor(initialBytes = 4096) {
     this.bytes = new Uint8Array(initialBytes);
@@ -23,9 +34,19 @@ export class MsgpackWriter {
     this.pos = 0;
   }
 
-  /** The message written since reset(), as a copy the caller may keep. */
+  /** The message written since reset(), as a copy the caller may keep (a view of a slab shared with other messages' copies). */
   take(): Uint8Array {
-    return this.bytes.slice(0, this.pos);
+    const n = this.pos;
+    if (n > SLAB_BYTES >> 2) return this.bytes.slice(0, n);
+    if (this.slabUsed + n > this.slab.length) {
+      this.slab = new Uint8Array(SLAB_BYTES);
+      this.slabUsed = 0;
+    }
+    const at = this.slabUsed;
+    const copy = this.slab.subarray(at, at + n);
+    copy.set(this.bytes.subarray(0, n));
+    this.slabUsed = at + n;
+    return copy;
   }
 
   nil(): void {

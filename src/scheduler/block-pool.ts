@@ -1,6 +1,6 @@
 import { blockHashLane, formatBlockHash, type BlockHash } from '../core/block-hash.js';
 import { ABSENT, LaneHashTable } from '../core/lane-hash-table.js';
-import type { TierEventSink } from '../events/kv-cache-events.js';
+import type { BlockTokenSource, TierEventSink } from '../events/kv-cache-events.js';
 import { FreeBlockQueue } from './free-block-queue.js';
 import { KVBlock } from './kv-block.js';
 
@@ -28,9 +28,7 @@ import { KVBlock } from './kv-block.js';
 export type EvictionObserver = (blockId: number, hash: BlockHash) => void;
 
 /** A request's tokens, read when its blocks enter the prefix cache while events are reported. */
-export interface BlockTokens {
-  tokensBetween(start: number, end: number): number[];
-}
+export type BlockTokens = BlockTokenSource;
 
 export interface BlockPoolCounts {
   /** Blocks in the free queue (cached or not): what allocation may use. */
@@ -311,8 +309,12 @@ export class BlockPool {
   }
 }
 
-/** Reports table blocks [from, to), which just entered the prefix cache, as one stored chain. */
+/** Reports table blocks [from, to), which just entered the prefix cache, as one stored chain: by range where the sink copies it (no arrays built), else as arrays of their own. */
 function reportStored(sink: TierEventSink, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokens): void {
+  if (sink.storedRun !== undefined) {
+    sink.storedRun(hashes, from, to, tokens);
+    return;
+  }
   const parent = from > 0 ? hashes[from - 1] : null;
   sink.stored(hashes.slice(from, to), parent, tokens.tokensBetween(from * sink.blockSize, to * sink.blockSize));
 }

@@ -2,7 +2,7 @@ import { Engine, type EngineOptions } from '../runtime/engine.js';
 import type { EngineConfigInput, FinishedRequest, RequestSpec, StepReport } from '../runtime/engine-types.js';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from './errors.js';
 import { RequestStream } from './request-stream.js';
-import type { StepTokenSink } from './step-token-sink.js';
+import type { RequestEndSink, StepTokenSink } from './step-token-sink.js';
 
 /**
  * The engine as a long-running service: one loop steps while work is pending
@@ -76,8 +76,10 @@ type AbortListener = { readonly signal: AbortSignal; readonly listener: () => vo
  * nothing up by id.
  */
 class Ticket {
-  /** Set as soon as the engine has taken the request (its id names the stream). */
-  stream!: RequestStream;
+  /** The engine's id of the request, set as soon as the engine has taken it. */
+  id = '';
+  /** The stream its caller reads (stream(), generate()); null for a request submitted with an end sink (submit()). */
+  stream: RequestStream | null = null;
   /** The abort to apply between two steps, or null. */
   pendingAbort: RequestAbortedError | null = null;
   started = false;
@@ -90,7 +92,14 @@ class Ticket {
     /** SubmitOptions.stepSink and sinkKey, which take the tokens instead of the stream; null: the stream does. */
     public stepSink: StepTokenSink | null,
     readonly sinkKey: number,
+    /** submit()'s end sink, told of the end by sinkKey in place of a stream; null: the stream is. */
+    readonly endSink: RequestEndSink | null,
   ) {}
+
+  /** The tokens the caller was given so far, as an abort error carries them (none where a step sink took them). */
+  outputTokens(): number[] {
+    return this.stream === null ? [] : this.stream.outputTokens.slice();
+  }
 }
 
 export class ServingEngine {
@@ -101,6 +110,10 @@ export class ServingEngine {
   /** The step sinks opened for the delivery in progress (kept to close each once, whatever ends meanwhile). */
   private readonly openSinks: StepTokenSink[] = [];
   private readonly sources: RequestSource[] = [];
+  /** Called once no request is in flight (drain waits so). */
+  private readonly emptyWaiters: (() => void)[] = [];
+  /** From drain() on: how the requests that ended did (an abort, or anything else), as drain reports them. */
+  private drainTally: { finished: number; aborted: number } | null = null;
   private readonly maxWaiting: number;
   private readonly onStep: ((report: StepReport) => void) | null;
   private waitingCount = 0;
@@ -173,21 +186,42 @@ export class ServingEngine {
     if (signal?.aborted) throw abortedBeforeStart(signal);
     if (this.waitingCount >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
     const stepSink = stepSinkOf(options);
-    // Added now, between or during a step: the scheduler queues it for the next schedule().
-    const ticket = new Ticket(this, stepSink, options.sinkKey ?? 0);
-    const id = this.engine.addRequest(spec, ticket);
+    const ticket = this.add(spec, new Ticket(this, stepSink, options.sinkKey ?? 0, null));
+    const id = ticket.id;
     const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
     ticket.stream = stream;
-    if (stepSink !== null) this.stepSinks.set(stepSink, (this.stepSinks.get(stepSink) ?? 0) + 1);
     if (signal !== undefined) {
       const listener = (): void => this.requestAbort(id, abortedBy(signal, id, stream.outputTokens));
       signal.addEventListener('abort', listener, { once: true });
       ticket.abortListener = { signal, listener };
     }
-    this.tickets.set(id, ticket);
+    return stream;
+  }
+
+  /**
+   * Queues a request for a consumer of many (the HTTP front-end thread's
+   * intake): its tokens go to `tokens` and its end to `ends`, each by
+   * `key`, with no stream, promise or closure per request. Returns the
+   * engine's id of the request (abort(id) aborts it). Throws as stream()
+   * does, with nothing queued.
+   */
+  submit(spec: RequestSpec, key: number, tokens: StepTokenSink, ends: RequestEndSink): string {
+    this.assertAccepting();
+    if (this.waitingCount >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
+    if (typeof key !== 'number' || !Number.isFinite(key)) throw new RangeError(`key: expected a number, got ${String(key)}`);
+    return this.add(spec, new Ticket(this, tokens, key, ends)).id;
+  }
+
+  /** Hands the request to the engine (which throws for one it refuses, nothing kept), then keeps its ticket. */
+  private add(spec: RequestSpec, ticket: Ticket): Ticket {
+    // Added now, between or during a step: the scheduler queues it for the next schedule().
+    ticket.id = this.engine.addRequest(spec, ticket);
+    const sink = ticket.stepSink;
+    if (sink !== null) this.stepSinks.set(sink, (this.stepSinks.get(sink) ?? 0) + 1);
+    this.tickets.set(ticket.id, ticket);
     this.waitingCount++;
     this.wake?.();
-    return stream;
+    return ticket;
   }
 
   /**
@@ -214,7 +248,7 @@ export class ServingEngine {
   abort(id: string, why: string): boolean {
     const ticket = this.tickets.get(id);
     if (ticket === undefined) return false;
-    this.requestAbort(id, new RequestAbortedError(`request ${id} was aborted: ${why}`, ticket.stream.outputTokens.slice()));
+    this.requestAbort(id, new RequestAbortedError(`request ${id} was aborted: ${why}`, ticket.outputTokens()));
     return true;
   }
 
@@ -230,8 +264,10 @@ export class ServingEngine {
    */
   async drain(deadlineMs: number): Promise<DrainOutcome> {
     this.draining = true;
-    const streams = [...this.tickets.values()].map((t) => t.stream);
-    const settled = Promise.allSettled(streams.map((s) => s.result));
+    // Nothing is accepted from here on: the requests that end from now are those in flight now.
+    const tally = (this.drainTally ??= { finished: 0, aborted: 0 });
+    const before = { ...tally };
+    const settled = this.untilEmpty();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, deadlineMs);
@@ -239,9 +275,14 @@ export class ServingEngine {
     await Promise.race([settled, deadline]);
     clearTimeout(timer);
     this.abortAll(`the server shut down before it finished (drain deadline ${deadlineMs} ms)`);
-    const outcomes = await settled;
-    const aborted = outcomes.filter((o) => o.status === 'rejected' && o.reason instanceof RequestAbortedError).length;
-    return { finished: outcomes.length - aborted, aborted };
+    await settled;
+    return { finished: tally.finished - before.finished, aborted: tally.aborted - before.aborted };
+  }
+
+  /** Resolves once no request is in flight. */
+  private untilEmpty(): Promise<void> {
+    if (this.tickets.size === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => this.emptyWaiters.push(resolve));
   }
 
   /** Aborts every request in flight, stops the loop and (when it owns it) shuts the engine down. Idempotent. */
@@ -272,7 +313,7 @@ export class ServingEngine {
   /** Marks every request in flight for abort, saying `why` in each one's error. */
   private abortAll(why: string): void {
     for (const ticket of [...this.tickets.values()]) {
-      this.requestAbort(ticket.stream.id, new RequestAbortedError(`request ${ticket.stream.id} was aborted: ${why}`, ticket.stream.outputTokens.slice()));
+      this.requestAbort(ticket.id, new RequestAbortedError(`request ${ticket.id} was aborted: ${why}`, ticket.outputTokens()));
     }
   }
 
@@ -328,12 +369,11 @@ export class ServingEngine {
 
   private applyAborts(): void {
     for (const ticket of this.aborts.splice(0)) {
-      const id = ticket.stream.id;
+      const id = ticket.id;
       if (this.tickets.get(id) !== ticket || ticket.pendingAbort === null) continue;
       // false: it finished in the step that just ended, and was delivered as finished.
       if (!this.engine.abort(id)) continue;
-      this.end(ticket);
-      ticket.stream.fail(ticket.pendingAbort);
+      this.fail(ticket, ticket.pendingAbort);
     }
   }
 
@@ -352,8 +392,8 @@ export class ServingEngine {
         ticket.started = true;
         this.waitingCount--;
       }
-      if (ticket.stepSink === null) ticket.stream.push(tokens);
-      else this.toStepSink(ticket, update.reqId, tokens);
+      if (ticket.stepSink !== null) this.toStepSink(ticket, update.reqId, tokens);
+      else ticket.stream?.push(tokens);
     }
     // Closed before any request ends below: a finish is handed on after the step's tokens.
     for (const sink of open) this.callStepSink(sink, () => sink.endStep());
@@ -361,11 +401,10 @@ export class ServingEngine {
     for (const finished of report.finished) {
       const ticket = this.tickets.get(finished.id);
       if (ticket === undefined) continue;
-      this.end(ticket);
       if (finished.finishReason === 'aborted') {
-        ticket.stream.fail(ticket.pendingAbort ?? new RequestAbortedError(`request ${finished.id} was aborted`, finished.outputTokens, finished));
+        this.fail(ticket, ticket.pendingAbort ?? new RequestAbortedError(`request ${finished.id} was aborted`, finished.outputTokens, finished));
       } else {
-        ticket.stream.finish(finished);
+        this.finish(ticket, finished);
       }
     }
   }
@@ -387,7 +426,7 @@ export class ServingEngine {
       for (const ticket of [...this.tickets.values()]) {
         if (ticket.stepSink !== sink) continue;
         this.detachStepSink(ticket);
-        this.requestAbort(ticket.stream.id, sinkFailed(ticket.stream.id, error));
+        this.requestAbort(ticket.id, sinkFailed(ticket.id, error));
       }
     }
   }
@@ -409,18 +448,54 @@ export class ServingEngine {
     for (const finished of ended) {
       const ticket = this.tickets.get(finished.id);
       if (ticket === undefined) continue;
-      this.end(ticket);
-      ticket.stream.finish(finished);
+      this.finish(ticket, finished);
     }
-    for (const ticket of [...this.tickets.values()]) {
-      this.end(ticket);
-      ticket.stream.fail(error);
+    for (const ticket of [...this.tickets.values()]) this.fail(ticket, error);
+  }
+
+  /** Ends the request and settles its stream, or tells its end sink, with the finished request. */
+  private finish(ticket: Ticket, finished: FinishedRequest): void {
+    this.end(ticket);
+    if (this.drainTally !== null) this.drainTally.finished++;
+    const sink = ticket.endSink;
+    if (sink === null) ticket.stream?.finish(finished);
+    else {
+      try {
+        sink.finished(ticket.sinkKey, finished);
+      } catch (error) {
+        rethrowLater(error);
+      }
     }
+    this.emptied();
+  }
+
+  /** Ends the request and fails its stream, or tells its end sink, with `error`. */
+  private fail(ticket: Ticket, error: unknown): void {
+    this.end(ticket);
+    if (this.drainTally !== null) {
+      if (error instanceof RequestAbortedError) this.drainTally.aborted++;
+      else this.drainTally.finished++;
+    }
+    const sink = ticket.endSink;
+    if (sink === null) ticket.stream?.fail(error);
+    else {
+      try {
+        sink.failed(ticket.sinkKey, error);
+      } catch (thrown) {
+        rethrowLater(thrown);
+      }
+    }
+    this.emptied();
+  }
+
+  private emptied(): void {
+    if (this.tickets.size > 0 || this.emptyWaiters.length === 0) return;
+    for (const resolve of this.emptyWaiters.splice(0)) resolve();
   }
 
   private end(ticket: Ticket): void {
     ticket.ended = true;
-    this.tickets.delete(ticket.stream.id);
+    this.tickets.delete(ticket.id);
     if (!ticket.started) this.waitingCount--;
     ticket.started = true;
     this.detachStepSink(ticket);
@@ -437,6 +512,13 @@ function stepSinkOf(options: SubmitOptions): StepTokenSink | null {
   }
   if (typeof options.sinkKey !== 'number' || !Number.isFinite(options.sinkKey)) throw new RangeError(`sinkKey: expected a number with a stepSink, got ${String(options.sinkKey)}`);
   return sink;
+}
+
+/** What an end sink threw: it surfaces as an uncaught error, as a throwing handler of a stream's result would, and the serving loop goes on. */
+function rethrowLater(error: unknown): void {
+  queueMicrotask(() => {
+    throw error;
+  });
 }
 
 function sinkFailed(id: string, error: unknown): RequestAbortedError {

@@ -1,3 +1,5 @@
+import type { FinishedRequest } from '../runtime/engine-types.js';
+
 /**
  * A receiver of many requests' tokens in one pass per step: the serving
  * loop opens it once, hands it each of its requests' new tokens by the key
@@ -13,4 +15,18 @@ export interface StepTokenSink {
   tokens(key: number, tokens: readonly number[]): void;
   /** After the step's delivery: what was handed in may be made visible. */
   endStep(): void;
+}
+
+/**
+ * How each request submitted with ServingEngine.submit ends, by its key:
+ * in place of a RequestStream and its promise, so a consumer of many
+ * requests (the HTTP front-end thread's intake) allocates nothing per
+ * request to learn of its end. Called from the serving loop (or from
+ * drain/close); what a call throws is rethrown as an uncaught error.
+ */
+export interface RequestEndSink {
+  /** The request finished: any reason but an abort (`error` included, as a stream's result resolves with it). */
+  finished(key: number, finished: FinishedRequest): void;
+  /** It ended without finishing: aborted (RequestAbortedError), or the engine stopped (its error). */
+  failed(key: number, error: unknown): void;
 }

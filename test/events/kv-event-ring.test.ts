@@ -115,6 +115,56 @@ describe('KV event ring', () => {
     expect(bytes).toEqual(recorderBytes(steps));
   });
 
+  it("a run of a block table given by range makes the batch the same run given as arrays makes, whether it fits the ring or waits for room", () => {
+    const random = new SeededRandom(13);
+    const table = Array.from({ length: 12 }, () => hexHash(random, 16));
+    const tokens = Int32Array.from({ length: 12 * 16 }, () => random.below(128_256));
+    const source = { tokenAt: (i: number) => tokens[i], tokensBetween: (a: number, b: number) => Array.from(tokens.subarray(a, b)) };
+    const runs: [number, number][] = [[0, 3], [3, 4], [5, 12]];
+    const asArrays: Step = {
+      ts: 3.5,
+      report: (sink) => {
+        for (const [from, to] of runs) sink('GPU', 16).stored(table.slice(from, to), from > 0 ? table[from - 1] : null, Array.from(tokens.subarray(from * 16, to * 16)));
+      },
+    };
+    const expected = recorderBytes([asArrays, asArrays]);
+    for (const words of [1 << 12, MIN_KV_EVENT_RING_WORDS]) {
+      const { writer, bytes, readAll } = ring(words);
+      const gpu = writer.sinkFor('GPU', 16);
+      for (let step = 0; step < 2; step++) {
+        for (const [from, to] of runs) gpu.storedRun!(table, from, to, source);
+        writer.flush(3.5);
+      }
+      readAll();
+      expect(bytes).toEqual(expected);
+    }
+  });
+
+  it('a reader waiting for records wakes once a step ends, and finds at once what was published while it read', async () => {
+    const { writer, reader, read } = ring(1 << 10);
+    let woke = false;
+    const waiting = reader.published().then(() => {
+      woke = true;
+    });
+    const turns = async (): Promise<void> => {
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    await turns();
+    expect(woke).toBe(false);
+    writer.sinkFor('GPU', 16).removed('00000000000000aa');
+    await turns();
+    expect(woke).toBe(false);
+    writer.flush(1);
+    await waiting;
+    expect(read()).toBeGreaterThan(0);
+    // Published while the reader was awake: no wake-up is needed, and none is waited for.
+    writer.sinkFor('CPU', 16).removed('00000000000000bb');
+    writer.flush(2);
+    await reader.published();
+    expect(read()).toBeGreaterThan(0);
+    expect(writer.written).toBe(2);
+  });
+
   it('runs an action queued behind records only once they are in the ring', () => {
     const { writer, bytes, readAll } = ring(MIN_KV_EVENT_RING_WORDS);
     const steps = randomSteps(11, 20);

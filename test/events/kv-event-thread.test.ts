@@ -29,8 +29,8 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function startThread(encoding: KvEventEncoding, ringWords?: number): Promise<KvEventThread> {
-  const thread = await KvEventThread.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', topic: TOPIC, encoding, ringWords });
+async function startThread(encoding: KvEventEncoding, ringWords?: number, batchWindowMs?: number): Promise<KvEventThread> {
+  const thread = await KvEventThread.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', topic: TOPIC, encoding, ringWords, batchWindowMs });
   cleanups.push(() => thread.close());
   return thread;
 }
@@ -73,9 +73,9 @@ describe('KV events from the KV event thread', () => {
     });
   });
 
-  it("publishes each step's batch with the bytes the in-thread encoder writes for the engine's own batch, none lost through a tiny ring", async () => {
+  it.each([0, 5])("publishes each step's batch with the bytes the in-thread encoder writes for the engine's own batch, none lost through a tiny ring (batch window %i ms)", async (batchWindowMs) => {
     // 64 words: most steps' records wait on the engine's side for room.
-    const thread = await startThread('map', 64);
+    const thread = await startThread('map', 64, batchWindowMs);
     await withEngine({ ...SMALL_POOLS, tp: 1 }, async (engine: Engine) => {
       const inThread: KvEventBatch[] = [];
       engine.addKvEventListener((batch) => inThread.push(batch));
@@ -115,6 +115,10 @@ describe('KV events from the KV event thread', () => {
     await expect(KvEventThread.start({ endpoint: 'tcp://127.0.0.1:*', ringWords: 100 })).rejects.toMatchObject({
       code: 'ERR_KVTIER_KV_EVENTS_PUBLISHER',
       message: expect.stringMatching(/ringWords: expected a power of two .* got 100/),
+    });
+    await expect(KvEventThread.start({ endpoint: 'tcp://127.0.0.1:*', batchWindowMs: -1 })).rejects.toMatchObject({
+      code: 'ERR_KVTIER_KV_EVENTS_PUBLISHER',
+      message: expect.stringMatching(/batchWindowMs must be a number of milliseconds in \[0, 1000\], got -1/),
     });
   });
 });

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { QueueFullError, RequestAbortedError, ServingClosedError } from '../../src/serve/errors.js';
 import { ServingEngine, type RequestSource } from '../../src/serve/serving-engine.js';
-import type { StepTokenSink } from '../../src/serve/step-token-sink.js';
+import type { RequestEndSink, StepTokenSink } from '../../src/serve/step-token-sink.js';
+import type { FinishedRequest } from '../../src/runtime/engine-types.js';
 import type { RequestStream } from '../../src/serve/request-stream.js';
 import { RequestError } from '../../src/core/errors.js';
 import { referenceOutput, TEST_ENGINE, tokenPrompt, until } from './helpers.js';
@@ -189,6 +190,62 @@ describe('the serving engine', () => {
     for (const stream of streams) await expect(stream.result).rejects.toThrow(/its token sink failed: closed/);
     await untilIdle(s);
     expect(s.engine.metrics().requests.aborted).toBe(2);
+  });
+
+  /** A step sink that keeps each key's tokens, and an end sink that keeps how each key ended. */
+  function keyedSinks() {
+    const tokens = new Map<number, number[]>();
+    const finished = new Map<number, FinishedRequest>();
+    const failed = new Map<number, unknown>();
+    const step: StepTokenSink = { beginStep: () => {}, tokens: (key, t) => tokens.set(key, [...(tokens.get(key) ?? []), ...t]), endStep: () => {} };
+    const ends: RequestEndSink = { finished: (key, f) => finished.set(key, f), failed: (key, error) => failed.set(key, error) };
+    return { tokens, finished, failed, step, ends };
+  }
+
+  it('submit hands each request\'s tokens to its step sink and its end to its end sink, by key', async () => {
+    const s = await startServing();
+    const sinks = keyedSinks();
+    const prompts = [tokenPrompt(30, 50), Int32Array.from(tokenPrompt(26, 51))];
+    const ids = prompts.map((promptTokens, i) => s.submit({ promptTokens, maxTokens: 5 + i }, 7 + i, sinks.step, sinks.ends));
+    await until(() => sinks.finished.size === 2, 'both submitted requests to finish');
+    prompts.forEach((prompt, i) => {
+      const expected = referenceOutput(Array.from(prompt), 5 + i);
+      expect(sinks.tokens.get(7 + i)).toEqual(expected);
+      expect(sinks.finished.get(7 + i)?.id).toBe(ids[i]);
+      expect(sinks.finished.get(7 + i)?.outputTokens).toEqual(expected);
+    });
+    expect(sinks.failed.size).toBe(0);
+    expect(s.inFlight).toBe(0);
+  });
+
+  it('a submitted request aborted by id ends at its end sink with RequestAbortedError, and drain counts it', async () => {
+    const s = await startServing();
+    const sinks = keyedSinks();
+    const id = s.submit({ promptTokens: tokenPrompt(30, 52), maxTokens: 3000 }, 3, sinks.step, sinks.ends);
+    await until(() => (sinks.tokens.get(3)?.length ?? 0) > 0, 'the first token');
+    expect(s.abort(id, 'the client closed the connection')).toBe(true);
+    await until(() => sinks.failed.has(3), 'the abort to reach the end sink');
+    expect(sinks.failed.get(3)).toBeInstanceOf(RequestAbortedError);
+    expect(String(sinks.failed.get(3))).toMatch(/was aborted: the client closed the connection/);
+    const running = s.submit({ promptTokens: tokenPrompt(30, 53), maxTokens: 3000 }, 4, sinks.step, sinks.ends);
+    expect(running).not.toBe(id);
+    await until(() => (sinks.tokens.get(4)?.length ?? 0) > 0, 'the second request\'s first token');
+    expect(await s.drain(0)).toEqual({ finished: 0, aborted: 1 });
+    expect(sinks.failed.get(4)).toBeInstanceOf(RequestAbortedError);
+    expect(sinks.finished.size).toBe(0);
+    await untilIdle(s);
+    expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
+  });
+
+  it('submit refuses at once, with nothing queued, a request the engine refuses and a full queue', async () => {
+    const s = await startServing({ maxWaiting: 1 });
+    const sinks = keyedSinks();
+    expect(() => s.submit({ promptTokens: [], maxTokens: 2 }, 1, sinks.step, sinks.ends)).toThrow(RequestError);
+    s.submit({ promptTokens: tokenPrompt(20, 54), maxTokens: 2 }, 2, sinks.step, sinks.ends);
+    expect(() => s.submit({ promptTokens: tokenPrompt(20, 55), maxTokens: 2 }, 3, sinks.step, sinks.ends)).toThrow(QueueFullError);
+    expect(s.inFlight).toBe(1);
+    await until(() => sinks.finished.has(2), 'the queued request to finish');
+    expect(sinks.failed.size).toBe(0);
   });
 
   it('refuses a step sink without its key, and a key without a step sink', async () => {

@@ -2,14 +2,16 @@ import type { FinishedRequest } from '../../runtime/engine-types.js';
 import { asHttpError } from '../http-server.js';
 import type { HttpError } from '../openai-errors.js';
 import type { RequestSource, ServingEngine } from '../serving-engine.js';
+import type { RequestEndSink } from '../step-token-sink.js';
 import type { ArrivalReader, ArrivalSpec } from './arrival-ring.js';
 import type { RingWriter } from './token-ring.js';
 
 /**
  * The engine's side of the arrival ring: a RequestSource the serving loop
  * polls at each step boundary. Each completion read is queued on the
- * ServingEngine with the token ring's writer as its step sink (keyed by
- * its slot), or refused; the answers go back in the token ring (a refused
+ * ServingEngine (submit: the token ring's writer takes its tokens, this
+ * intake hears of its end, both by its slot; no stream or promise per
+ * request), or refused; the answers go back in the token ring (a refused
  * record per refusal, its error by message, then one admitted record per
  * poll), so while the loop steps an arrival costs no message either way.
  */
@@ -17,6 +19,7 @@ import type { RingWriter } from './token-ring.js';
 export interface IntakeHooks {
   /** A refused completion's error, sent after its refused record. */
   refused(slot: number, error: HttpError): void;
+  /** A queued completion finished (its slot no longer in `requests`). */
   finished(slot: number, finished: FinishedRequest): void;
   /** A queued completion ended with an error or an abort. */
   ended(slot: number, error: HttpError): void;
@@ -28,7 +31,7 @@ export interface ArrivalStats {
   readonly microseconds: number;
 }
 
-export class ArrivalIntake implements RequestSource {
+export class ArrivalIntake implements RequestSource, RequestEndSink {
   /** The engine's request id of each slot in flight. */
   readonly requests = new Map<number, string>();
   private arrivals = 0;
@@ -71,17 +74,24 @@ export class ArrivalIntake implements RequestSource {
     else this.poll();
   }
 
+  /** A queued completion finished (RequestEndSink). */
+  finished(slot: number, finished: FinishedRequest): void {
+    this.requests.delete(slot);
+    this.hooks.finished(slot, finished);
+  }
+
+  /** A queued completion ended with an error or an abort (RequestEndSink). */
+  failed(slot: number, error: unknown): void {
+    this.requests.delete(slot);
+    this.hooks.ended(slot, asHttpError(error));
+  }
+
   private admit(slot: number, spec: ArrivalSpec): void {
     let id: string;
     try {
-      // The front end keeps the tokens: the writer takes every ring-backed request's tokens in one pass per step, the stream here keeps none.
-      // No AbortSignal per request: an abort names its slot (serving.abort).
-      const stream = this.serving.stream(spec, { stepSink: this.writer, sinkKey: slot });
-      id = stream.id;
-      stream.result.then(
-        (finished) => this.hooks.finished(slot, finished),
-        (error: unknown) => this.hooks.ended(slot, asHttpError(error)),
-      );
+      // The front end keeps the tokens: the writer takes every ring-backed request's tokens in one pass per step, and its end comes back here by slot.
+      // No stream, promise or AbortSignal per request: an abort names its slot (serving.abort).
+      id = this.serving.submit(spec, slot, this.writer, this);
     } catch (error) {
       this.writer.writeRefused(slot);
       this.hooks.refused(slot, asHttpError(error));

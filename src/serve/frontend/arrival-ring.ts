@@ -1,5 +1,5 @@
 import type { CompletionSpec } from '../completion-backend.js';
-import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD } from './shared-int-ring.js';
+import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD } from '../../core/shared-int-ring.js';
 
 /**
  * Completions from the HTTP front-end thread to the engine's thread,
@@ -43,10 +43,15 @@ export function createArrivalBuffer(ringWords: number): SharedArrayBuffer {
   return createIntRingBuffer(ringWords, 64);
 }
 
-/** One arrival as the engine's side reads it: the prompt is its own copy. */
+/** One arrival as the engine's side reads it, valid only during the visit it is handed to. */
 export interface ArrivalSpec {
-  /** A plain array, as library callers give: the engine's validation and copy then see one kind of array. */
-  readonly promptTokens: number[];
+  /**
+   * A view of the ring's words where they lie in one run (a copy where the
+   * record wraps the ring's end): the engine copies the prompt once, into
+   * its request, so the ring is read with no copy of its own. Valid only
+   * during the visit: the writer reuses the words after it.
+   */
+  readonly promptTokens: Int32Array;
   readonly maxTokens: number;
   readonly seed: number;
   readonly cacheSalt: string | null;
@@ -136,7 +141,7 @@ export class ArrivalReader extends IntRingReader {
         cacheSalt = String.fromCharCode(...units);
         w += saltLength;
       }
-      const promptTokens = this.copyOut((w & mask) >>> 0, promptLength);
+      const promptTokens = this.view((w & mask) >>> 0, promptLength);
       r = (w + promptLength) | 0;
       count++;
       // The position is stored before the visit: a visit that throws leaves the record read, not read twice.
@@ -157,12 +162,14 @@ export class ArrivalReader extends IntRingReader {
     Atomics.store(this.control, IDLE, 0);
   }
 
-  /** `length` words from ring index `from`, in their own array. */
-  private copyOut(from: number, length: number): number[] {
+  /** `length` words from ring index `from`: a view where they do not wrap the ring's end, else a copy. */
+  private view(from: number, length: number): Int32Array {
     const ring = this.ring;
-    const mask = this.mask;
-    const out = new Array<number>(length);
-    for (let i = 0; i < length; i++) out[i] = ring[(from + i) & mask];
+    if (from + length <= ring.length) return ring.subarray(from, from + length);
+    const out = new Int32Array(length);
+    const first = ring.length - from;
+    out.set(ring.subarray(from));
+    out.set(ring.subarray(0, length - first), first);
     return out;
   }
 }

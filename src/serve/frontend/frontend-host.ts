@@ -191,7 +191,6 @@ export class FrontendHost implements HttpFrontEnd {
       this.ended(slot, requestFailed(finished));
       return;
     }
-    this.intake.requests.delete(slot);
     this.writer.writeFinish(slot, {
       reason: finished.finishReason === 'stopped' ? FINISH_STOPPED : FINISH_LENGTH,
       promptTokens: finished.promptTokens.length,
@@ -203,7 +202,6 @@ export class FrontendHost implements HttpFrontEnd {
   }
 
   private ended(slot: number, error: ReturnType<typeof asHttpError>): void {
-    this.intake.requests.delete(slot);
     this.send({ type: 'failed', slot, error: toWire(error) });
   }
 

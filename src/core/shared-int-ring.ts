@@ -1,21 +1,23 @@
 /**
- * The mechanics both rings between the engine's thread and the HTTP
- * front-end thread share: a ring of Int32 words in a SharedArrayBuffer
- * behind a few control words, one writer and one reader.
+ * The mechanics of the rings between the engine's thread and its helper
+ * threads (the HTTP front end's token and arrival rings, the KV event
+ * ring): a ring of Int32 words in a SharedArrayBuffer behind a few control
+ * words, one writer and one reader.
  *
  * The writer never drops or overwrites a record: one that does not fit goes
  * to a queue on the writer's side, as does everything after it; the writer
  * raises WAITING, and the reader, once it has made room, clears it and
  * calls onRoom (which should have the writer's resume() called). Each ring
- * keeps its own record formats, its publishing and the use of OWN_WORD.
+ * keeps its own record formats, its publishing and the use of its own words.
  */
 
-/** Control words before the ring: the write and read positions (word counts, wrapping at 2^32), the writer's waiting flag, and one word of the ring's own. */
+/** Control words before the ring: the write and read positions (word counts, wrapping at 2^32), the writer's waiting flag, and two words of the ring's own. */
 export const WRITE = 0;
 export const READ = 1;
 export const WAITING = 2;
 export const OWN_WORD = 3;
-const CONTROL_WORDS = 4;
+export const SECOND_OWN_WORD = 4;
+const CONTROL_WORDS = 5;
 
 const MAX_RING_WORDS = 2 ** 28;
 
