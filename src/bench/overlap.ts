@@ -57,6 +57,9 @@ export interface OverlapBenchRow {
   readonly batch: number;
   /** Cached tokens of each request before the step. */
   readonly contextTokens: number;
+  /** The CPU tier's bytes, and whether each job's CPU blocks were scattered over it. */
+  readonly cpuTierBytes: number;
+  readonly scatteredCpuBlocks: boolean;
   /** Tokens each request computes per step (1: a decode step). */
   readonly newTokens: number;
   /** Timed forwards per mode (alone, with transfers). */
@@ -102,6 +105,13 @@ export interface OverlapBenchOptions {
   readonly rounds?: number;
   /** Bytes per transfer job, rounded down to whole blocks, at least one (default 16 MiB: large enough that the pump refills the queues before they drain). */
   readonly jobBytes?: number;
+  /**
+   * A CPU tier of this many bytes, pinned in the engine's chunks, each job's
+   * CPU blocks drawn at random over it as an engine's tier is used (stores
+   * write the first half, loads read the second). Default: two rings of jobs
+   * in one chunk, each job's blocks adjacent.
+   */
+  readonly cpuTierBytes?: number;
   /** The shard of rank 0 of tp (default 1: the whole model). */
   readonly tp?: number;
   readonly deviceIndex?: number;
@@ -180,6 +190,9 @@ interface BlockRegions {
   readonly jobBlocks: number;
   /** GPU blocks stores read: [forwardBlocks, forwardBlocks + ring). CPU blocks they write: [0, ring). */
   readonly ring: number;
+  /** CPU blocks; when `scattered`, stores write random blocks of [0, cpuBlocks / 2) and loads read [cpuBlocks / 2, cpuBlocks). */
+  readonly cpuBlocks: number;
+  readonly scattered: boolean;
 }
 
 /** The rows of one device: one per busy phase kind, all against the same limit. */
@@ -198,16 +211,20 @@ async function benchOneDevice(
   const batch = forwardBatch(options.batch, blocksPerRequest, options.contextTokens, newTokens, model.vocabSize);
 
   const jobBlocks = Math.max(1, Math.floor((options.jobBytes ?? DEFAULT_JOB_BYTES) / blockBytes));
-  const regions: BlockRegions = { blocksPerRequest, forwardBlocks, jobBlocks, ring: jobBlocks * JOBS_PER_QUEUE };
+  const ring = jobBlocks * JOBS_PER_QUEUE;
+  const tierBlocks = Math.floor((options.cpuTierBytes ?? 0) / blockBytes);
+  const scattered = tierBlocks > 2 * ring;
+  const regions: BlockRegions = { blocksPerRequest, forwardBlocks, jobBlocks, ring, cpuBlocks: scattered ? tierBlocks : 2 * ring, scattered };
   const device = await openDevice({
     backend: options.backend,
     rank: 0,
     deviceIndex: options.deviceIndex ?? 0,
     geometry: kvGeometry({ model, tp, blockSize: blockTokens, layout }),
     numGpuBlocks: forwardBlocks + 2 * regions.ring,
-    numCpuBlocks: 2 * regions.ring,
-    // One chunk, so the contiguous copy that measures the limit has room for a whole ring.
-    cpuChunkBytes: 2 * regions.ring * blockBytes,
+    numCpuBlocks: regions.cpuBlocks,
+    // Two rings: one chunk, so the contiguous copy that measures the limit has room for a whole ring.
+    // A scattered tier: the engine's chunks (1 GiB).
+    ...(scattered ? {} : { cpuChunkBytes: 2 * regions.ring * blockBytes }),
     copyMethod,
   });
   try {
@@ -232,7 +249,7 @@ async function benchOneDevice(
         await pump.stop();
       }
       nextJobId = pump.nextJobId;
-      rows.push(rowOf(options, { model, layout, blockTokens, copyMethod }, transfers, { alone, busy }, pump, limitGbps));
+      rows.push(rowOf(options, { model, layout, blockTokens, copyMethod }, transfers, { alone, busy }, pump, limitGbps, regions, blockBytes));
     }
     return rows;
   } finally {
@@ -273,6 +290,8 @@ function rowOf(
   { alone, busy }: StepTimes,
   pump: TransferPump,
   limitGbps: number,
+  regions: BlockRegions,
+  blockBytes: number,
 ): OverlapBenchRow {
   const newTokens = options.newTokens ?? 1;
   const stepMsAlone = median(alone.map((s) => s.wallMs));
@@ -288,6 +307,8 @@ function rowOf(
     transfers,
     batch: options.batch,
     contextTokens: options.contextTokens,
+    cpuTierBytes: regions.cpuBlocks * blockBytes,
+    scatteredCpuBlocks: regions.scattered,
     newTokens,
     steps: alone.length,
     stepMsAlone,
@@ -401,6 +422,8 @@ class TransferPump {
   readonly bytesMoved: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
   /** Device time of the finished jobs (ms). */
   readonly busyMs: Record<TransferDirection, number> = { gpuToCpu: 0, cpuToGpu: 0 };
+  /** xorshift32 state for scattered CPU blocks: the same blocks on every run. */
+  private random = 0x9e3779b9;
 
   constructor(
     private readonly device: Device,
@@ -462,10 +485,34 @@ class TransferPump {
       gpuBlockIds[i] = forwardBlocks + side + slot * jobBlocks + i;
       cpuBlockIds[i] = side + slot * jobBlocks + i;
     }
+    if (this.regions.scattered) this.scatter(cpuBlockIds, direction);
     const jobId = this.nextJobId++;
     this.device.submitTransfer({ jobId, direction, gpuBlockIds, cpuBlockIds, orderAfterCompute: false });
     this.pending.set(jobId, direction);
     this.queued[direction]++;
+  }
+
+  /** Distinct random CPU blocks of the direction's half of the tier (a job never writes one block twice). */
+  private scatter(cpuBlockIds: Int32Array, direction: TransferDirection): void {
+    const half = Math.floor(this.regions.cpuBlocks / 2);
+    const base = direction === 'gpuToCpu' ? 0 : half;
+    const taken = new Set<number>();
+    for (let i = 0; i < cpuBlockIds.length; i++) {
+      let id: number;
+      do id = base + (this.nextRandom() % half);
+      while (taken.has(id));
+      taken.add(id);
+      cpuBlockIds[i] = id;
+    }
+  }
+
+  private nextRandom(): number {
+    let x = this.random;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.random = x;
+    return x >>> 0;
   }
 
   /** Records every result, failed ones too, so no completion is dropped behind a failure. */

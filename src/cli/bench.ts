@@ -149,7 +149,7 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
   notes: (backend) => [
     'stepMsAlone / stepMsWithTransfers: median wall time of one forward step (a batch of requests each computing newTokens tokens after contextTokens cached ones, reading all of them), alone and while stores and loads of other blocks run on both copy streams; slowdown = stepMsWithTransfers / stepMsAlone - 1. Alone and busy phases alternate in the same run on the same device. deviceSlowdown: the same from the forwards\' device times (start to end on the compute stream, no wake-up of the JS thread in it).',
     'storeGbps / loadGbps: bytes the copies moved per direction during the busy phases over their wall time; limitGbps: one contiguous 64 MiB copy per direction in the same run (the slower direction); copyBusyShare: share of the busy phases the less busy running copy stream spent copying.',
-    'transfers: both = stores and loads at once, stores / loads = one direction only; copyMethod: the device\'s transfer path (one device each).',
+    'transfers: both = stores and loads at once, stores / loads = one direction only; copyMethod: the device\'s transfer path (one device each). cpuTier: the CPU tier\'s size; "scattered" when --cpu-tier-bytes made it larger than two rings of jobs and each job\'s CPU blocks were drawn at random over it (stores into its first half, loads from its second), as an engine uses its tier.',
     backend === 'host'
       ? 'Host backend: the "GPU" is host memory, the copy streams are memcpy threads and the compute stream is a thread that sleeps for the emulated compute and then computes the reference model on the CPU. The slowdown here is CPU-core and memory-bandwidth contention between those threads on this machine, not what a GPU sees; the goal (slowdown <= 3% with copies on the copy engines) can only be checked with --backend cuda.'
       : 'CUDA backend: the forward reads its inputs from and writes its digests to mapped pinned memory (no copy engine) on the highest-priority stream, its emulated compute occupying every SM; copies run on low-priority streams, one per direction, on the copy engines (dma) or as a copy kernel of at most 12 CTAs (kernel). The goal is slowdown <= 3% with stores and loads at >= 80% of limitGbps.',
@@ -163,6 +163,7 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
     { header: 'batch', cell: (r) => String(r.batch) },
     { header: 'context', cell: (r) => String(r.contextTokens) },
     { header: 'newTokens', cell: (r) => String(r.newTokens) },
+    { header: 'cpuTier', cell: (r) => `${formatBytes(r.cpuTierBytes)}${r.scatteredCpuBlocks ? ' scattered' : ''}` },
     { header: 'stepMsAlone', cell: (r) => fixed(3)(r.stepMsAlone) },
     { header: 'stepMsWithTransfers', cell: (r) => fixed(3)(r.stepMsWithTransfers) },
     { header: 'slowdown', cell: (r) => `${(100 * r.slowdown).toFixed(1)}%` },
@@ -182,6 +183,7 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
     const stepsPerRound = options.int('steps', 10);
     const rounds = options.int('rounds', 3);
     const jobBytes = options.bytes('jobBytes', 16 * 2 ** 20);
+    const cpuTierBytes = options.bytes('cpuTierBytes', 0);
     const tp = options.engineInt('tp', 'tp', 1);
     const copyMethods = options.list<CopyMethod>('copyMethod', COPY_METHODS, ['auto']);
     const transfers = options.list<OverlapTransfers>('transfers', OVERLAP_TRANSFERS, OVERLAP_TRANSFERS);
@@ -198,6 +200,7 @@ const overlapBench: BenchSpec<OverlapBenchRow> = {
       stepsPerRound,
       rounds,
       jobBytes,
+      cpuTierBytes,
       tp,
       copyMethods,
       transfers,

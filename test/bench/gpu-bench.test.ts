@@ -29,6 +29,8 @@ function overlapRow(deviceSlowdown: number, copyShare: number): GpuOverlapRow {
     transfers: 'both',
     batch: 16,
     contextTokens: 256,
+    cpuTierBytes: 128 * 2 ** 20,
+    scatteredCpuBlocks: false,
     newTokens: 1,
     steps: 4,
     stepMsAlone: 1,

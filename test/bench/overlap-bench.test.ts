@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { forwardBatch, runOverlapBench, type OverlapBenchOptions } from '../../src/bench/overlap.js';
 import { MODEL_PRESETS } from '../../src/model/presets.js';
+import { bytesPerGpuBlock } from '../../src/model/shape.js';
 
 /** The smallest useful run: the tiny model, a few short requests, small jobs, two steps per phase. */
 function tinyRun(overrides: Partial<OverlapBenchOptions> = {}): OverlapBenchOptions {
@@ -45,6 +46,21 @@ describe('the overlap bench', () => {
       expect(row.copyBusyShare).toBeGreaterThan(0);
       expect(row.copyBusyShare).toBeLessThanOrEqual(1);
     }
+  });
+
+  it('copies to and from blocks scattered over a CPU tier of the size asked for, and says so in each row', async () => {
+    const blockBytes = bytesPerGpuBlock(MODEL_PRESETS.tiny, 1, 16);
+    const ring = 4 * Math.floor((64 * 1024) / blockBytes) * blockBytes; // four jobs
+    const [adjacent] = await runOverlapBench(tinyRun({ transfers: ['both'] }));
+    expect(adjacent.scatteredCpuBlocks).toBe(false);
+    expect(adjacent.cpuTierBytes).toBe(2 * ring);
+    const [scattered] = await runOverlapBench(tinyRun({ transfers: ['both'], cpuTierBytes: 4 * 2 ** 20 }));
+    expect(scattered.scatteredCpuBlocks).toBe(true);
+    expect(scattered.cpuTierBytes % blockBytes).toBe(0);
+    expect(scattered.cpuTierBytes).toBeLessThanOrEqual(4 * 2 ** 20);
+    expect(scattered.cpuTierBytes).toBeGreaterThan(4 * 2 ** 20 - blockBytes);
+    expect(scattered.storeGbps).toBeGreaterThan(0);
+    expect(scattered.loadGbps).toBeGreaterThan(0);
   });
 
   it('adds rows with stores only and loads only, in which only that direction moves bytes', async () => {
