@@ -74,6 +74,11 @@ class RequestTokens implements BlockTokenSource {
   tokensBetween(start: number, end: number): number[] {
     return Array.from(this.tokens.subarray(start, end));
   }
+
+  copyTokens(start: number, end: number, into: Int32Array, at: number): void {
+    const tokens = this.tokens;
+    for (let i = start; i < end; i++) into[at + i - start] = tokens[i];
+  }
 }
 
 /** One step's reports, as the GPU pool (a run of its block table, by range where the sink takes one) and the CPU tier make them. */

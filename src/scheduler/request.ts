@@ -190,6 +190,17 @@ export class Request {
     return position < stored ? this.allTokens[position] : this.tail[position - stored];
   }
 
+  /** Copies the tokens at positions [start, end) into `into` from index `at` (BlockTokenSource: a block run's tokens into the KV event ring). */
+  copyTokens(start: number, end: number, into: Int32Array, at: number): void {
+    if (end <= this.storedCount) {
+      // Full blocks are in the token buffer (a block's tail is stored as it fills).
+      const all = this.allTokens;
+      for (let i = start; i < end; i++) into[at + i - start] = all[i];
+      return;
+    }
+    for (let i = start; i < end; i++) into[at + i - start] = this.tokenAt(i);
+  }
+
   /** Tokens at positions [start, end) as a plain array (it crosses threads). */
   tokensBetween(start: number, end: number): number[] {
     const out = new Array<number>(end - start);

@@ -110,6 +110,10 @@ describe('request tokens', () => {
         if (i % 9 === 0) {
           expect(request.tokensBetween(0, all.length)).toEqual(all);
           expect(request.tokensBetween(5, all.length - 2)).toEqual(all.slice(5, -2));
+          // Copied into a buffer at an offset: the full blocks' tokens and the tail still being filled.
+          const copied = new Int32Array(all.length + 3);
+          request.copyTokens(2, all.length, copied, 3);
+          expect(Array.from(copied.subarray(3, 3 + all.length - 2))).toEqual(all.slice(2));
           expect(request.blockHashes).toEqual(blockHashes(all, blockSize));
         }
       }
