@@ -269,10 +269,11 @@ export function lastLookedUpHashWords(hash: BlockHash, out: Int32Array): boolean
  * block whose hash the hasher just made (a block filled this step, its
  * parent, the same key stored on the CPU tier) costs no parse. Direct-mapped
  * by the low 14 bits of the low word (the last digits of the text): a slot
- * keeps the newest hash made into it, so a hash stays found until about
- * 16k later hashes (about 64 steps of 256 decoding requests with 16-token
- * blocks) have passed. Every entry is a hash's text and its own value, so a
- * hit is always right, whatever the key.
+ * keeps the newest hash made into it, so each later hash forgets a given one
+ * with odds 1 in 16384. A parent hashed a block earlier (256 hashes later at
+ * 256 decoding requests with 16-token blocks, plus the arrivals' prompts) is
+ * nearly always still found. Every entry is a hash's text and its own value,
+ * so a hit is always right, whatever the key. 256 KiB per thread that hashes.
  */
 const RECENT_SLOTS = 1 << 14;
 const RECENT_MASK = RECENT_SLOTS - 1;
