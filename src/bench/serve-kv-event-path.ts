@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { blockHashes } from '../core/block-hash.js';
 import { SeededRandom } from '../core/prng.js';
 import type { BlockTokenSource, KvEventCollector, TierEventSink } from '../events/kv-cache-events.js';
 import { KvEventRecorder } from '../events/kv-event-recorder.js';
@@ -23,9 +24,18 @@ import { median } from './stats.js';
  * on compute), and as many leave each tier (both full), each removal its own
  * event, interleaved with the stores as evictions make room. A GPU store
  * is handed over as a run of its request's block table (storedRun: no
- * arrays built), as the pool does. No hash was
- * looked up in a block table just before it is reported, so each is parsed
- * to its words here; in an engine most are (eventHashWords), so this errs high.
+ * arrays built), as the pool does; the CPU tier stores the same block under
+ * the same key (offload factor 1).
+ *
+ * Every hash is made by the block hasher (core/block-hash.ts), as an
+ * engine's are, before the timed rounds: the hasher keeps the words of what
+ * it made recently, so a stored block's hash and its parent, which an engine
+ * hashed this step or a block earlier, are found without a parse. An evicted
+ * block's hash is old in an engine, but its table looked it up just before
+ * reporting it (one comparison, cheaper than the recent-hash table the bench's
+ * evictions go through). Counted over `kvtier run --kv-events-endpoint` runs
+ * (128 requests, default pools and pools small enough to evict constantly),
+ * under 0.1% of an engine's event hashes needed a parse.
  */
 export interface KvEventPath {
   /** Median over the rounds of the engine thread's wall time per step (µs): the reports into the ring and the publish. */
@@ -64,6 +74,11 @@ class RequestTokens implements BlockTokenSource {
   tokensBetween(start: number, end: number): number[] {
     return Array.from(this.tokens.subarray(start, end));
   }
+
+  copyTokens(start: number, end: number, into: Int32Array, at: number): void {
+    const tokens = this.tokens;
+    for (let i = start; i < end; i++) into[at + i - start] = tokens[i];
+  }
 }
 
 /** One step's reports, as the GPU pool (a run of its block table, by range where the sink takes one) and the CPU tier make them. */
@@ -79,19 +94,18 @@ function report(gpu: TierEventSink, cpu: TierEventSink, blocks: readonly BlockRe
 
 export async function measureKvEventPath(streams: number, blockSize = 16, stepsPerRound = 100, rounds = 40, warmupRounds = 10): Promise<KvEventPath> {
   const random = new SeededRandom(11);
-  const hash = (): string => {
-    let text = '';
-    for (let i = 0; i < 16; i++) text += '0123456789abcdef'[random.below(16)];
-    return text;
-  };
   const blocksPerStep = Math.max(1, Math.round(streams / blockSize));
+  // An evicted block: one of its own, hashed by the hasher as every block of an engine is.
+  const evictedHash = (): string => blockHashes(Array.from(random.tokens(blockSize, 128_256)), blockSize)[0];
   // Hashes and tokens made up front: the caches hand the sinks arrays they already built.
   const block = (): BlockReports => {
-    const stored = [hash()];
-    const parent = hash();
-    const tokens = Array.from(random.tokens(blockSize, 128_256));
-    const tableTokens = new RequestTokens([...Array.from(random.tokens(blockSize, 128_256)), ...tokens]);
-    return { stored, parent, tokens, table: [parent, stored[0]], tableTokens, cpuStored: [hash()], gpuEvicted: hash(), cpuEvicted: hash() };
+    const gpuEvicted = evictedHash();
+    const cpuEvicted = evictedHash();
+    const all = Array.from(random.tokens(2 * blockSize, 128_256));
+    const table = blockHashes(all, blockSize);
+    const tokens = all.slice(blockSize);
+    const tableTokens = new RequestTokens(all);
+    return { stored: [table[1]], parent: table[0], tokens, table, tableTokens, cpuStored: [table[1]], gpuEvicted, cpuEvicted };
   };
   const steps = Array.from({ length: 8 }, () => Array.from({ length: blocksPerStep }, block));
   // One step's batch as the in-process recorder makes it, for its size on the wire (not timed).

@@ -262,6 +262,55 @@ export function lastLookedUpHashWords(hash: BlockHash, out: Int32Array): boolean
   return true;
 }
 
+// ------------------------------------------------------ recently made hashes
+
+/**
+ * The words of the hashes this thread made recently, so a KV event about a
+ * block whose hash the hasher just made (a block filled this step, its
+ * parent, the same key stored on the CPU tier) costs no parse. Direct-mapped
+ * by the low 14 bits of the low word (the last digits of the text): a slot
+ * keeps the newest hash made into it, so each later hash forgets a given one
+ * with odds 1 in 16384. A parent hashed a block earlier (256 hashes later at
+ * 256 decoding requests with 16-token blocks, plus the arrivals' prompts) is
+ * nearly always still found. Every entry is a hash's text and its own value,
+ * so a hit is always right, whatever the key. 256 KiB per thread that hashes.
+ */
+const RECENT_SLOTS = 1 << 14;
+const RECENT_MASK = RECENT_SLOTS - 1;
+const recentHashes: (BlockHash | null)[] = new Array<BlockHash | null>(RECENT_SLOTS).fill(null);
+const recentWords = new Int32Array(2 * RECENT_SLOTS);
+
+/** Remembers the words of `hash`, just rendered from lanes (a, b). */
+function rememberRecent(hash: BlockHash, a: number, b: number): void {
+  const slot = b & RECENT_MASK;
+  recentHashes[slot] = hash;
+  recentWords[2 * slot] = a;
+  recentWords[2 * slot + 1] = b;
+}
+
+/** A hex digit's value from its character code, without a branch ('0'-'9', 'a'-'f', 'A'-'F'; garbage for anything else). */
+function digitOf(code: number): number {
+  return (code & 15) + 9 * ((code >> 6) & 1);
+}
+
+/**
+ * The value of `hash` as two 32-bit words (high, low) into `out`, when this
+ * thread's hasher made it recently or the tables looked it up last (see
+ * lastLookedUpHashWords): no parse. false otherwise (the caller parses).
+ */
+export function knownHashWords(hash: BlockHash, out: Int32Array): boolean {
+  if (lastLookedUpHashWords(hash, out)) return true;
+  if (hash.length !== 16) return false;
+  const slot =
+    (digitOf(hash.charCodeAt(15)) | (digitOf(hash.charCodeAt(14)) << 4) | (digitOf(hash.charCodeAt(13)) << 8) | (digitOf(hash.charCodeAt(12)) << 12)) &
+    RECENT_MASK;
+  // The slot's text was rendered from its words: the same text has the same value.
+  if (recentHashes[slot] !== hash) return false;
+  out[0] = recentWords[2 * slot];
+  out[1] = recentWords[2 * slot + 1];
+  return true;
+}
+
 function computeLane(hash: BlockHash, lane: 0 | 1): number {
   laneIsValue = false;
   if (hash.length === 16) {
@@ -332,7 +381,9 @@ export function hashBlock(
 ): BlockHash {
   const hasParent = parent !== null;
   chainLanes(hasParent, hasParent ? parseLane(parent, 0) : 0, hasParent ? parseLane(parent, 8) : 0, tokens, start, end, extraKey);
-  return renderHash(lanes[0], lanes[1]);
+  const hash = renderHash(lanes[0], lanes[1]);
+  rememberRecent(hash, lanes[0], lanes[1]);
+  return hash;
 }
 
 /**
@@ -358,7 +409,9 @@ export function extendBlockHashes(
     parentA = lanes[0];
     parentB = lanes[1];
     hasParent = true;
-    hashes.push(renderHash(parentA, parentB));
+    const hash = renderHash(parentA, parentB);
+    rememberRecent(hash, parentA, parentB);
+    hashes.push(hash);
   }
 }
 

@@ -55,6 +55,12 @@ export interface BlockTokenSource {
   tokenAt(position: number): number;
   /** Tokens at positions [start, end) in an array of their own. */
   tokensBetween(start: number, end: number): number[];
+  /**
+   * Copies the tokens at positions [start, end) into `into` from index `at`:
+   * one call per block run rather than one per token. Optional: a source
+   * without it is read by tokenAt.
+   */
+  copyTokens?(start: number, end: number, into: Int32Array, at: number): void;
 }
 
 /**

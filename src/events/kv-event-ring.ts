@@ -181,7 +181,10 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     const ring = this.ring;
     const mask = this.mask;
     const first = from * blockSize;
-    for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens.tokenAt(first + i);
+    const at = w & mask;
+    // Copied by the source in one call where the run does not wrap the ring's end.
+    if (tokens.copyTokens !== undefined && at + m <= ring.length) tokens.copyTokens(first, first + m, ring, at);
+    else for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens.tokenAt(first + i);
     this.write = (w + m) | 0;
   }
 

@@ -1,4 +1,4 @@
-import { lastLookedUpHashWords, type BlockHash } from '../core/block-hash.js';
+import { knownHashWords, type BlockHash } from '../core/block-hash.js';
 import type { KvCacheEvent, KvEventBatch, KvMedium } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
@@ -80,8 +80,8 @@ function hexWord(text: string, from: number, to: number): number {
  * side of the KV event ring and the encoder both go through here.
  */
 export function eventHashWords(hash: BlockHash, out: Int32Array): void {
-  // The caches' tables looked most event hashes up just before reporting them: their words are at hand.
-  if (lastLookedUpHashWords(hash, out)) return;
+  // Most event hashes were made by this thread's hasher recently, or looked up by the caches' tables just before: their words are at hand.
+  if (knownHashWords(hash, out)) return;
   const n = hash.length;
   // The low 64 bits are the last 16 digits; every digit must still be hex, or the hash is not a number.
   if (n === 16) {

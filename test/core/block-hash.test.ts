@@ -10,6 +10,7 @@ import {
   extendBlockHashes,
   formatBlockHash,
   hashBlock,
+  knownHashWords,
   parseBlockHashKey,
   setBlockHashKey,
   sipHashWords,
@@ -170,5 +171,47 @@ describe('chained block hashes', () => {
     }
     // A 16-hex-digit key's lanes are its value.
     expect(formatBlockHash(alone[0][0], alone[0][1])).toBe(keys[0]);
+  });
+
+  describe('words of recently made hashes', () => {
+    const wordsOf = (hash: string): [number, number] | null => {
+      const out = new Int32Array(2);
+      return knownHashWords(hash, out) ? [out[0] >>> 0, out[1] >>> 0] : null;
+    };
+    const valueOf = (hash: string): [number, number] => [parseInt(hash.slice(0, 8), 16), parseInt(hash.slice(8), 16)];
+
+    it('are known without a parse for every hash the hasher just made, and equal its value', () => {
+      const made = blockHashes(Array.from({ length: 64 }, (_, i) => 7000 + i), 4);
+      made.push(hashBlock(made[made.length - 1], [1, 2, 3, 4], 0, 4, 'salt'));
+      for (const hash of made) expect(wordsOf(hash)).toEqual(valueOf(hash));
+      // The same text in a string of its own is the same hash.
+      expect(wordsOf(made[3].split('').join(''))).toEqual(valueOf(made[3]));
+    });
+
+    it('are not known for a hash no hasher made here, nor for a text that is not a hash', () => {
+      // Lanes looked up last are known (the tables just parsed them): look up something else first.
+      blockHashLane('block-0000000001', 0);
+      expect(wordsOf('0123456789abcdef')).toBeNull();
+      expect(wordsOf('0123456789abcdeg')).toBeNull();
+      expect(wordsOf('abc')).toBeNull();
+    });
+
+    it('forget a hash once a later hash takes its slot, and still know the later one', () => {
+      blockHashLane('block-0000000001', 0);
+      const bySlot = new Map<number, string>();
+      let parent: string | null = null;
+      for (let i = 0; ; i++) {
+        const hash = hashBlock(parent, [i, i + 1], 0, 2);
+        parent = hash;
+        const slot = valueOf(hash)[1] & 0x3fff;
+        const earlier = bySlot.get(slot);
+        if (earlier !== undefined && earlier !== hash) {
+          expect(wordsOf(earlier)).toBeNull();
+          expect(wordsOf(hash)).toEqual(valueOf(hash));
+          break;
+        }
+        bySlot.set(slot, hash);
+      }
+    });
   });
 });

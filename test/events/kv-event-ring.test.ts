@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SeededRandom } from '../../src/core/prng.js';
-import type { KvEventBatch, KvEventCollector, KvMedium, TierEventSink } from '../../src/events/kv-cache-events.js';
+import type { BlockTokenSource, KvEventBatch, KvEventCollector, KvMedium, TierEventSink } from '../../src/events/kv-cache-events.js';
 import { KvEventRecorder } from '../../src/events/kv-event-recorder.js';
 import { createKvEventRingBuffer, KvEventRingReader, KvEventRingWriter, MIN_KV_EVENT_RING_WORDS } from '../../src/events/kv-event-ring.js';
 import { KvEventWireEncoder } from '../../src/events/vllm-wire.js';
@@ -61,6 +61,19 @@ function ring(words: number) {
   return { writer, reader, bytes, read, readAll };
 }
 
+/** A request's tokens as a block table's run reads them; with `copies`, a source that copies runs itself (each copy counted). */
+function tokenSource(tokens: Int32Array, copies: boolean, counted: () => void = () => {}): BlockTokenSource {
+  const source: BlockTokenSource = { tokenAt: (i) => tokens[i], tokensBetween: (a, b) => Array.from(tokens.subarray(a, b)) };
+  if (!copies) return source;
+  return {
+    ...source,
+    copyTokens: (start, end, into, at) => {
+      counted();
+      into.set(tokens.subarray(start, end), at);
+    },
+  };
+}
+
 function randomSteps(seed: number, count: number): Step[] {
   const random = new SeededRandom(seed);
   return Array.from({ length: count }, () => stepOf(someBatch(random)));
@@ -119,7 +132,7 @@ describe('KV event ring', () => {
     const random = new SeededRandom(13);
     const table = Array.from({ length: 12 }, () => hexHash(random, 16));
     const tokens = Int32Array.from({ length: 12 * 16 }, () => random.below(128_256));
-    const source = { tokenAt: (i: number) => tokens[i], tokensBetween: (a: number, b: number) => Array.from(tokens.subarray(a, b)) };
+    const source = tokenSource(tokens, false);
     const runs: [number, number][] = [[0, 3], [3, 4], [5, 12]];
     const asArrays: Step = {
       ts: 3.5,
@@ -138,6 +151,34 @@ describe('KV event ring', () => {
       readAll();
       expect(bytes).toEqual(expected);
     }
+  });
+
+  it("a run whose source copies its tokens itself makes the same batches, runs that wrap the ring's end included", () => {
+    const random = new SeededRandom(17);
+    const table = Array.from({ length: 12 }, () => hexHash(random, 16));
+    const tokens = Int32Array.from({ length: 12 * 16 }, () => random.below(128_256));
+    const runs: [number, number][] = [[0, 3], [3, 4], [4, 9]];
+    const steps = 7;
+    const asArrays: Step = {
+      ts: 4.5,
+      report: (sink) => {
+        for (const [from, to] of runs) sink('GPU', 16).stored(table.slice(from, to), from > 0 ? table[from - 1] : null, Array.from(tokens.subarray(from * 16, to * 16)));
+      },
+    };
+    const expected = recorderBytes(Array.from({ length: steps }, () => asArrays));
+    // Read after every step: the write position moves on around a ring smaller than a few steps, so runs straddle its end.
+    const { writer, bytes, readAll } = ring(512);
+    const gpu = writer.sinkFor('GPU', 16);
+    let copies = 0;
+    const source = tokenSource(tokens, true, () => copies++);
+    for (let step = 0; step < steps; step++) {
+      for (const [from, to] of runs) gpu.storedRun!(table, from, to, source);
+      writer.flush(4.5);
+      readAll();
+    }
+    expect(bytes).toEqual(expected);
+    expect(copies).toBeGreaterThan(0);
+    expect(copies).toBeLessThan(steps * runs.length);
   });
 
   it('a reader waiting for records wakes once a step ends, and finds at once what was published while it read', async () => {

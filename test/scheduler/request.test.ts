@@ -93,6 +93,21 @@ describe('request block hashes', () => {
 });
 
 describe('request tokens', () => {
+  it("keeps a prompt of its own, whether given as an array or a view of a shared buffer, unchanged by later writes to the caller's tokens", () => {
+    const shared = new Int32Array(new SharedArrayBuffer(64 * 4));
+    shared.set(promptOf(3, 40).map((t) => t % 1000), 8);
+    const plain = promptOf(5, 13).map((t) => t % 1000);
+    for (const given of [plain, shared.subarray(8, 48)]) {
+      const expected = Array.from(given);
+      const request = createRequest({ id: 'r', promptTokens: given, maxTokens: 8 }, limits);
+      given[0] = (given[0] + 1) % 1000;
+      given[given.length - 1] = (given[given.length - 1] + 1) % 1000;
+      expect(Array.from(request.promptTokens)).toEqual(expected);
+      expect(request.tokensBetween(0, expected.length)).toEqual(expected);
+      expect(request.blockHashes).toEqual(blockHashes(expected, limits.blockSize));
+    }
+  });
+
   // Decode tokens gather in a small tail before they reach the token buffer: whatever the block
   // size and the prompt's offset within a block, every reader sees prompt + output in order.
   for (const blockSize of [4, 16, 48]) {
@@ -110,6 +125,10 @@ describe('request tokens', () => {
         if (i % 9 === 0) {
           expect(request.tokensBetween(0, all.length)).toEqual(all);
           expect(request.tokensBetween(5, all.length - 2)).toEqual(all.slice(5, -2));
+          // Copied into a buffer at an offset: the full blocks' tokens and the tail still being filled.
+          const copied = new Int32Array(all.length + 3);
+          request.copyTokens(2, all.length, copied, 3);
+          expect(Array.from(copied.subarray(3, 3 + all.length - 2))).toEqual(all.slice(2));
           expect(request.blockHashes).toEqual(blockHashes(all, blockSize));
         }
       }
