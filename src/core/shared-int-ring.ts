@@ -1,6 +1,6 @@
 /**
- * The mechanics of the rings between the engine's thread and its helper
- * threads (the HTTP front end's token and arrival rings, the KV event
+ * The mechanics of the rings between the engine's thread and the threads
+ * beside it (the HTTP front end's token and arrival rings, the KV event
  * ring): a ring of Int32 words in a SharedArrayBuffer behind a few control
  * words, one writer and one reader.
  *
