@@ -47,11 +47,14 @@ export class ClassRanking {
   private readonly reused = new Float64Array(CLASSES);
   private offeredTotal = 0;
   private reusedTotal = 0;
-  /** Class of the store being prepared (that of its last block, the request's own), or -1. */
-  private incoming = -1;
-  /** The keys of the store being prepared and the class of each; admissions follow them in order. */
+  /**
+   * The keys of the store being prepared and the class of each, looked up
+   * when first needed (a store lists the request's whole chain, of which
+   * only the new blocks are offered and admitted); admissions follow them in
+   * order.
+   */
   private storeKeys: readonly BlockHash[] = [];
-  private storeClasses = new Uint8Array(64);
+  private storeClasses = new Int8Array(64);
   private storeCursor = 0;
 
   /** `capacity`: the tier's blocks; `memory`: keys (and blocks of traffic) remembered. */
@@ -63,18 +66,24 @@ export class ClassRanking {
     for (let c = 0; c < CLASSES; c++) this.probation.push(new SlotFifo(capacity));
   }
 
-  /** A store of `keys` is being prepared: each key's class is looked up once, for its offer and its admission. */
+  /** A store of `keys` is being prepared: a key's class is looked up once, for its offer and its admission. */
   storing(keys: readonly BlockHash[]): void {
-    if (this.storeClasses.length < keys.length) this.storeClasses = new Uint8Array(2 * keys.length);
-    for (let i = 0; i < keys.length; i++) this.storeClasses[i] = this.classOfKey(keys[i]);
+    if (this.storeClasses.length < keys.length) this.storeClasses = new Int8Array(2 * keys.length);
+    this.storeClasses.fill(-1, 0, keys.length);
     this.storeKeys = keys;
     this.storeCursor = 0;
-    this.incoming = keys.length === 0 ? -1 : this.storeClasses[keys.length - 1];
+  }
+
+  /** The class of key `i` of the store being prepared. */
+  private storeClass(i: number): number {
+    let c = this.storeClasses[i];
+    if (c < 0) c = this.storeClasses[i] = this.classOfKey(this.storeKeys[i]);
+    return c;
   }
 
   /** Key `i` of the store being prepared is offered for the first time within the memory. */
   offeredNew(i: number): void {
-    this.offered[this.storeClasses[i]]++;
+    this.offered[this.storeClass(i)]++;
     if (++this.offeredTotal <= this.memory) return;
     for (let c = 0; c < CLASSES; c++) {
       this.offered[c] /= 2;
@@ -111,7 +120,7 @@ export class ClassRanking {
   admitted(key: BlockHash, id: number): void {
     const keys = this.storeKeys;
     while (this.storeCursor < keys.length && keys[this.storeCursor] !== key) this.storeCursor++;
-    this.classOf[id] = this.storeCursor < keys.length ? this.storeClasses[this.storeCursor] : this.classOfKey(key);
+    this.classOf[id] = this.storeCursor < keys.length ? this.storeClass(this.storeCursor) : this.classOfKey(key);
   }
 
   enteredProbation(id: number): void {
@@ -184,7 +193,9 @@ export class ClassRanking {
         low = c;
       }
     }
-    if (low < 0 || low === this.incoming || !(lowWorth * (1 + DISPLACE_MARGIN) < this.overallWorth())) return false;
+    // The store's own class is its last block's, which only this request has looked up.
+    const incoming = this.storeKeys.length === 0 ? -1 : this.storeClass(this.storeKeys.length - 1);
+    if (low < 0 || low === incoming || !(lowWorth * (1 + DISPLACE_MARGIN) < this.overallWorth())) return false;
     const queue = this.probation[low];
     for (let id = queue.newest; id !== NO_SLOT && victims.length < count; id = queue.before(id)) {
       if (free(id)) take(id);
