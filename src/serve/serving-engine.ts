@@ -28,18 +28,6 @@ export interface ServingOptions {
 export interface SubmitOptions {
   /** Aborting it aborts the request: its blocks are freed and it ends with RequestAbortedError. */
   readonly signal?: AbortSignal;
-  /**
-   * Receives the request's tokens in place of the returned stream, which
-   * then keeps none (its iterator and outputTokens stay empty; `result`
-   * still settles): for a consumer of many requests that keeps its own copy
-   * (the HTTP front-end thread's token ring), the request's tokens go to
-   * this sink's tokens(sinkKey, ...) in one pass per step over all its
-   * requests (see StepTokenSink). A sink that throws aborts the request it
-   * was given (or, from beginStep/endStep, all of its requests).
-   */
-  readonly stepSink?: StepTokenSink;
-  /** The key the request's tokens are handed to stepSink with (required with it). */
-  readonly sinkKey?: number;
 }
 
 /**
@@ -48,7 +36,7 @@ export interface SubmitOptions {
  * arrivals cost no task of their own while the loop steps.
  */
 export interface RequestSource {
-  /** Submits (stream()) what arrived since the last poll. */
+  /** Submits (submit() or stream()) what arrived since the last poll. */
   poll(): void;
   /**
    * The loop is about to sleep: the source must see that a later arrival
@@ -89,7 +77,7 @@ class Ticket {
 
   constructor(
     readonly serving: ServingEngine,
-    /** SubmitOptions.stepSink and sinkKey, which take the tokens instead of the stream; null: the stream does. */
+    /** submit()'s step sink and key, which take the tokens in place of a stream; null: the stream does. */
     public stepSink: StepTokenSink | null,
     readonly sinkKey: number,
     /** submit()'s end sink, told of the end by sinkKey in place of a stream; null: the stream is. */
@@ -185,8 +173,7 @@ export class ServingEngine {
     const signal = options.signal;
     if (signal?.aborted) throw abortedBeforeStart(signal);
     if (this.waitingCount >= this.maxWaiting) throw new QueueFullError(this.maxWaiting);
-    const stepSink = stepSinkOf(options);
-    const ticket = this.add(spec, new Ticket(this, stepSink, options.sinkKey ?? 0, null));
+    const ticket = this.add(spec, new Ticket(this, null, 0, null));
     const id = ticket.id;
     const stream = new RequestStream(id, (s) => this.requestAbort(s.id, new RequestAbortedError(`request ${s.id} was abandoned by its reader`, s.outputTokens.slice())));
     ticket.stream = stream;
@@ -501,17 +488,6 @@ export class ServingEngine {
     this.detachStepSink(ticket);
     if (ticket.abortListener !== null) ticket.abortListener.signal.removeEventListener('abort', ticket.abortListener.listener);
   }
-}
-
-/** SubmitOptions' step sink, checked: with its key. */
-function stepSinkOf(options: SubmitOptions): StepTokenSink | null {
-  const sink = options.stepSink ?? null;
-  if (sink === null) {
-    if (options.sinkKey !== undefined) throw new RangeError('sinkKey: given without a stepSink');
-    return null;
-  }
-  if (typeof options.sinkKey !== 'number' || !Number.isFinite(options.sinkKey)) throw new RangeError(`sinkKey: expected a number with a stepSink, got ${String(options.sinkKey)}`);
-  return sink;
 }
 
 /** What an end sink threw: it surfaces as an uncaught error, as a throwing handler of a stream's result would, and the serving loop goes on. */

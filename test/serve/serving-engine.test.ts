@@ -124,7 +124,7 @@ describe('the serving engine', () => {
     expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
   });
 
-  it('a step sink gets each of its requests\' tokens by key, in one pass per step opened and closed around it; the streams keep none', async () => {
+  it('a step sink gets each of its requests\' tokens by key, in one pass per step opened and closed around it', async () => {
     const s = await startServing();
     const prompts = [tokenPrompt(30, 40), tokenPrompt(26, 41), tokenPrompt(22, 42)];
     const received = new Map<number, number[]>();
@@ -145,12 +145,12 @@ describe('the serving engine', () => {
         calls.push('end');
       },
     };
-    const streams = prompts.map((promptTokens, i) => s.stream({ promptTokens, maxTokens: 7 + i }, { stepSink: sink, sinkKey: 100 + i }));
-    const finished = await Promise.all(streams.map((stream) => stream.result));
+    const ends = keyedSinks();
+    prompts.forEach((promptTokens, i) => s.submit({ promptTokens, maxTokens: 7 + i }, 100 + i, sink, ends.ends));
+    await until(() => ends.finished.size === prompts.length, 'every request to finish');
     prompts.forEach((prompt, i) => {
       expect(received.get(100 + i)).toEqual(referenceOutput(prompt, 7 + i));
-      expect(finished[i].outputTokens).toEqual(received.get(100 + i));
-      expect(streams[i].outputTokens).toEqual([]);
+      expect(ends.finished.get(100 + i)?.outputTokens).toEqual(received.get(100 + i));
     });
     expect(open).toBe(false);
     expect(calls.filter((c) => c === 'end').length).toBe(calls.filter((c) => c.startsWith('begin')).length);
@@ -167,11 +167,13 @@ describe('the serving engine', () => {
       },
       endStep: () => {},
     };
-    const failing = s.stream({ promptTokens: tokenPrompt(24, 43), maxTokens: 3000 }, { stepSink: sink, sinkKey: 1 });
+    const ends = keyedSinks();
+    s.submit({ promptTokens: tokenPrompt(24, 43), maxTokens: 3000 }, 1, sink, ends.ends);
     const prompt = tokenPrompt(24, 44);
-    const other = s.stream({ promptTokens: prompt, maxTokens: 6 }, { stepSink: sink, sinkKey: 2 });
-    await expect(failing.result).rejects.toThrow(/its token sink failed: no room for 1/);
-    expect((await other.result).outputTokens).toEqual(referenceOutput(prompt, 6));
+    s.submit({ promptTokens: prompt, maxTokens: 6 }, 2, sink, ends.ends);
+    await until(() => ends.failed.has(1) && ends.finished.has(2), 'one request to fail and the other to finish');
+    expect(String(ends.failed.get(1))).toMatch(/its token sink failed: no room for 1/);
+    expect(ends.finished.get(2)?.outputTokens).toEqual(referenceOutput(prompt, 6));
     expect(received).toEqual(referenceOutput(prompt, 6));
     await untilIdle(s);
     expect(s.engine.metrics().leaks.gpuBlocks).toBe(0);
@@ -186,8 +188,10 @@ describe('the serving engine', () => {
       tokens: () => {},
       endStep: () => {},
     };
-    const streams = [1, 2].map((key) => s.stream({ promptTokens: tokenPrompt(24, 44 + key), maxTokens: 3000 }, { stepSink: sink, sinkKey: key }));
-    for (const stream of streams) await expect(stream.result).rejects.toThrow(/its token sink failed: closed/);
+    const ends = keyedSinks();
+    for (const key of [1, 2]) s.submit({ promptTokens: tokenPrompt(24, 44 + key), maxTokens: 3000 }, key, sink, ends.ends);
+    await until(() => ends.failed.size === 2, 'both requests to fail');
+    for (const key of [1, 2]) expect(String(ends.failed.get(key))).toMatch(/its token sink failed: closed/);
     await untilIdle(s);
     expect(s.engine.metrics().requests.aborted).toBe(2);
   });
@@ -248,12 +252,12 @@ describe('the serving engine', () => {
     expect(sinks.failed.size).toBe(0);
   });
 
-  it('refuses a step sink without its key, and a key without a step sink', async () => {
+  it('refuses a submitted request whose key is not a number, queueing nothing', async () => {
     const s = await startServing();
-    const sink: StepTokenSink = { beginStep: () => {}, tokens: () => {}, endStep: () => {} };
+    const sinks = keyedSinks();
     const spec = { promptTokens: tokenPrompt(8, 47), maxTokens: 2 };
-    expect(() => s.stream(spec, { stepSink: sink })).toThrow(/sinkKey: expected a number/);
-    expect(() => s.stream(spec, { sinkKey: 3 })).toThrow(/sinkKey: given without a stepSink/);
+    expect(() => s.submit(spec, Number.NaN, sinks.step, sinks.ends)).toThrow(/key: expected a number/);
+    expect(() => s.submit(spec, '3' as unknown as number, sinks.step, sinks.ends)).toThrow(/key: expected a number/);
     expect(s.inFlight).toBe(0);
   });
 
