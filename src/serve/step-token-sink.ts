@@ -11,7 +11,7 @@ import type { FinishedRequest } from '../runtime/engine-types.js';
 export interface StepTokenSink {
   /** Before a step's delivery: at most `requests` calls of tokens() follow, one per request. */
   beginStep(requests: number): void;
-  /** The new tokens of the request submitted with `key` (SubmitOptions.sinkKey). */
+  /** The new tokens of the request submitted with `key` (ServingEngine.submit). */
   tokens(key: number, tokens: readonly number[]): void;
   /** After the step's delivery: what was handed in may be made visible. */
   endStep(): void;
