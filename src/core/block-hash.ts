@@ -209,7 +209,7 @@ function renderHash(a: number, b: number): BlockHash {
 }
 
 /** Value of one hex digit's character code ('0'-'9', 'a'-'f', 'A'-'F'); NaN for anything else. */
-function hexDigit(code: number): number {
+export function hexDigit(code: number): number {
   if (code >= 48 && code <= 57) return code - 48;
   const lower = code | 0x20;
   return lower >= 97 && lower <= 102 ? lower - 87 : NaN;

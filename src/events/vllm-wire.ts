@@ -1,4 +1,4 @@
-import { knownHashWords, type BlockHash } from '../core/block-hash.js';
+import { hexDigit, knownHashWords, type BlockHash } from '../core/block-hash.js';
 import type { KvCacheEvent, KvEventBatch, KvMedium } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
@@ -56,19 +56,12 @@ export function eventBlockHash(hash: BlockHash): bigint {
   return h;
 }
 
-const HEX_VALUE = new Int8Array(128).fill(-1);
-for (let i = 0; i < 16; i++) {
-  HEX_VALUE['0123456789abcdef'.charCodeAt(i)] = i;
-  HEX_VALUE['0123456789ABCDEF'.charCodeAt(i)] = i;
-}
-
 /** The value of hex digits [from, to) of `text` (at most 8), or -1 if one is not a hex digit. */
 function hexWord(text: string, from: number, to: number): number {
   let word = 0;
   for (let i = from; i < to; i++) {
-    const code = text.charCodeAt(i);
-    const digit = code < 128 ? HEX_VALUE[code] : -1;
-    if (digit < 0) return -1;
+    const digit = hexDigit(text.charCodeAt(i));
+    if (digit !== digit) return -1;
     word = word * 16 + digit;
   }
   return word;
@@ -83,30 +76,8 @@ export function eventHashWords(hash: BlockHash, out: Int32Array): void {
   // Most event hashes were made by this thread's hasher recently, or looked up by the caches' tables just before: their words are at hand.
   if (knownHashWords(hash, out)) return;
   const n = hash.length;
-  // The low 64 bits are the last 16 digits; every digit must still be hex, or the hash is not a number.
-  if (n === 16) {
-    // kvtier's own form, on the engine's thread for every event: int32 shifts, and one check of all digits at the end.
-    let high = 0;
-    let low = 0;
-    let bad = 0;
-    for (let i = 0; i < 8; i++) {
-      const code = hash.charCodeAt(i);
-      const digit = code < 128 ? HEX_VALUE[code] : -1;
-      bad |= digit;
-      high = (high << 4) | digit;
-    }
-    for (let i = 8; i < 16; i++) {
-      const code = hash.charCodeAt(i);
-      const digit = code < 128 ? HEX_VALUE[code] : -1;
-      bad |= digit;
-      low = (low << 4) | digit;
-    }
-    if (bad >= 0) {
-      out[0] = high;
-      out[1] = low;
-      return;
-    }
-  } else if (n > 0 && (n <= 16 || hexWord(hash, 0, n - 16) >= 0)) {
+  // The low 64 bits are the last 16 digits (all of kvtier's own form); every digit must still be hex, or the hash is not a number.
+  if (n > 0 && (n <= 16 || hexWord(hash, 0, n - 16) >= 0)) {
     const low = hexWord(hash, Math.max(0, n - 8), n);
     const high = n > 8 ? hexWord(hash, Math.max(0, n - 16), n - 8) : 0;
     if (low >= 0 && high >= 0) {
