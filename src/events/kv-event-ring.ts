@@ -237,13 +237,19 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       record[5] = this.hash[0];
       record[6] = this.hash[1];
     }
-    for (let i = 0; i < n; i++) {
-      eventHashWords(hashes[i], this.hash);
-      record[STORED_HEAD + 2 * i] = this.hash[0];
-      record[STORED_HEAD + 2 * i + 1] = this.hash[1];
-    }
+    this.hashWordsInto(record, STORED_HEAD, hashes, 0, n);
     record.set(tokens, STORED_HEAD + 2 * n);
     return record;
+  }
+
+  /** hashes[from, from + n) as (high, low) words into `record` from `at`. */
+  private hashWordsInto(record: Int32Array, at: number, hashes: readonly BlockHash[], from: number, n: number): void {
+    const hash = this.hash;
+    for (let i = 0; i < n; i++) {
+      eventHashWords(hashes[from + i], hash);
+      record[at + 2 * i] = hash[0];
+      record[at + 2 * i + 1] = hash[1];
+    }
   }
 
   /** An event larger than a record: its head, then its hashes and tokens in records of at most maxRecordWords. */
@@ -259,11 +265,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       record[0] = KIND_STORED_MORE;
       record[1] = n;
       record[2] = m;
-      for (let i = 0; i < n; i++) {
-        eventHashWords(hashes[h + i], this.hash);
-        record[MORE_HEAD + 2 * i] = this.hash[0];
-        record[MORE_HEAD + 2 * i + 1] = this.hash[1];
-      }
+      this.hashWordsInto(record, MORE_HEAD, hashes, h, n);
       for (let i = 0; i < m; i++) record[MORE_HEAD + 2 * n + i] = tokens[t + i];
       this.put(record);
       h += n;
