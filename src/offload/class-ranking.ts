@@ -1,4 +1,5 @@
-import type { BlockHash } from '../core/block-hash.js';
+import { blockHashLane, type BlockHash } from '../core/block-hash.js';
+import { LaneFilter } from '../core/lane-filter.js';
 import type { ReuseDistances } from './reuse-distances.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
@@ -43,6 +44,13 @@ export class ClassRanking {
   private readonly probation: SlotFifo[] = [];
   /** Class of recently looked-up keys, oldest first (a Map keeps insertion order). */
   private readonly keyClass = new Map<BlockHash, number>();
+  /**
+   * The keys of keyClass: most offered blocks were never looked up (a
+   * request's output, or a key forgotten long ago), and this answers them
+   * from the lanes the offer just read, without hashing the key's text for
+   * the map.
+   */
+  private readonly classKnown: LaneFilter;
   private readonly offered = new Float64Array(CLASSES);
   private readonly reused = new Float64Array(CLASSES);
   private offeredTotal = 0;
@@ -63,6 +71,7 @@ export class ClassRanking {
     private readonly memory: number,
   ) {
     this.classOf = new Uint8Array(capacity);
+    this.classKnown = new LaneFilter(memory);
     for (let c = 0; c < CLASSES; c++) this.probation.push(new SlotFifo(capacity));
   }
 
@@ -108,12 +117,18 @@ export class ClassRanking {
     for (let i = 0; i < keys.length; i++) {
       // A key keeps its place while its class stays (a request's admission is often tried again); the memory
       // spans several tiers' worth of traffic, so forgetting in order of first sight loses nothing the tier holds.
-      const was = this.keyClass.get(keys[i]);
+      const key = keys[i];
+      const was = this.keyClass.get(key);
       if (was === c) continue;
-      if (was !== undefined) this.keyClass.delete(keys[i]);
-      this.keyClass.set(keys[i], c);
+      if (was !== undefined) this.keyClass.delete(key);
+      else this.classKnown.add(blockHashLane(key, 0), blockHashLane(key, 1));
+      this.keyClass.set(key, c);
     }
-    while (this.keyClass.size > this.memory) this.keyClass.delete(this.keyClass.keys().next().value as BlockHash);
+    while (this.keyClass.size > this.memory) {
+      const oldest = this.keyClass.keys().next().value as BlockHash;
+      this.keyClass.delete(oldest);
+      this.classKnown.remove(blockHashLane(oldest, 0), blockHashLane(oldest, 1));
+    }
   }
 
   /** `key` entered the tier at CPU block `id`: a key of the store being prepared, admitted in its order. */
@@ -203,7 +218,9 @@ export class ClassRanking {
     return victims.length >= count;
   }
 
-  private classOfKey(key: BlockHash): number {
+  /** The class an offer of `key` counts toward: that of the latest remembered lookup of it, else 0. */
+  classOfKey(key: BlockHash): number {
+    if (!this.classKnown.mayHave(blockHashLane(key, 0), blockHashLane(key, 1))) return 0;
     return this.keyClass.get(key) ?? 0;
   }
 }
