@@ -1,3 +1,11 @@
+/** Counters per key a filter is sized for: few enough false positives to be worth its read. */
+const COUNTERS_PER_KEY = 4;
+const MIN_BITS = 12;
+const MAX_BITS = 20;
+
+/** The most keys a filter is sized for (1 MiB of counters): asking for more gives this size. */
+export const LANE_FILTER_MAX_ROOM = (1 << MAX_BITS) / COUNTERS_PER_KEY;
+
 /**
  * A counting filter over 64-bit keys given as two uint32 lanes: "certainly
  * absent" or "maybe present", from one byte per counter in a table small
@@ -11,10 +19,20 @@ export class LaneFilter {
 
   /** `expectedKeys`: about how many keys it holds at once (sets the table size, 4 counters per key, 4 KiB to 1 MiB). */
   constructor(expectedKeys: number) {
-    let bits = 12;
-    while (bits < 20 && 1 << bits < 4 * expectedKeys) bits++;
+    let bits = MIN_BITS;
+    while (bits < MAX_BITS && 1 << bits < COUNTERS_PER_KEY * expectedKeys) bits++;
     this.counters = new Uint8Array(1 << bits);
     this.shift = 32 - bits;
+  }
+
+  /**
+   * Keys it is sized for (at least the expected keys, up to
+   * LANE_FILTER_MAX_ROOM): an owner whose keys outgrow it may build a larger
+   * one from its keys. A filter far larger than its keys is a random read
+   * into memory the cache does not hold, on every lookup it answers.
+   */
+  get room(): number {
+    return this.counters.length / COUNTERS_PER_KEY;
   }
 
   add(a: number, b: number): void {

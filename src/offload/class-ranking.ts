@@ -1,5 +1,5 @@
 import { blockHashLane, type BlockHash } from '../core/block-hash.js';
-import { LaneFilter } from '../core/lane-filter.js';
+import { LANE_FILTER_MAX_ROOM, LaneFilter } from '../core/lane-filter.js';
 import type { ReuseDistances } from './reuse-distances.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
@@ -48,9 +48,11 @@ export class ClassRanking {
    * The keys of keyClass: most offered blocks were never looked up (a
    * request's output, or a key forgotten long ago), and this answers them
    * from the lanes the offer just read, without hashing the key's text for
-   * the map.
+   * the map. Sized to the keys the map holds, not to its memory, and rebuilt
+   * larger as they grow: a filter sized for the memory is mostly empty,
+   * and reading it is a cache miss per offer.
    */
-  private readonly classKnown: LaneFilter;
+  private classKnown = new LaneFilter(0);
   private readonly offered = new Float64Array(CLASSES);
   private readonly reused = new Float64Array(CLASSES);
   private offeredTotal = 0;
@@ -71,7 +73,6 @@ export class ClassRanking {
     private readonly memory: number,
   ) {
     this.classOf = new Uint8Array(capacity);
-    this.classKnown = new LaneFilter(memory);
     for (let c = 0; c < CLASSES; c++) this.probation.push(new SlotFifo(capacity));
   }
 
@@ -129,6 +130,15 @@ export class ClassRanking {
       this.keyClass.delete(oldest);
       this.classKnown.remove(blockHashLane(oldest, 0), blockHashLane(oldest, 1));
     }
+    const room = this.classKnown.room;
+    if (this.keyClass.size > room && room < LANE_FILTER_MAX_ROOM) this.growClassKnown();
+  }
+
+  /** Builds the key filter anew for twice the keys the map holds (each key is parsed again, at most once per doubling). */
+  private growClassKnown(): void {
+    const filter = new LaneFilter(2 * this.keyClass.size);
+    for (const key of this.keyClass.keys()) filter.add(blockHashLane(key, 0), blockHashLane(key, 1));
+    this.classKnown = filter;
   }
 
   /** `key` entered the tier at CPU block `id`: a key of the store being prepared, admitted in its order. */

@@ -1,7 +1,7 @@
 import { blockHashLane, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
-import { LaneFilter } from '../core/lane-filter.js';
+import { LANE_FILTER_MAX_ROOM, LaneFilter } from '../core/lane-filter.js';
 
 /** Entries the index is sized for up front; it grows as the ring fills. */
 const INITIAL_ENTRIES = 1 << 12;
@@ -21,12 +21,16 @@ export class RememberedParents {
   /** Ring position the next key goes to (the oldest once the ring is full). */
   private nextPosition = 0;
   private readonly index: BlockHashIndex;
-  /** Most stored blocks were never in a lookup's chain: this answers them without probing the index. */
-  private readonly filter: LaneFilter;
+  /**
+   * Most stored blocks were never in a lookup's chain: this answers them without probing the index.
+   * Sized to the keys the ring holds and rebuilt larger as it fills: one sized for the capacity is
+   * mostly empty while the ring fills, and reading it is a cache miss per stored block.
+   */
+  private filter: LaneFilter;
 
   constructor(readonly capacity: number) {
     this.index = new BlockHashIndex((position) => this.children[position], Math.min(capacity, INITIAL_ENTRIES));
-    this.filter = new LaneFilter(capacity);
+    this.filter = new LaneFilter(Math.min(capacity, INITIAL_ENTRIES));
   }
 
   get size(): number {
@@ -71,6 +75,8 @@ export class RememberedParents {
         this.lanes = new Int32Array(Math.min(2 * lanes.length, 2 * this.capacity));
         this.lanes.set(lanes);
       }
+      const room = this.filter.room;
+      if (this.children.length > room && room < LANE_FILTER_MAX_ROOM) this.growFilter();
     }
     const a = blockHashLane(key, 0);
     const b = blockHashLane(key, 1);
@@ -80,5 +86,14 @@ export class RememberedParents {
     this.index.add(key, position);
     this.nextPosition = position + 1 === this.capacity ? 0 : position + 1;
     return position;
+  }
+
+  /** Builds the filter anew for twice the keys the ring holds, from their kept lanes (the newest is added by the caller). */
+  private growFilter(): void {
+    const held = this.children.length - 1;
+    const filter = new LaneFilter(Math.min(this.capacity, 2 * this.children.length));
+    const lanes = this.lanes;
+    for (let position = 0; position < held; position++) filter.add(lanes[2 * position], lanes[2 * position + 1]);
+    this.filter = filter;
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LaneFilter } from '../../src/core/lane-filter.js';
+import { LANE_FILTER_MAX_ROOM, LaneFilter } from '../../src/core/lane-filter.js';
 import { Rng } from '../support/random.js';
 
 /** Random 64-bit keys as lane pairs. */
@@ -23,6 +23,12 @@ describe('LaneFilter', () => {
     for (const [a, b] of randomKeys(1000, 2)) filter.add(a, b);
     const maybe = randomKeys(10_000, 3).filter(([a, b]) => filter.mayHave(a, b)).length;
     expect(maybe).toBeLessThan(3_000);
+  });
+
+  it('is sized for at least the keys asked for, up to its largest size', () => {
+    for (const expected of [0, 1, 1000, 5000, 100_000]) expect(new LaneFilter(expected).room).toBeGreaterThanOrEqual(expected);
+    expect(new LaneFilter(1000).room).toBeLessThan(4 * 1000);
+    expect(new LaneFilter(10 * LANE_FILTER_MAX_ROOM).room).toBe(LANE_FILTER_MAX_ROOM);
   });
 
   it('keeps a key added beside many others with the same counter', () => {

@@ -56,15 +56,22 @@ describe('class ranking key classes', () => {
     expect(ranking.classOfKey('old0')).toBe(8 + firstTurnClass(1));
   });
 
-  it('answers every key as a map of the latest lookups would, through forgetting and class changes', () => {
-    const memory = 300;
+  it.each([
+    // Many more distinct keys than the memory: keys are forgotten and their room is reused.
+    { memory: 300, distinct: 7_000 },
+    // Room for most keys: the filter in front of the map is rebuilt larger several times as it fills.
+    { memory: 20_000, distinct: 12_000 },
+  ])('answers every key as a map of the latest lookups would, through forgetting and class changes ($memory keys remembered)', ({ memory, distinct }) => {
     const ranking = new ClassRanking(CAPACITY, memory);
     // The reference: the documented rule, as a plain map in order of first sight.
     const expected = new Map<BlockHash, number>();
     const next = randomStream(7);
-    // Many more distinct keys than the memory, so keys are forgotten and tables reuse their room.
-    const key = (): BlockHash => (next() < 0.5 ? `${Math.floor(next() * 5000)}` : `${Math.floor(next() * 2000).toString(16).padStart(16, 'c')}`);
-    for (let round = 0; round < 400; round++) {
+    // Block hashes (16 hex digits) and other text alike.
+    const key = (): BlockHash => {
+      const n = Math.floor(next() * distinct);
+      return n % 2 === 0 ? `${n}` : n.toString(16).padStart(16, 'c');
+    };
+    for (let round = 0; round < 1_500; round++) {
       const keys = Array.from({ length: 1 + Math.floor(next() * 20) }, key);
       const continuing = next() < 0.5;
       ranking.lookedUp(keys, continuing);

@@ -126,6 +126,21 @@ describe('RememberedParents', () => {
     expect(parents.get('k4')).toBe('k3');
     expect(parents.size).toBe(2);
   });
+
+  it('finds every remembered parent, and none for other keys, while the ring fills past its first sizes and wraps', () => {
+    const capacity = 20_000;
+    const parents = new RememberedParents(capacity);
+    const total = capacity + 5_000;
+    for (let n = 1; n <= total; n++) {
+      parents.add(`k${n}`, `k${n - 1}`);
+      // Checked at every doubling of the ring and once it wrapped: the oldest keys forgotten, the rest all found.
+      if ((n & (n - 1)) !== 0 && n !== total) continue;
+      const oldest = Math.max(1, n - capacity + 1);
+      for (let m = oldest; m <= n; m++) expect(parents.get(`k${m}`), `parent of k${m} after ${n} keys`).toBe(`k${m - 1}`);
+      for (let m = 1; m < oldest; m++) expect(parents.get(`k${m}`)).toBeUndefined();
+      expect(parents.get(`k${n + 1}`)).toBeUndefined();
+    }
+  });
 });
 
 describe('SlotPrefixTree', () => {
