@@ -13,6 +13,7 @@ import {
 } from './manager.js';
 import { ProtectedKeys } from './protected-keys.js';
 import { RefreshedChainIds } from './refreshed-chain-ids.js';
+import { RefreshedChainTails } from './refreshed-chain-tails.js';
 
 export interface CpuOffloadingManagerOptions {
   /** Offloaded blocks the CPU tier holds (see cpuTierGeometry). */
@@ -82,6 +83,8 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
     (id) => this.keyById[id],
     () => this.blocksLeft,
   );
+  /** Ids of the last blocks of the chains refreshed lately, for orders that read only a refresh's tail. */
+  private readonly chainTails = new RefreshedChainTails((id) => this.keyById[id]);
   /** Blocks that left the tier so far (evicted, or their store failed): held keys keep their ids while it stands. */
   private blocksLeft = 0;
   private readonly isEvictableId = (id: number): boolean => this.refCnt[id] === 0 && this.storeInputStamp[id] !== this.storeStamp;
@@ -157,8 +160,16 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
     }
     const first = Math.max(0, from - 1);
     if (to > this.touchIds.length) this.touchIds = new Int32Array(2 * to);
-    this.fillIds(keys, first, to, this.touchIds);
-    this.policy.refreshedChain(keys, this.touchIds, first, to);
+    const ids = this.touchIds;
+    // The key before the offered ones usually ended the request's previous refresh.
+    const before = from > 0 ? this.chainTails.take(keys[from - 1]) : ABSENT;
+    if (before === ABSENT) this.fillIds(keys, first, to, ids);
+    else {
+      ids[first] = before;
+      this.fillIds(keys, from, to, ids);
+    }
+    this.policy.refreshedChain(keys, ids, first, to);
+    if (to > 0) this.chainTails.remember(keys[to - 1], ids[to - 1]);
   }
 
   completeLoad(keys: readonly BlockHash[]): void {
@@ -296,6 +307,7 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
     this.refCnt.fill(0);
     this.index.clear();
     this.chainIds.clear();
+    this.chainTails.clear();
     this.lastStoredKeys = NO_KEYS;
     this.lastStoredIds = NO_IDS;
     this.freeUnprotected = 0;
