@@ -10,8 +10,10 @@ import { NO_SLOT, SlotFifo } from './slot-fifo.js';
  * A request's class is fixed when it is looked up: whether it continues an
  * earlier prompt (its first two looked-up blocks were offered to the tier
  * before) and its length past the GPU hit, in powers of two. A block takes
- * the class of the latest request that looked it up, so the blocks a request
- * then computes and offers carry its class. Per class, the blocks offered
+ * the class of the latest request that looked it up, so the prompt blocks a
+ * request then computes and offers carry its class; blocks of its output,
+ * never looked up, are of the first class (a first turn of the shortest
+ * length) until a later request looks them up. Per class, the blocks offered
  * and those looked up again after their offer are counted (halved as the
  * traffic passes the memory, so the figures follow the workload); a class's
  * worth is their ratio, drawn toward the overall ratio while a class has
