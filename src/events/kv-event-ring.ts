@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, SECOND_OWN_WORD, WRITE, waitAsync } from '../core/shared-int-ring.js';
-import type { BlockTokenSource, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import type { BlockTokenSource, HashWords, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
   EVENT_FIELDS,
@@ -91,9 +91,10 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     const removedKind = medium === 'GPU' ? KIND_REMOVED_GPU : KIND_REMOVED_CPU;
     return {
       blockSize,
-      stored: (hashes, parent, tokenIds) => this.stored(storedKind, blockSize, hashes, parent, tokenIds),
-      storedRun: (hashes, from, to, tokens) => this.storedRun(storedKind, blockSize, hashes, from, to, tokens),
+      stored: (hashes, parent, tokenIds, words) => this.stored(storedKind, blockSize, hashes, parent, tokenIds, words),
+      storedRun: (hashes, from, to, tokens, words) => this.storedRun(storedKind, blockSize, hashes, from, to, tokens, words),
       removed: (hash) => this.removed(removedKind, hash),
+      removedWords: (_hash, high, low) => this.removedWords(removedKind, high, low),
       cleared: () => this.cleared(),
     };
   }
@@ -142,22 +143,22 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     } else this.queue.push(action);
   }
 
-  private stored(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): void {
+  private stored(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[], words?: HashWords): void {
     const n = hashes.length;
     if (n === 0) return;
     this.recordedInStep = true;
     const m = tokens.length;
-    const words = STORED_HEAD + 2 * n + m;
-    if (words > this.maxRecordWords) {
+    const size = STORED_HEAD + 2 * n + m;
+    if (size > this.maxRecordWords) {
       this.storedInParts(kind, blockSize, hashes, parent, tokens);
       return;
     }
-    if (this.queue.length > 0 || !this.room(words)) {
+    if (this.queue.length > 0 || !this.room(size)) {
       this.enqueue(this.storedRecord(kind, blockSize, hashes, parent, tokens));
       return;
     }
     let w = this.writeStoredHead(kind, n, m, blockSize, parent);
-    w = this.writeHashes(w, hashes, 0, n);
+    w = words === undefined ? this.writeHashes(w, hashes, 0, n) : this.writeWords(w, words, 0, n);
     const ring = this.ring;
     const mask = this.mask;
     for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
@@ -165,19 +166,26 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
   }
 
   /** stored() for the run [from, to) of a block table (TierEventSink.storedRun): written straight from the table's hashes and the request's tokens. */
-  private storedRun(kind: number, blockSize: number, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource): void {
+  private storedRun(kind: number, blockSize: number, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource, words?: HashWords): void {
     const n = to - from;
     if (n <= 0) return;
     const m = n * blockSize;
-    const words = STORED_HEAD + 2 * n + m;
-    if (words > this.maxRecordWords || this.queue.length > 0 || !this.room(words)) {
+    const size = STORED_HEAD + 2 * n + m;
+    if (size > this.maxRecordWords || this.queue.length > 0 || !this.room(size)) {
       // Split or queued (a full ring, a huge run): the record needs arrays of its own anyway.
       this.stored(kind, blockSize, hashes.slice(from, to), from > 0 ? hashes[from - 1] : null, tokens.tokensBetween(from * blockSize, to * blockSize));
       return;
     }
     this.recordedInStep = true;
-    let w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
-    w = this.writeHashes(w, hashes, from, to);
+    let w: number;
+    if (words === undefined) {
+      w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
+      w = this.writeHashes(w, hashes, from, to);
+    } else {
+      // The tier's words: the parent's pair first, then the run's.
+      w = this.writeHead(kind, n, m, blockSize, from > 0 ? 1 : 0, words[0], words[1]);
+      w = this.writeWords(w, words, 1, n);
+    }
     const ring = this.ring;
     const mask = this.mask;
     const first = from * blockSize;
@@ -190,6 +198,13 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
 
   /** A stored record's head at the write position (room checked by the caller); returns where its hashes go. */
   private writeStoredHead(kind: number, n: number, m: number, blockSize: number, parent: BlockHash | null): number {
+    if (parent === null) return this.writeHead(kind, n, m, blockSize, 0, 0, 0);
+    eventHashWords(parent, this.hash);
+    return this.writeHead(kind, n, m, blockSize, 1, this.hash[0], this.hash[1]);
+  }
+
+  /** writeStoredHead with the parent's words given (hasParent 0: none, and both words 0). */
+  private writeHead(kind: number, n: number, m: number, blockSize: number, hasParent: number, parentHigh: number, parentLow: number): number {
     const ring = this.ring;
     const mask = this.mask;
     const w = this.write;
@@ -197,17 +212,22 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     ring[(w + 1) & mask] = n;
     ring[(w + 2) & mask] = m;
     ring[(w + 3) & mask] = blockSize;
-    if (parent === null) {
-      ring[(w + 4) & mask] = 0;
-      ring[(w + 5) & mask] = 0;
-      ring[(w + 6) & mask] = 0;
-    } else {
-      eventHashWords(parent, this.hash);
-      ring[(w + 4) & mask] = 1;
-      ring[(w + 5) & mask] = this.hash[0];
-      ring[(w + 6) & mask] = this.hash[1];
-    }
+    ring[(w + 4) & mask] = hasParent;
+    ring[(w + 5) & mask] = hasParent === 0 ? 0 : parentHigh;
+    ring[(w + 6) & mask] = hasParent === 0 ? 0 : parentLow;
     return (w + STORED_HEAD) | 0;
+  }
+
+  /** `n` (high, low) pairs of `words` from pair `pair` on, from ring position `w`; returns the position after them. */
+  private writeWords(w: number, words: HashWords, pair: number, n: number): number {
+    const ring = this.ring;
+    const mask = this.mask;
+    const end = 2 * (pair + n);
+    for (let i = 2 * pair; i < end; i++) {
+      ring[w & mask] = words[i];
+      w = (w + 1) | 0;
+    }
+    return w;
   }
 
   /** hashes[from..to) as (high, low) words from ring position `w`; returns the position after them. */
@@ -274,16 +294,20 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
   }
 
   private removed(kind: number, hash: BlockHash): void {
-    this.recordedInStep = true;
     eventHashWords(hash, this.hash);
+    this.removedWords(kind, this.hash[0], this.hash[1]);
+  }
+
+  private removedWords(kind: number, high: number, low: number): void {
+    this.recordedInStep = true;
     if (this.queue.length === 0 && this.room(REMOVED_WORDS)) {
       const w = this.write;
       const mask = this.mask;
       this.ring[w & mask] = kind;
-      this.ring[(w + 1) & mask] = this.hash[0];
-      this.ring[(w + 2) & mask] = this.hash[1];
+      this.ring[(w + 1) & mask] = high;
+      this.ring[(w + 2) & mask] = low;
       this.write = (w + REMOVED_WORDS) | 0;
-    } else this.enqueue(Int32Array.of(kind, this.hash[0], this.hash[1]));
+    } else this.enqueue(Int32Array.of(kind, high, low));
   }
 
   private cleared(): void {
