@@ -156,6 +156,30 @@ describe('the serving engine', () => {
     expect(calls.filter((c) => c === 'end').length).toBe(calls.filter((c) => c.startsWith('begin')).length);
   });
 
+  it('each step sink is opened once per step while it has requests in flight, and no more once its last has ended', async () => {
+    const s = await startServing();
+    const steps = new Map<string, number>();
+    const lastTokenStep = new Map<string, number>();
+    const sinkNamed = (name: string): StepTokenSink => ({
+      beginStep: () => steps.set(name, (steps.get(name) ?? 0) + 1),
+      tokens: () => lastTokenStep.set(name, steps.get(name) ?? 0),
+      endStep: () => {},
+    });
+    const short = sinkNamed('short');
+    const long = sinkNamed('long');
+    const ends = keyedSinks();
+    // Two requests each: the short sink's end after 3 tokens, the long sink's after 12.
+    s.submit({ promptTokens: tokenPrompt(20, 50), maxTokens: 3 }, 1, short, ends.ends);
+    s.submit({ promptTokens: tokenPrompt(21, 51), maxTokens: 3 }, 2, short, ends.ends);
+    s.submit({ promptTokens: tokenPrompt(22, 52), maxTokens: 12 }, 3, long, ends.ends);
+    s.submit({ promptTokens: tokenPrompt(23, 53), maxTokens: 12 }, 4, long, ends.ends);
+    await until(() => ends.finished.size === 4, 'every request to finish');
+    // The short sink was opened up to the step of its last token, and never after it.
+    expect(steps.get('short')).toBe(lastTokenStep.get('short'));
+    expect(steps.get('long')).toBeGreaterThan(steps.get('short')!);
+    expect(steps.get('long')).toBe(lastTokenStep.get('long'));
+  });
+
   it('a step sink that throws for one request aborts that request only; its other requests finish', async () => {
     const s = await startServing();
     const received: number[] = [];
