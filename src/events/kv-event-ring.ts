@@ -83,7 +83,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
 
   constructor(buffer: SharedArrayBuffer) {
     super(buffer);
-    this.maxRecordWords = this.ring.length >> 1;
+    this.maxRecordWords = this.capacity >> 1;
   }
 
   sinkFor(medium: KvMedium, blockSize: number): TierEventSink {
@@ -191,7 +191,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     const first = from * blockSize;
     const at = w & mask;
     // Copied by the source in one call where the run does not wrap the ring's end.
-    if (tokens.copyTokens !== undefined && at + m <= ring.length) tokens.copyTokens(first, first + m, ring, at);
+    if (tokens.copyTokens !== undefined && at + m <= this.capacity) tokens.copyTokens(first, first + m, ring, at);
     else for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens.tokenAt(first + i);
     this.write = (w + m) | 0;
   }
