@@ -410,14 +410,16 @@ export class ServingEngine {
     for (let i = 0; i < updates.length; i++) {
       const update = updates[i];
       const tokens = update.newTokenIds;
+      // One token as a number (a decode step's update): its array is not read.
+      const token = update.token;
       const ticket = update.owner;
       // The owner is this server's ticket for every request it submitted; a request added to the engine otherwise is not its to deliver.
-      if (tokens.length === 0 || !(ticket instanceof Ticket) || ticket.serving !== this || ticket.ended) continue;
+      if ((token === undefined && tokens.length === 0) || !(ticket instanceof Ticket) || ticket.serving !== this || ticket.ended) continue;
       if (!ticket.started) {
         ticket.started = true;
         this.waitingCount--;
       }
-      if (ticket.stepSink !== null) this.toStepSink(ticket, update.reqId, tokens);
+      if (ticket.stepSink !== null) this.toStepSink(ticket, update.reqId, tokens, token);
       else ticket.stream?.push(tokens);
     }
     // Closed before any request ends below: a finish is handed on after the step's tokens.
@@ -434,9 +436,12 @@ export class ServingEngine {
     }
   }
 
-  private toStepSink(ticket: Ticket, id: string, tokens: readonly number[]): void {
+  /** `token`: the one new token as a number, where the engine's update gives it (RequestTokens.token). */
+  private toStepSink(ticket: Ticket, id: string, tokens: readonly number[], token: number | undefined): void {
+    const sink = ticket.stepSink!;
     try {
-      ticket.stepSink!.tokens(ticket.sinkKey, tokens);
+      if (token !== undefined && sink.token !== undefined) sink.token(ticket.sinkKey, token);
+      else sink.tokens(ticket.sinkKey, tokens);
     } catch (error) {
       this.detachStepSink(ticket);
       this.requestAbort(id, sinkFailed(id, error));

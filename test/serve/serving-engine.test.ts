@@ -180,6 +180,33 @@ describe('the serving engine', () => {
     expect(steps.get('long')).toBe(lastTokenStep.get('long'));
   });
 
+  it('a step sink that takes single tokens as numbers gets every one-token step that way, and the same tokens in order', async () => {
+    const s = await startServing();
+    const prompts = [tokenPrompt(30, 60), tokenPrompt(24, 61)];
+    const received = new Map<number, number[]>();
+    let asNumbers = 0;
+    let asArrays = 0;
+    const sink: StepTokenSink = {
+      beginStep: () => {},
+      tokens: (key, tokens) => {
+        asArrays++;
+        received.set(key, [...(received.get(key) ?? []), ...tokens]);
+      },
+      token: (key, token) => {
+        asNumbers++;
+        received.set(key, [...(received.get(key) ?? []), token]);
+      },
+      endStep: () => {},
+    };
+    const ends = keyedSinks();
+    prompts.forEach((promptTokens, i) => s.submit({ promptTokens, maxTokens: 6 }, 20 + i, sink, ends.ends));
+    await until(() => ends.finished.size === prompts.length, 'both requests to finish');
+    prompts.forEach((prompt, i) => expect(received.get(20 + i)).toEqual(referenceOutput(prompt, 6)));
+    // Each step gives each request one token, its last (finishing) step's included.
+    expect(asNumbers).toBe(12);
+    expect(asArrays).toBe(0);
+  });
+
   it('a step sink that throws for one request aborts that request only; its other requests finish', async () => {
     const s = await startServing();
     const received: number[] = [];

@@ -149,6 +149,20 @@ describe('token ring', () => {
     expect(events).toEqual([{ admitted: 1 }]);
   });
 
+  it('a single token handed over as a number makes the record the same token in an array makes, and queues as it does once the step is full', async () => {
+    const { writer, events, readAll } = ring(MIN_RING_WORDS);
+    const steps = 3;
+    for (let step = 0; step < steps; step++) {
+      writer.beginStep(12);
+      for (let slot = 1; slot <= 12; slot++) writer.token(slot, 100 * step + slot);
+      writer.endStep();
+    }
+    expect(writer.queued).toBeGreaterThan(0);
+    await readAll();
+    const expected = Array.from({ length: steps }, (_, step) => Array.from({ length: 12 }, (_, i) => ({ slot: i + 1, tokens: [100 * step + i + 1] }))).flat();
+    expect(events).toEqual(expected);
+  });
+
   it('steps larger than the room left queue as single writes do: nothing lost, nothing overtaking, finishes after their tokens', async () => {
     const { writer, events, read, readAll } = ring(MIN_RING_WORDS);
     const slots = [1, 2, 3, 4, 5];

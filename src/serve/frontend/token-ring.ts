@@ -175,6 +175,20 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
     this.stepLimit = this.write;
   }
 
+  /** One request's one token within a step (StepTokenSink.token): the usual decode delivery, a two-word record. */
+  token(slot: number, token: number): void {
+    const w = this.write;
+    if (((this.stepLimit - w) | 0) >= ONE_TOKEN_WORDS) {
+      const ring = this.ring;
+      const mask = this.mask;
+      ring[w & mask] = slot;
+      ring[(w + 1) & mask] = token;
+      this.write = (w + ONE_TOKEN_WORDS) | 0;
+      return;
+    }
+    this.tokens(slot, [token]);
+  }
+
   /** Closes a step's delivery: publishes it (one store, one notify). */
   endStep(): void {
     this.stepLimit = this.write;
