@@ -64,7 +64,7 @@ type AbortListener = { readonly signal: AbortSignal; readonly listener: () => vo
  * nothing up by id.
  */
 class Ticket {
-  // Delivery reads the first five for every token of every step: declared (and set) first, so they share the object's first cache line.
+  // Delivery reads the first five for every token of every step: declared (and set) first, so they lie together at the object's start.
   started = false;
   /** It ended here; the engine may still name it in the step that ended it. */
   ended = false;

@@ -224,9 +224,9 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
   /**
    * Answers the next `count` arrivals: each queued unless refused just
    * before. With `stepPublishes`, the caller knows a step's delivery opens
-   * this writer as a step sink before anything else is written (it queued
-   * one of them with this writer as its step sink, and the serving loop steps
-   * next): the answer goes out with that step's publish (endStep), not one of
+   * this writer as a step sink next (it queued one of them with this writer
+   * as its step sink, and the serving loop steps next): the answer goes out
+   * with the next publish, that step's (endStep) at the latest, not one of
    * its own, so the front end is woken once for both.
    */
   writeAdmitted(count: number, stepPublishes = false): void {
