@@ -11,7 +11,9 @@ import { median } from './stats.js';
  * (the front end's work, not timed), then one poll of the serving loop's
  * step boundary timed (ArrivalIntake: read each arrival, queue it on the
  * ServingEngine with ServingEngine.submit, the token ring as its step
- * sink and the intake as its end sink, answer in the token ring). Beside it, in the same round (first or second in turn) and on the same engine, the same
+ * sink and the intake as its end sink, answer in the token ring; the answer
+ * is published with the next step's tokens, as the serving loop steps next).
+ * Beside it, in the same round (first or second in turn) and on the same engine, the same
  * requests queued by a library caller (ServingEngine.stream): the intake's
  * cost beyond it is what the transport adds per arrival. Requests are aborted between rounds,
  * outside the timing, before any step takes them. Short rounds, median kept

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { blockHashes } from '../core/block-hash.js';
+import { blockHashes, blockHashLane, blockHashLanesAreValue, type BlockHash } from '../core/block-hash.js';
 import { SeededRandom } from '../core/prng.js';
-import type { BlockTokenSource, KvEventCollector, TierEventSink } from '../events/kv-cache-events.js';
+import type { BlockTokenSource, HashWords, KvEventCollector, TierEventSink } from '../events/kv-cache-events.js';
 import { KvEventRecorder } from '../events/kv-event-recorder.js';
 import { KvEventThread } from '../events/kv-event-thread.js';
 import { KvEventWireEncoder } from '../events/vllm-wire.js';
@@ -28,14 +28,15 @@ import { median } from './stats.js';
  * the same key (offload factor 1).
  *
  * Every hash is made by the block hasher (core/block-hash.ts), as an
- * engine's are, before the timed rounds: the hasher keeps the words of what
- * it made recently, so a stored block's hash and its parent, which an engine
- * hashed this step or a block earlier, are found without a parse. An evicted
- * block's hash is old in an engine, but its table looked it up just before
- * reporting it (one comparison, cheaper than the recent-hash table the bench's
- * evictions go through). Counted over `kvtier run --kv-events-endpoint` runs
- * (128 requests, default pools and pools small enough to evict constantly),
- * under 0.1% of an engine's event hashes needed a parse.
+ * engine's are, before the timed rounds. Each tier keeps its blocks' hash
+ * values beside them as the two words an event carries (the GPU pool by
+ * block id, the CPU tier by its block's slot; set from the lanes their
+ * tables keyed the hash on when it was cached), so a report hands the words
+ * over with the hash: in the timed steps, as the pool and the tier do, a
+ * stored run's words (its parent's first) are copied from the pool's words
+ * by block id into the run's, the parent confirmed as the block cached under
+ * its hash, a CPU store's from the tier's words by slot, and a removal reads
+ * its block's. The ring copies words; no hash text is read.
  */
 export interface KvEventPath {
   /** Median over the rounds of the engine thread's wall time per step (µs): the reports into the ring and the publish. */
@@ -53,10 +54,75 @@ interface BlockReports {
   readonly tokens: number[];
   /** The block as its request's block table holds it: [parent, stored], its tokens at positions [blockSize, 2 x blockSize). */
   readonly table: string[];
+  /** The table's GPU block ids, [parent, stored]. */
+  readonly tableIds: number[];
   readonly tableTokens: BlockTokenSource;
   readonly cpuStored: string[];
+  /** The CPU slot `cpuStored` is held at. */
+  readonly cpuSlot: number;
   readonly gpuEvicted: string;
+  readonly gpuEvictedId: number;
   readonly cpuEvicted: string;
+  readonly cpuEvictedSlot: number;
+}
+
+/**
+ * A tier's blocks as the GPU pool and the CPU tier keep them for their
+ * events: each block's hash, and its value words beside it (set when it was
+ * cached, from the lanes of its table's key), by block id or slot.
+ */
+class TierWords {
+  readonly hashes: (BlockHash | null)[] = [];
+  words = new Int32Array(64);
+  isValue = new Uint8Array(32);
+  /** A report's words, as the pool's run words and the CPU tier's readied words. */
+  readonly scratch = new Int32Array(4);
+
+  /** Caches `hash` at a new block; returns its id. */
+  cache(hash: BlockHash): number {
+    const id = this.hashes.length;
+    this.hashes.push(hash);
+    if (this.isValue.length <= id) {
+      const words = new Int32Array(4 * (id + 1));
+      words.set(this.words);
+      this.words = words;
+      const isValue = new Uint8Array(2 * (id + 1));
+      isValue.set(this.isValue);
+      this.isValue = isValue;
+    }
+    this.words[2 * id] = blockHashLane(hash, 0);
+    this.words[2 * id + 1] = blockHashLane(hash, 1);
+    this.isValue[id] = blockHashLanesAreValue(hash) ? 1 : 0;
+    return id;
+  }
+}
+
+/** BlockPool.runHashWords for a one-block run at table index 1: the parent's words (confirmed as cached under its hash), then the block's. */
+function runWords(pool: TierWords, table: readonly BlockHash[], ids: readonly number[]): HashWords | undefined {
+  const run = pool.scratch;
+  const parent = ids[0];
+  if (pool.isValue[parent] === 0 || pool.hashes[parent] !== table[0]) return undefined;
+  run[0] = pool.words[2 * parent];
+  run[1] = pool.words[2 * parent + 1];
+  const id = ids[1];
+  if (pool.isValue[id] === 0) return undefined;
+  run[2] = pool.words[2 * id];
+  run[3] = pool.words[2 * id + 1];
+  return run;
+}
+
+/** CpuOffloadingManager.completeStore's words for one readied key at `slot`. */
+function readiedWords(tier: TierWords, slot: number): HashWords | undefined {
+  if (tier.isValue[slot] === 0) return undefined;
+  tier.scratch[0] = tier.words[2 * slot];
+  tier.scratch[1] = tier.words[2 * slot + 1];
+  return tier.scratch;
+}
+
+/** A removal as the pool's uncache and the CPU tier's evict report it: with the block's words where it keeps them. */
+function reportRemoved(sink: TierEventSink, tier: TierWords, hash: BlockHash, id: number): void {
+  if (tier.isValue[id] === 1 && sink.removedWords !== undefined) sink.removedWords(hash, tier.words[2 * id], tier.words[2 * id + 1]);
+  else sink.removed(hash);
 }
 
 /** A request's tokens as the GPU pool reads a run of its block table from it (an Int32Array behind a method, as a Request). */
@@ -81,14 +147,14 @@ class RequestTokens implements BlockTokenSource {
   }
 }
 
-/** One step's reports, as the GPU pool (a run of its block table, by range where the sink takes one) and the CPU tier make them. */
-function report(gpu: TierEventSink, cpu: TierEventSink, blocks: readonly BlockReports[]): void {
+/** One step's reports, as the GPU pool (a run of its block table, by range where the sink takes one) and the CPU tier make them, with the words they keep. */
+function report(gpu: TierEventSink, cpu: TierEventSink, pool: TierWords, tier: TierWords, blocks: readonly BlockReports[]): void {
   for (const block of blocks) {
-    gpu.removed(block.gpuEvicted);
-    if (gpu.storedRun !== undefined) gpu.storedRun(block.table, 1, 2, block.tableTokens);
+    reportRemoved(gpu, pool, block.gpuEvicted, block.gpuEvictedId);
+    if (gpu.storedRun !== undefined) gpu.storedRun(block.table, 1, 2, block.tableTokens, runWords(pool, block.table, block.tableIds));
     else gpu.stored(block.stored, block.parent, block.tokens);
-    cpu.removed(block.cpuEvicted);
-    cpu.stored(block.cpuStored, null, []);
+    reportRemoved(cpu, tier, block.cpuEvicted, block.cpuEvictedSlot);
+    cpu.stored(block.cpuStored, null, [], readiedWords(tier, block.cpuSlot));
   }
 }
 
@@ -97,7 +163,9 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
   const blocksPerStep = Math.max(1, Math.round(streams / blockSize));
   // An evicted block: one of its own, hashed by the hasher as every block of an engine is.
   const evictedHash = (): string => blockHashes(Array.from(random.tokens(blockSize, 128_256)), blockSize)[0];
-  // Hashes and tokens made up front: the caches hand the sinks arrays they already built.
+  // Hashes, tokens and the tiers' blocks made up front: the caches hand the sinks arrays and words they already hold.
+  const pool = new TierWords();
+  const tier = new TierWords();
   const block = (): BlockReports => {
     const gpuEvicted = evictedHash();
     const cpuEvicted = evictedHash();
@@ -105,7 +173,20 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
     const table = blockHashes(all, blockSize);
     const tokens = all.slice(blockSize);
     const tableTokens = new RequestTokens(all);
-    return { stored: [table[1]], parent: table[0], tokens, table, tableTokens, cpuStored: [table[1]], gpuEvicted, cpuEvicted };
+    return {
+      stored: [table[1]],
+      parent: table[0],
+      tokens,
+      table,
+      tableIds: [pool.cache(table[0]), pool.cache(table[1])],
+      tableTokens,
+      cpuStored: [table[1]],
+      cpuSlot: tier.cache(table[1]),
+      gpuEvicted,
+      gpuEvictedId: pool.cache(gpuEvicted),
+      cpuEvicted,
+      cpuEvictedSlot: tier.cache(cpuEvicted),
+    };
   };
   const steps = Array.from({ length: 8 }, () => Array.from({ length: blocksPerStep }, block));
   // One step's batch as the in-process recorder makes it, for its size on the wire (not timed).
@@ -116,7 +197,7 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
     events = batch.events.length;
     bytes = new KvEventWireEncoder('map').encode(batch).length;
   });
-  report(recorder.sinkFor('GPU', blockSize), recorder.sinkFor('CPU', blockSize), steps[0]);
+  report(recorder.sinkFor('GPU', blockSize), recorder.sinkFor('CPU', blockSize), pool, tier, steps[0]);
   recorder.flush(Date.now() / 1000);
 
   const thread = await KvEventThread.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*' });
@@ -139,7 +220,7 @@ export async function measureKvEventPath(streams: number, blockSize = 16, stepsP
       if (round === warmupRounds) threadStartUs = thread.threadCpuUs();
       const started = process.hrtime.bigint();
       for (let i = 0; i < stepsPerRound; i++) {
-        report(gpu, cpu, steps[step++ % steps.length]);
+        report(gpu, cpu, pool, tier, steps[step++ % steps.length]);
         collector.flush(Date.now() / 1000);
       }
       const ns = process.hrtime.bigint() - started;

@@ -1,5 +1,6 @@
 import { createRingBuffer, ringWordsFor, RingReader, RingWriter, type RingVisitor } from '../serve/frontend/token-ring.js';
 import type { RequestTokens } from '../runtime/engine-types.js';
+import { SampledTokenUpdate } from '../scheduler/step-records.js';
 import type { StepTokenSink } from '../serve/step-token-sink.js';
 import { median } from './stats.js';
 
@@ -7,9 +8,10 @@ import { median } from './stats.js';
  * The main thread's per-step share of the front-end thread's path, alone:
  * `streams` requests each given one token per step as ServingEngine's
  * delivery hands them to requests submitted with a step sink (the token
- * ring's writer opened once for the step; each step update carries its
- * request's ticket, the owner ServingEngine gave Engine.addRequest, whose
- * tokens go over by its slot: a one-token record, two stores), then the
+ * ring's writer opened once for the step; each step update, the scheduler's
+ * own kind (SampledTokenUpdate), carries its request's ticket, the owner
+ * ServingEngine gave Engine.addRequest, and its token as a number, which
+ * goes over by the ticket's slot: a one-token record, two stores), then the
  * step closed: one publish. The loop is ServingEngine.deliver's, kept in step with it. Timed in a tight loop,
  * away from the engine, so a few microseconds per step are resolved where
  * the whole batch's accounting (hundreds of microseconds per step of engine
@@ -42,11 +44,7 @@ export function measureRingDelivery(streams: number, stepsPerRound = 200, rounds
   const perRound: number[] = [];
   for (let round = 0; round < warmupRounds + rounds; round++) {
     // Fresh requests each round, as a new batch would bring; slots start at 1, as the front end gives them.
-    const updates: RequestTokens[] = Array.from({ length: streams }, (_, i) => ({
-      reqId: `request-${i}`,
-      newTokenIds: [i],
-      owner: new BenchTicket(serving, writer, i + 1),
-    }));
+    const updates: RequestTokens[] = Array.from({ length: streams }, (_, i) => new SampledTokenUpdate(`request-${i}`, i, new BenchTicket(serving, writer, i + 1)));
     let ns = 0n;
     for (let step = 0; step < stepsPerRound; step++) {
       const started = process.hrtime.bigint();
@@ -54,11 +52,14 @@ export function measureRingDelivery(streams: number, stepsPerRound = 200, rounds
       for (let i = 0; i < updates.length; i++) {
         const update = updates[i];
         const tokens = update.newTokenIds;
+        const token = update.token;
         const ticket = update.owner;
-        if (tokens.length === 0 || !(ticket instanceof BenchTicket) || ticket.serving !== serving || ticket.ended) continue;
+        if ((token === undefined && tokens.length === 0) || !(ticket instanceof BenchTicket) || ticket.serving !== serving || ticket.ended) continue;
         if (!ticket.started) ticket.started = true;
+        const sink = ticket.stepSink!;
         try {
-          ticket.stepSink!.tokens(ticket.sinkKey, tokens);
+          if (token !== undefined && sink.token !== undefined) sink.token(ticket.sinkKey, token);
+          else sink.tokens(ticket.sinkKey, tokens);
         } catch {
           throw new Error('the ring refused a token');
         }

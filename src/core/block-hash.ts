@@ -241,6 +241,17 @@ export function blockHashLane(hash: BlockHash, lane: 0 | 1): number {
   return lane === 0 ? lastLaneA : lastLaneB;
 }
 
+/**
+ * Whether the lanes of `hash` (blockHashLane) are its value, (high, low):
+ * true for 16 hex digits, the words a KV event carries. A tier that keeps
+ * the lanes of its keys beside them (for its table) then hands KV events
+ * the words with no lookup or parse of the text.
+ */
+export function blockHashLanesAreValue(hash: BlockHash): boolean {
+  blockHashLane(hash, 0);
+  return lastLanesAreValue;
+}
+
 let lastLaneKey: BlockHash | null = null;
 let lastLaneA = 0;
 let lastLaneB = 0;

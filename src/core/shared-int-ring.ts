@@ -51,11 +51,19 @@ abstract class IntRingSide {
   protected readonly control: Int32Array;
   protected readonly ring: Int32Array;
   protected readonly mask: number;
+  /**
+   * The ring's length in words, kept as a number: a typed array's length is
+   * read through its buffer, a memory access of its own that is a cache miss
+   * on a thread that has not touched the ring for a while (the serving loop
+   * between steps), where room checks are made once per record.
+   */
+  protected readonly capacity: number;
 
   constructor(buffer: SharedArrayBuffer) {
     this.control = new Int32Array(buffer, 0, CONTROL_WORDS);
     this.ring = new Int32Array(buffer, CONTROL_WORDS * Int32Array.BYTES_PER_ELEMENT);
-    this.mask = this.ring.length - 1;
+    this.capacity = this.ring.length;
+    this.mask = this.capacity - 1;
   }
 }
 
@@ -117,7 +125,7 @@ export abstract class IntRingWriter extends IntRingSide {
 
   /** true when `words` more fit; reads the reader's position again only when the last one seen leaves too little. */
   protected room(words: number): boolean {
-    const capacity = this.ring.length;
+    const capacity = this.capacity;
     if (capacity - ((this.write - this.read) | 0) >= words) return true;
     this.read = Atomics.load(this.control, READ);
     return capacity - ((this.write - this.read) | 0) >= words;

@@ -64,6 +64,16 @@ export interface BlockTokenSource {
 }
 
 /**
+ * A hash's value as a KV event carries it, as two 32-bit words (high, low):
+ * for kvtier's 16-hex-digit hashes, the two lanes its tables key on
+ * (core/block-hash.ts). A tier that keeps them beside its blocks hands them
+ * to the sink with the hash, so the sink (the KV event ring) copies words
+ * rather than finding them from the text. Only where every hash handed over
+ * has such a value: otherwise the tier hands the text alone.
+ */
+export type HashWords = Int32Array;
+
+/**
  * What one tier reports into. Calls are synchronous and cheap; the tier
  * reports only while a sink is attached, so an engine nobody listens to
  * pays nothing.
@@ -74,19 +84,29 @@ export interface TierEventSink {
   /**
    * `hashes` became loadable; for a chain, `parent` is the block before the first and `tokenIds` their tokens.
    * The sink keeps both arrays as they are: hand over arrays no one changes afterwards.
+   * `words`, where the tier keeps its hashes' values beside its blocks: those of `hashes`, in
+   * order, as (high, low) pairs (see HashWords); read during the call only.
    */
-  stored(hashes: readonly BlockHash[], parent: BlockHash | null, tokenIds: readonly number[]): void;
+  stored(hashes: readonly BlockHash[], parent: BlockHash | null, tokenIds: readonly number[], words?: HashWords): void;
   /**
    * stored() for the run [from, to) of a block table: the hashes
    * hashes[from..to), the parent hashes[from - 1] (none at 0), the tokens at
    * positions [from x blockSize, to x blockSize) of `tokens`. For a sink
    * that copies what it is given (the KV event ring): the tier then builds
    * no arrays for it. Optional: a sink without it gets stored() with arrays
-   * of their own. Nothing given is kept.
+   * of their own. Nothing given is kept. `words`, where the tier keeps its
+   * hashes' values beside its blocks: those of hashes[from - 1 .. to) as
+   * (high, low) pairs from index 0, the parent's first (zeros when `from` is 0).
    */
-  storedRun?(hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource): void;
+  storedRun?(hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource, words?: HashWords): void;
   /** `hash` left the tier. */
   removed(hash: BlockHash): void;
+  /**
+   * removed(hash) where the tier keeps the hash's value beside the block:
+   * its words (high, low), so the sink need not find them from the text.
+   * Optional: a sink without it gets removed(hash).
+   */
+  removedWords?(hash: BlockHash, high: number, low: number): void;
   /** The whole tier was dropped at once. */
   cleared(): void;
 }

@@ -1,5 +1,5 @@
 import type { BlockHash } from '../core/block-hash.js';
-import type { KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import type { HashWords, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 
 /** A tier that reports its events into a sink (the GPU block pool, the CPU tier's manager). */
 export interface EventReportingTier {
@@ -53,23 +53,35 @@ export class KvEventCollectors {
 function fanOut(blockSize: number, sinks: readonly TierEventSink[]): TierEventSink {
   return {
     blockSize,
-    stored: (hashes, parent, tokenIds) => {
-      for (const sink of sinks) sink.stored(hashes, parent, tokenIds);
+    stored: (hashes, parent, tokenIds, words) => {
+      for (const sink of sinks) sink.stored(hashes, parent, tokenIds, words);
     },
     // A run goes by range to the sinks that take one; the others share one set of arrays, built only if one of them needs it.
-    storedRun: (hashes, from, to, tokens) => {
-      let arrays: { hashes: BlockHash[]; parent: BlockHash | null; tokenIds: number[] } | null = null;
+    storedRun: (hashes, from, to, tokens, words) => {
+      let arrays: { hashes: BlockHash[]; parent: BlockHash | null; tokenIds: number[]; words: HashWords | undefined } | null = null;
       for (const sink of sinks) {
         if (sink.storedRun !== undefined) {
-          sink.storedRun(hashes, from, to, tokens);
+          sink.storedRun(hashes, from, to, tokens, words);
           continue;
         }
-        arrays ??= { hashes: hashes.slice(from, to), parent: from > 0 ? hashes[from - 1] : null, tokenIds: tokens.tokensBetween(from * blockSize, to * blockSize) };
-        sink.stored(arrays.hashes, arrays.parent, arrays.tokenIds);
+        arrays ??= {
+          hashes: hashes.slice(from, to),
+          parent: from > 0 ? hashes[from - 1] : null,
+          tokenIds: tokens.tokensBetween(from * blockSize, to * blockSize),
+          // stored() takes the run's words without the parent's pair.
+          words: words?.slice(2, 2 * (to - from + 1)),
+        };
+        sink.stored(arrays.hashes, arrays.parent, arrays.tokenIds, arrays.words);
       }
     },
     removed: (hash) => {
       for (const sink of sinks) sink.removed(hash);
+    },
+    removedWords: (hash, high, low) => {
+      for (const sink of sinks) {
+        if (sink.removedWords !== undefined) sink.removedWords(hash, high, low);
+        else sink.removed(hash);
+      }
     },
     cleared: () => {
       for (const sink of sinks) sink.cleared();

@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, SECOND_OWN_WORD, WRITE, waitAsync } from '../core/shared-int-ring.js';
-import type { BlockTokenSource, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import type { BlockTokenSource, HashWords, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
   EVENT_FIELDS,
@@ -36,8 +36,12 @@ import { eventHashWords } from './vllm-wire.js';
  * come) is never woken, and the engine's thread never notifies it.
  *
  * Records (the first word is the kind; the medium is part of it):
- * - stored: [STORED_GPU | STORED_CPU, hashes n, tokens m, blockSize,
- *   hasParent, parentHigh, parentLow, n x (high, low), m tokens]
+ * - stored: [STORED_GPU | STORED_CPU with its flags, hashes n, (tokens m),
+ *   blockSize, (parentHigh, parentLow), n x (high, low), m tokens]; the
+ *   flags beside the kind say which words in brackets are left out: the
+ *   parent's where there is none, and the token count where it is n x
+ *   blockSize (a chain of whole blocks, as the GPU stores) or 0 (the CPU
+ *   tier's keys), so a step's usual records carry nothing they imply
  * - more of the stored event just before (an event too large for one
  *   record): [STORED_MORE, hashes n, tokens m, n x (high, low), m tokens]
  * - removed: [REMOVED_GPU | REMOVED_CPU, high, low], one hash each; the
@@ -53,8 +57,50 @@ import { eventHashWords } from './vllm-wire.js';
  * the batches the reader has handed on, so the engine's side can wait for it.
  */
 
-const STORED_HEAD = 7;
 const MORE_HEAD = 3;
+/** A record's kind is its first word's low bits; a stored record's flags sit above them. */
+const KIND_MASK = 0xff;
+const HAS_PARENT = 0x100;
+/** m = n x blockSize: no count word. */
+const WHOLE_BLOCKS = 0x200;
+/** m = 0: no count word. */
+const NO_TOKENS = 0x400;
+
+/** Words of a stored record's head for these counts. */
+function storedHeadWords(n: number, m: number, blockSize: number, hasParent: boolean): number {
+  return 3 + (m === n * blockSize || m === 0 ? 0 : 1) + (hasParent ? 2 : 0);
+}
+
+/** Writes a stored record's head into `into` from index `at` (each index masked by `mask`: -1 for a record array of its own); returns the index after it. */
+function writeStoredHeadInto(
+  into: Int32Array,
+  at: number,
+  mask: number,
+  kind: number,
+  n: number,
+  m: number,
+  blockSize: number,
+  hasParent: boolean,
+  parentHigh: number,
+  parentLow: number,
+): number {
+  const countless = m === n * blockSize ? WHOLE_BLOCKS : m === 0 ? NO_TOKENS : 0;
+  into[at & mask] = kind | countless | (hasParent ? HAS_PARENT : 0);
+  into[(at + 1) & mask] = n;
+  let w = (at + 2) | 0;
+  if (countless === 0) {
+    into[w & mask] = m;
+    w = (w + 1) | 0;
+  }
+  into[w & mask] = blockSize;
+  w = (w + 1) | 0;
+  if (hasParent) {
+    into[w & mask] = parentHigh;
+    into[(w + 1) & mask] = parentLow;
+    w = (w + 2) | 0;
+  }
+  return w;
+}
 const REMOVED_WORDS = 3;
 const END_WORDS = 3;
 
@@ -83,7 +129,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
 
   constructor(buffer: SharedArrayBuffer) {
     super(buffer);
-    this.maxRecordWords = this.ring.length >> 1;
+    this.maxRecordWords = this.capacity >> 1;
   }
 
   sinkFor(medium: KvMedium, blockSize: number): TierEventSink {
@@ -91,9 +137,10 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     const removedKind = medium === 'GPU' ? KIND_REMOVED_GPU : KIND_REMOVED_CPU;
     return {
       blockSize,
-      stored: (hashes, parent, tokenIds) => this.stored(storedKind, blockSize, hashes, parent, tokenIds),
-      storedRun: (hashes, from, to, tokens) => this.storedRun(storedKind, blockSize, hashes, from, to, tokens),
+      stored: (hashes, parent, tokenIds, words) => this.stored(storedKind, blockSize, hashes, parent, tokenIds, words),
+      storedRun: (hashes, from, to, tokens, words) => this.storedRun(storedKind, blockSize, hashes, from, to, tokens, words),
       removed: (hash) => this.removed(removedKind, hash),
+      removedWords: (_hash, high, low) => this.removedWords(removedKind, high, low),
       cleared: () => this.cleared(),
     };
   }
@@ -142,22 +189,22 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     } else this.queue.push(action);
   }
 
-  private stored(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): void {
+  private stored(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[], words?: HashWords): void {
     const n = hashes.length;
     if (n === 0) return;
     this.recordedInStep = true;
     const m = tokens.length;
-    const words = STORED_HEAD + 2 * n + m;
-    if (words > this.maxRecordWords) {
+    const size = storedHeadWords(n, m, blockSize, parent !== null) + 2 * n + m;
+    if (size > this.maxRecordWords) {
       this.storedInParts(kind, blockSize, hashes, parent, tokens);
       return;
     }
-    if (this.queue.length > 0 || !this.room(words)) {
+    if (this.queue.length > 0 || !this.room(size)) {
       this.enqueue(this.storedRecord(kind, blockSize, hashes, parent, tokens));
       return;
     }
     let w = this.writeStoredHead(kind, n, m, blockSize, parent);
-    w = this.writeHashes(w, hashes, 0, n);
+    w = words === undefined ? this.writeHashes(w, hashes, 0, n) : this.writeWords(w, words, 0, n);
     const ring = this.ring;
     const mask = this.mask;
     for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
@@ -165,49 +212,58 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
   }
 
   /** stored() for the run [from, to) of a block table (TierEventSink.storedRun): written straight from the table's hashes and the request's tokens. */
-  private storedRun(kind: number, blockSize: number, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource): void {
+  private storedRun(kind: number, blockSize: number, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource, words?: HashWords): void {
     const n = to - from;
     if (n <= 0) return;
     const m = n * blockSize;
-    const words = STORED_HEAD + 2 * n + m;
-    if (words > this.maxRecordWords || this.queue.length > 0 || !this.room(words)) {
+    const size = storedHeadWords(n, m, blockSize, from > 0) + 2 * n + m;
+    if (size > this.maxRecordWords || this.queue.length > 0 || !this.room(size)) {
       // Split or queued (a full ring, a huge run): the record needs arrays of its own anyway.
       this.stored(kind, blockSize, hashes.slice(from, to), from > 0 ? hashes[from - 1] : null, tokens.tokensBetween(from * blockSize, to * blockSize));
       return;
     }
     this.recordedInStep = true;
-    let w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
-    w = this.writeHashes(w, hashes, from, to);
+    let w: number;
+    if (words === undefined) {
+      w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
+      w = this.writeHashes(w, hashes, from, to);
+    } else {
+      // The tier's words: the parent's pair first, then the run's.
+      w = this.writeHead(kind, n, m, blockSize, from > 0, words[0], words[1]);
+      w = this.writeWords(w, words, 1, n);
+    }
     const ring = this.ring;
     const mask = this.mask;
     const first = from * blockSize;
     const at = w & mask;
     // Copied by the source in one call where the run does not wrap the ring's end.
-    if (tokens.copyTokens !== undefined && at + m <= ring.length) tokens.copyTokens(first, first + m, ring, at);
+    if (tokens.copyTokens !== undefined && at + m <= this.capacity) tokens.copyTokens(first, first + m, ring, at);
     else for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens.tokenAt(first + i);
     this.write = (w + m) | 0;
   }
 
   /** A stored record's head at the write position (room checked by the caller); returns where its hashes go. */
   private writeStoredHead(kind: number, n: number, m: number, blockSize: number, parent: BlockHash | null): number {
+    if (parent === null) return this.writeHead(kind, n, m, blockSize, false, 0, 0);
+    eventHashWords(parent, this.hash);
+    return this.writeHead(kind, n, m, blockSize, true, this.hash[0], this.hash[1]);
+  }
+
+  /** writeStoredHead with the parent's words given (none without `hasParent`). */
+  private writeHead(kind: number, n: number, m: number, blockSize: number, hasParent: boolean, parentHigh: number, parentLow: number): number {
+    return writeStoredHeadInto(this.ring, this.write, this.mask, kind, n, m, blockSize, hasParent, parentHigh, parentLow);
+  }
+
+  /** `n` (high, low) pairs of `words` from pair `pair` on, from ring position `w`; returns the position after them. */
+  private writeWords(w: number, words: HashWords, pair: number, n: number): number {
     const ring = this.ring;
     const mask = this.mask;
-    const w = this.write;
-    ring[w & mask] = kind;
-    ring[(w + 1) & mask] = n;
-    ring[(w + 2) & mask] = m;
-    ring[(w + 3) & mask] = blockSize;
-    if (parent === null) {
-      ring[(w + 4) & mask] = 0;
-      ring[(w + 5) & mask] = 0;
-      ring[(w + 6) & mask] = 0;
-    } else {
-      eventHashWords(parent, this.hash);
-      ring[(w + 4) & mask] = 1;
-      ring[(w + 5) & mask] = this.hash[0];
-      ring[(w + 6) & mask] = this.hash[1];
+    const end = 2 * (pair + n);
+    for (let i = 2 * pair; i < end; i++) {
+      ring[w & mask] = words[i];
+      w = (w + 1) | 0;
     }
-    return (w + STORED_HEAD) | 0;
+    return w;
   }
 
   /** hashes[from..to) as (high, low) words from ring position `w`; returns the position after them. */
@@ -226,19 +282,13 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
 
   private storedRecord(kind: number, blockSize: number, hashes: readonly BlockHash[], parent: BlockHash | null, tokens: readonly number[]): Int32Array {
     const n = hashes.length;
-    const record = new Int32Array(STORED_HEAD + 2 * n + tokens.length);
-    record[0] = kind;
-    record[1] = n;
-    record[2] = tokens.length;
-    record[3] = blockSize;
-    if (parent !== null) {
-      eventHashWords(parent, this.hash);
-      record[4] = 1;
-      record[5] = this.hash[0];
-      record[6] = this.hash[1];
-    }
-    this.hashWordsInto(record, STORED_HEAD, hashes, 0, n);
-    record.set(tokens, STORED_HEAD + 2 * n);
+    const m = tokens.length;
+    const head = storedHeadWords(n, m, blockSize, parent !== null);
+    const record = new Int32Array(head + 2 * n + m);
+    if (parent !== null) eventHashWords(parent, this.hash);
+    writeStoredHeadInto(record, 0, -1, kind, n, m, blockSize, parent !== null, this.hash[0], this.hash[1]);
+    this.hashWordsInto(record, head, hashes, 0, n);
+    record.set(tokens, head + 2 * n);
     return record;
   }
 
@@ -274,16 +324,20 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
   }
 
   private removed(kind: number, hash: BlockHash): void {
-    this.recordedInStep = true;
     eventHashWords(hash, this.hash);
+    this.removedWords(kind, this.hash[0], this.hash[1]);
+  }
+
+  private removedWords(kind: number, high: number, low: number): void {
+    this.recordedInStep = true;
     if (this.queue.length === 0 && this.room(REMOVED_WORDS)) {
       const w = this.write;
       const mask = this.mask;
       this.ring[w & mask] = kind;
-      this.ring[(w + 1) & mask] = this.hash[0];
-      this.ring[(w + 2) & mask] = this.hash[1];
+      this.ring[(w + 1) & mask] = high;
+      this.ring[(w + 2) & mask] = low;
       this.write = (w + REMOVED_WORDS) | 0;
-    } else this.enqueue(Int32Array.of(kind, this.hash[0], this.hash[1]));
+    } else this.enqueue(Int32Array.of(kind, high, low));
   }
 
   private cleared(): void {
@@ -365,7 +419,8 @@ export class KvEventRingReader extends IntRingReader {
     const start = this.read;
     let r = start;
     while (r !== end) {
-      const kind = ring[r & mask];
+      const head = ring[r & mask];
+      const kind = head & KIND_MASK;
       switch (kind) {
         case KIND_REMOVED_GPU:
         case KIND_REMOVED_CPU: {
@@ -381,15 +436,29 @@ export class KvEventRingReader extends IntRingReader {
         }
         case KIND_STORED_GPU:
         case KIND_STORED_CPU: {
-          const e = this.addEvent(kind, ring[(r + 3) & mask], ring[(r + 4) & mask], ring[(r + 5) & mask], ring[(r + 6) & mask]);
+          const n = ring[(r + 1) & mask];
+          let at = (r + 2) | 0;
+          let m = 0;
+          if ((head & (WHOLE_BLOCKS | NO_TOKENS)) === 0) {
+            m = ring[at & mask];
+            at = (at + 1) | 0;
+          }
+          const blockSize = ring[at & mask];
+          at = (at + 1) | 0;
+          if ((head & WHOLE_BLOCKS) !== 0) m = n * blockSize;
+          let e: number;
+          if ((head & HAS_PARENT) !== 0) {
+            e = this.addEvent(kind, blockSize, 1, ring[at & mask], ring[(at + 1) & mask]);
+            at = (at + 2) | 0;
+          } else e = this.addEvent(kind, blockSize, 0, 0, 0);
           this.openStored = e;
           this.openRemoval = -1;
-          r = this.readHashesAndTokens(e, (r + 1) | 0, (r + STORED_HEAD) | 0);
+          r = this.readHashesAndTokens(e, n, m, at);
           break;
         }
         case KIND_STORED_MORE: {
           if (this.openStored < 0) throw new Error(`KV event ring: a continuation with no stored event before it at word ${r}`);
-          r = this.readHashesAndTokens(this.openStored, (r + 1) | 0, (r + MORE_HEAD) | 0);
+          r = this.readHashesAndTokens(this.openStored, ring[(r + 1) & mask], ring[(r + 2) & mask], (r + MORE_HEAD) | 0);
           break;
         }
         case KIND_CLEARED:
@@ -458,12 +527,10 @@ export class KvEventRingReader extends IntRingReader {
     return e;
   }
 
-  /** Appends the (n, m) hashes and tokens of the record whose counts are at `counts` and whose words start at `from`; returns the record's end. */
-  private readHashesAndTokens(e: number, counts: number, from: number): number {
+  /** Appends the n hashes and m tokens of a record whose words start at `from`; returns the record's end. */
+  private readHashesAndTokens(e: number, n: number, m: number, from: number): number {
     const ring = this.ring;
     const mask = this.mask;
-    const n = ring[counts & mask];
-    const m = ring[(counts + 1) & mask];
     const h = this.hashes.reserve(2 * n);
     const hashes = this.hashes.data;
     for (let i = 0; i < 2 * n; i++) hashes[h + i] = ring[(from + i) & mask];

@@ -1,5 +1,5 @@
 import type { TierEventSink } from '../events/kv-cache-events.js';
-import type { BlockHash } from '../core/block-hash.js';
+import { blockHashLane, blockHashLanesAreValue, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
 import { CpuBlockAllocator } from './cpu-block-allocator.js';
@@ -48,6 +48,14 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
   private readonly keyById: (BlockHash | undefined)[] = [];
   /** BEING_STORED, 0 (ready) or the number of in-flight loads, per CPU block id. */
   private readonly refCnt: Int32Array;
+  /**
+   * Per CPU block id: its key's value as the two words a KV event carries (the lanes the index keyed it on),
+   * meaningful while keyIsValue is 1 (held, a 16-hex-digit key), so the tier's events need no lookup of the text.
+   */
+  private readonly keyWords: Int32Array;
+  private readonly keyIsValue: Uint8Array;
+  /** The words of the keys a completed store reports, grown as stores need. */
+  private readiedWords: Int32Array = new Int32Array(16);
   private readonly index: BlockHashIndex;
   private usedBlocks = 0;
   private readonly protectedKeys = new ProtectedKeys((key, isProtected) => {
@@ -100,6 +108,8 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
   ) {
     this.allocator = new CpuBlockAllocator(options.capacityBlocks);
     this.refCnt = new Int32Array(options.capacityBlocks);
+    this.keyWords = new Int32Array(2 * options.capacityBlocks);
+    this.keyIsValue = new Uint8Array(options.capacityBlocks);
     this.storeInputStamp = new Uint32Array(options.capacityBlocks);
     this.index = new BlockHashIndex((id) => this.keyById[id], Math.min(options.capacityBlocks, INITIAL_INDEX_ENTRIES));
     this.protectQueued = options.protectQueued ?? false;
@@ -241,6 +251,10 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
       this.keyById[id] = key;
       this.refCnt[id] = BEING_STORED;
       this.index.add(key, id);
+      // The lanes the index just computed: the event words, where they are the value.
+      this.keyWords[2 * id] = blockHashLane(key, 0);
+      this.keyWords[2 * id + 1] = blockHashLane(key, 1);
+      this.keyIsValue[id] = blockHashLanesAreValue(key) ? 1 : 0;
       this.policy.admitted(key, id);
     }
     this.usedBlocks += keysToStore.length;
@@ -255,6 +269,8 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
   completeStore(keys: readonly BlockHash[], success: boolean): void {
     const distinct = distinctKeys(keys);
     let readied: BlockHash[] | null = null;
+    // Whether every readied key's words are held (then the event carries them).
+    let wordsHeld = true;
     for (let i = 0; i < distinct.length; i++) {
       const key = distinct[i];
       const id = this.index.get(key);
@@ -265,14 +281,35 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
         this.refCnt[id] = 0;
         if (this.protectQueued && !this.protectedKeys.has(key)) this.freeUnprotected++;
         this.storesCompleted++;
-        if (this.eventSink !== null) (readied ??= []).push(key);
+        if (this.eventSink !== null) {
+          const at = (readied ??= []).push(key) - 1;
+          if (this.keyIsValue[id] === 0) wordsHeld = false;
+          else this.holdReadiedWords(at, id);
+        }
       } else {
         this.forget(key, id);
         this.policy.dropped(key, id);
         this.storesFailed++;
       }
     }
-    if (readied !== null) this.eventSink?.stored(readied, null, NO_TOKENS);
+    if (readied !== null) this.eventSink?.stored(readied, null, NO_TOKENS, wordsHeld ? this.readiedWords : undefined);
+  }
+
+  /** Puts block `id`'s key words at pair `at` of the completed store's words. */
+  private holdReadiedWords(at: number, id: number): void {
+    if (this.readiedWords.length < 2 * (at + 1)) {
+      const grown = new Int32Array(4 * (at + 1));
+      grown.set(this.readiedWords);
+      this.readiedWords = grown;
+    }
+    this.readiedWords[2 * at] = this.keyWords[2 * id];
+    this.readiedWords[2 * at + 1] = this.keyWords[2 * id + 1];
+  }
+
+  /** The value words of the key held at CPU block `id` as a KV event carries them ([high, low]), or null when none is held there or it is not 16 hex digits. */
+  keyWordsOf(id: number): [number, number] | null {
+    if (this.keyById[id] === undefined || this.keyIsValue[id] === 0) return null;
+    return [this.keyWords[2 * id], this.keyWords[2 * id + 1]];
   }
 
   setEventSink(sink: TierEventSink | null): void {
@@ -304,6 +341,7 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
     // Blocks still being stored were never reported ready, so only ready ones are reported gone.
     if (this.eventSink !== null) for (const key of this.readyKeys()) this.eventSink.removed(key);
     this.keyById.length = 0;
+    this.keyIsValue.fill(0);
     this.refCnt.fill(0);
     this.index.clear();
     this.chainIds.clear();
@@ -432,8 +470,13 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
   private evict(keys: readonly BlockHash[], ids: readonly number[]): void {
     for (let i = 0; i < keys.length; i++) {
       if (this.protectQueued && !this.protectedKeys.has(keys[i])) this.freeUnprotected--;
-      this.forget(keys[i], ids[i]);
-      this.eventSink?.removed(keys[i]);
+      const id = ids[i];
+      const isValue = this.keyIsValue[id] === 1;
+      this.forget(keys[i], id);
+      const sink = this.eventSink;
+      if (sink === null) continue;
+      if (isValue && sink.removedWords !== undefined) sink.removedWords(keys[i], this.keyWords[2 * id], this.keyWords[2 * id + 1]);
+      else sink.removed(keys[i]);
     }
     this.policy.evicted(keys, ids);
     this.evictions += keys.length;
@@ -444,6 +487,7 @@ export class CpuOffloadingManager<P extends EvictionPolicy = EvictionPolicy> imp
     this.blocksLeft++;
     this.index.delete(key);
     this.keyById[id] = undefined;
+    this.keyIsValue[id] = 0;
     this.refCnt[id] = 0;
     this.usedBlocks--;
     this.allocator.free(id);

@@ -97,6 +97,12 @@ export interface EngineMetrics {
 export interface RequestTokens {
   readonly reqId: string;
   readonly newTokenIds: readonly number[];
+  /**
+   * The one new token as a number, where the step gave exactly one (a
+   * decode step's update): a reader that hands tokens on one by one reads it
+   * here rather than from the array (a shared, frozen one per token id).
+   */
+  readonly token?: number;
   readonly owner: unknown;
 }
 

@@ -1,6 +1,6 @@
-import { blockHashLane, formatBlockHash, type BlockHash } from '../core/block-hash.js';
+import { blockHashLane, blockHashLanesAreValue, formatBlockHash, type BlockHash } from '../core/block-hash.js';
 import { ABSENT, LaneHashTable } from '../core/lane-hash-table.js';
-import type { BlockTokenSource, TierEventSink } from '../events/kv-cache-events.js';
+import type { BlockTokenSource, HashWords, TierEventSink } from '../events/kv-cache-events.js';
 import { FreeBlockQueue } from './free-block-queue.js';
 import { KVBlock } from './kv-block.js';
 
@@ -22,6 +22,10 @@ import { KVBlock } from './kv-block.js';
  * string, so a key that is not 16 hex digits (its lanes are a fingerprint)
  * never matches another string; two different strings with the same lanes
  * count as one key, whichever was cached first.
+ *
+ * Beside each cached block the pool keeps its hash's value as the two
+ * words a KV event carries (the lanes its index keyed it on, when they are
+ * the value), so its events hand the words over with no lookup of the text.
  */
 
 /** Called when a free cached block is taken for reuse, before its hash is dropped (its contents are still intact). */
@@ -50,6 +54,11 @@ export class BlockPool {
   private eventSink: TierEventSink | null = null;
   private numPending = 0;
   private numEvicted = 0;
+  /** By block id: its hash's value words (high, low), meaningful while hashIsValue is 1 (cached, a 16-hex-digit hash). */
+  private readonly hashWords: Int32Array;
+  private readonly hashIsValue: Uint8Array;
+  /** A stored run's words as the event sink takes them, the parent's pair first; grown as runs need. */
+  private runWords: Int32Array = new Int32Array(16);
 
   constructor(numBlocks: number) {
     if (!Number.isInteger(numBlocks) || numBlocks < 1) {
@@ -58,6 +67,8 @@ export class BlockPool {
     this.numBlocks = numBlocks;
     this.blocks = [];
     this.cachedByHash = new LaneHashTable(numBlocks);
+    this.hashWords = new Int32Array(2 * numBlocks);
+    this.hashIsValue = new Uint8Array(numBlocks);
     for (let id = 0; id < numBlocks; id++) {
       const block = new KVBlock(id);
       this.blocks.push(block);
@@ -157,11 +168,22 @@ export class BlockPool {
       if (this.cacheBlock(this.block(blockIds[i]), hashes[i], i)) {
         if (runStart < 0) runStart = i;
       } else if (runStart >= 0) {
-        reportStored(sink, hashes, runStart, i, tokens);
+        this.reportStored(sink, blockIds, hashes, runStart, i, tokens);
         runStart = -1;
       }
     }
-    if (runStart >= 0) reportStored(sink, hashes, runStart, to, tokens);
+    if (runStart >= 0) this.reportStored(sink, blockIds, hashes, runStart, to, tokens);
+  }
+
+  /**
+   * The value words of a cached block's hash as a KV event carries them
+   * ([high, low]), or null when the block is not cached or its hash is not
+   * 16 hex digits (its lanes are a fingerprint).
+   */
+  hashWordsOf(blockId: number): [number, number] | null {
+    this.block(blockId);
+    if (this.hashIsValue[blockId] === 0) return null;
+    return [this.hashWords[2 * blockId], this.hashWords[2 * blockId + 1]];
   }
 
   getCachedBlock(hash: BlockHash): KVBlock | null {
@@ -200,6 +222,7 @@ export class BlockPool {
     if (this.freeQueue.length !== this.numBlocks) return false;
     if (this.eventSink !== null) for (const block of this.blocks) if (block.hash !== null) this.eventSink.removed(block.hash);
     for (const block of this.blocks) block.hash = null;
+    this.hashIsValue.fill(0);
     this.cachedByHash.clear();
     return true;
   }
@@ -209,6 +232,7 @@ export class BlockPool {
     this.eventSink?.cleared();
     this.freeQueue.clear();
     this.cachedByHash.clear();
+    this.hashIsValue.fill(0);
     this.numPending = 0;
     for (const block of this.blocks) {
       block.refCnt = 0;
@@ -287,8 +311,15 @@ export class BlockPool {
       }
       return false;
     }
-    if (!this.cachedByHash.setIfAbsent(blockHashLane(hash, 0), blockHashLane(hash, 1), block.id)) return false;
+    const high = blockHashLane(hash, 0);
+    const low = blockHashLane(hash, 1);
+    if (!this.cachedByHash.setIfAbsent(high, low, block.id)) return false;
     block.hash = hash;
+    // The lanes just computed for the index: the event words, where they are the value.
+    const id = block.id;
+    this.hashWords[2 * id] = high;
+    this.hashWords[2 * id + 1] = low;
+    this.hashIsValue[id] = blockHashLanesAreValue(hash) ? 1 : 0;
     return true;
   }
 
@@ -305,16 +336,52 @@ export class BlockPool {
     const hash = block.hash as BlockHash;
     this.cachedByHash.delete(blockHashLane(hash, 0), blockHashLane(hash, 1));
     block.hash = null;
-    this.eventSink?.removed(hash);
+    const id = block.id;
+    const isValue = this.hashIsValue[id] === 1;
+    this.hashIsValue[id] = 0;
+    const sink = this.eventSink;
+    if (sink === null) return;
+    if (isValue && sink.removedWords !== undefined) sink.removedWords(hash, this.hashWords[2 * id], this.hashWords[2 * id + 1]);
+    else sink.removed(hash);
   }
-}
 
-/** Reports table blocks [from, to), which just entered the prefix cache, as one stored chain: by range where the sink copies it (no arrays built), else as arrays of their own. */
-function reportStored(sink: TierEventSink, hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokens): void {
-  if (sink.storedRun !== undefined) {
-    sink.storedRun(hashes, from, to, tokens);
-    return;
+  /**
+   * Reports table blocks [from, to), which just entered the prefix cache, as one stored chain: by range where the sink
+   * copies it (no arrays built), with the words of their hashes and their parent's where the pool keeps them; else as
+   * arrays of their own.
+   */
+  private reportStored(sink: TierEventSink, blockIds: readonly number[], hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokens): void {
+    if (sink.storedRun === undefined) {
+      const parent = from > 0 ? hashes[from - 1] : null;
+      sink.stored(hashes.slice(from, to), parent, tokens.tokensBetween(from * sink.blockSize, to * sink.blockSize));
+      return;
+    }
+    sink.storedRun(hashes, from, to, tokens, this.runHashWords(blockIds, hashes, from, to));
   }
-  const parent = from > 0 ? hashes[from - 1] : null;
-  sink.stored(hashes.slice(from, to), parent, tokens.tokensBetween(from * sink.blockSize, to * sink.blockSize));
+
+  /** The words of hashes[from - 1 .. to) (the parent's pair zeros at 0) from the blocks that hold them, or undefined where a block does not hold its hash's value. */
+  private runHashWords(blockIds: readonly number[], hashes: readonly BlockHash[], from: number, to: number): HashWords | undefined {
+    const need = 2 * (to - from + 1);
+    if (this.runWords.length < need) this.runWords = new Int32Array(Math.max(need, 2 * this.runWords.length));
+    const run = this.runWords;
+    const words = this.hashWords;
+    const isValue = this.hashIsValue;
+    if (from === 0) {
+      run[0] = 0;
+      run[1] = 0;
+    } else {
+      // The parent's block holds its words only where it is the block cached under that hash (not an anonymous twin).
+      const id = blockIds[from - 1];
+      if (isValue[id] === 0 || this.blocks[id].hash !== hashes[from - 1]) return undefined;
+      run[0] = words[2 * id];
+      run[1] = words[2 * id + 1];
+    }
+    for (let i = from, k = 2; i < to; i++, k += 2) {
+      const id = blockIds[i];
+      if (isValue[id] === 0) return undefined;
+      run[k] = words[2 * id];
+      run[k + 1] = words[2 * id + 1];
+    }
+    return run;
+  }
 }

@@ -50,6 +50,8 @@ export interface SchedulerOptions {
 export interface RequestUpdate {
   readonly reqId: string;
   readonly newTokenIds: readonly number[];
+  /** The one new token as a number, where there is exactly one (RequestTokens.token). */
+  readonly token?: number;
   /** The request's owner (Request.owner). */
   readonly owner: unknown;
   readonly finishReason?: FinishReason;
@@ -536,7 +538,7 @@ export class Scheduler {
       } else {
         if (request.status === 'running') runningFinished = true;
         this.finish(request, status);
-        updates[numUpdates++] = { reqId: request.id, newTokenIds: [token], owner: request.owner, finishReason: finishReasonOf(status) };
+        updates[numUpdates++] = { reqId: request.id, newTokenIds: [token], token, owner: request.owner, finishReason: finishReasonOf(status) };
       }
     }
     if (runningFinished) this.running.removeFinished();

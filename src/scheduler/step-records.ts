@@ -84,6 +84,8 @@ export class StepRequestView implements ScheduledRequestView {
  */
 export class SampledTokenUpdate {
   newTokenIds: readonly number[];
+  /** The token as a number (RequestTokens.token): delivery reads it without touching the shared array. */
+  token: number;
 
   constructor(
     readonly reqId: string,
@@ -91,6 +93,7 @@ export class SampledTokenUpdate {
     readonly owner: unknown,
   ) {
     this.newTokenIds = singleToken(token);
+    this.token = token;
   }
 
   /** The request's update for this step: its own, refilled, or a new one the first time. */
@@ -98,6 +101,7 @@ export class SampledTokenUpdate {
     const update = request.tokenUpdate;
     if (update === null) return (request.tokenUpdate = new SampledTokenUpdate(request.id, token, request.owner));
     update.newTokenIds = singleToken(token);
+    update.token = token;
     return update;
   }
 }

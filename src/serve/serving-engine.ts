@@ -64,25 +64,30 @@ type AbortListener = { readonly signal: AbortSignal; readonly listener: () => vo
  * nothing up by id.
  */
 class Ticket {
+  // Delivery reads the first five for every token of every step: declared (and set) first, so they lie together at the object's start.
+  started = false;
+  /** It ended here; the engine may still name it in the step that ended it. */
+  ended = false;
+  readonly serving: ServingEngine;
+  /** submit()'s step sink and key, which take the tokens in place of a stream; null: the stream does. */
+  stepSink: StepTokenSink | null;
+  readonly sinkKey: number;
+  /** submit()'s end sink, told of the end by sinkKey in place of a stream; null: the stream is. */
+  readonly endSink: RequestEndSink | null;
   /** The engine's id of the request, set as soon as the engine has taken it. */
   id = '';
   /** The stream its caller reads (stream(), generate()); null for a request submitted with an end sink (submit()). */
   stream: RequestStream | null = null;
   /** The abort to apply between two steps, or null. */
   pendingAbort: RequestAbortedError | null = null;
-  started = false;
   abortListener: AbortListener | null = null;
-  /** It ended here; the engine may still name it in the step that ended it. */
-  ended = false;
 
-  constructor(
-    readonly serving: ServingEngine,
-    /** submit()'s step sink and key, which take the tokens in place of a stream; null: the stream does. */
-    public stepSink: StepTokenSink | null,
-    readonly sinkKey: number,
-    /** submit()'s end sink, told of the end by sinkKey in place of a stream; null: the stream is. */
-    readonly endSink: RequestEndSink | null,
-  ) {}
+  constructor(serving: ServingEngine, stepSink: StepTokenSink | null, sinkKey: number, endSink: RequestEndSink | null) {
+    this.serving = serving;
+    this.stepSink = stepSink;
+    this.sinkKey = sinkKey;
+    this.endSink = endSink;
+  }
 
   /** The tokens the caller was given so far, as an abort error carries them (none where a step sink took them). */
   outputTokens(): number[] {
@@ -90,11 +95,44 @@ class Ticket {
   }
 }
 
+/**
+ * Step sinks with how many requests in flight each has. A server has one or
+ * two (the front-end thread's token ring), so a request's arrival and end
+ * scan a short list rather than look up and store in a Map.
+ */
+class StepSinkCounts {
+  private readonly sinks: StepTokenSink[] = [];
+  private readonly counts: number[] = [];
+
+  add(sink: StepTokenSink): void {
+    const at = this.sinks.indexOf(sink);
+    if (at >= 0) this.counts[at]++;
+    else {
+      this.sinks.push(sink);
+      this.counts.push(1);
+    }
+  }
+
+  /** One request of `sink` ended; the sink is dropped with its last. */
+  remove(sink: StepTokenSink): void {
+    const at = this.sinks.indexOf(sink);
+    if (at < 0) return;
+    if (--this.counts[at] > 0) return;
+    this.sinks.splice(at, 1);
+    this.counts.splice(at, 1);
+  }
+
+  /** Appends every sink with a request in flight to `out`. */
+  copyInto(out: StepTokenSink[]): void {
+    for (let i = 0; i < this.sinks.length; i++) out.push(this.sinks[i]);
+  }
+}
+
 export class ServingEngine {
   private readonly tickets = new Map<string, Ticket>();
   private readonly aborts: Ticket[] = [];
   /** The step sinks of the requests in flight, with how many requests each has. */
-  private readonly stepSinks = new Map<StepTokenSink, number>();
+  private readonly stepSinks = new StepSinkCounts();
   /** The step sinks opened for the delivery in progress (kept to close each once, whatever ends meanwhile). */
   private readonly openSinks: StepTokenSink[] = [];
   private readonly sources: RequestSource[] = [];
@@ -204,7 +242,7 @@ export class ServingEngine {
     // Added now, between or during a step: the scheduler queues it for the next schedule().
     ticket.id = this.engine.addRequest(spec, ticket);
     const sink = ticket.stepSink;
-    if (sink !== null) this.stepSinks.set(sink, (this.stepSinks.get(sink) ?? 0) + 1);
+    if (sink !== null) this.stepSinks.add(sink);
     this.tickets.set(ticket.id, ticket);
     this.waitingCount++;
     this.wake?.();
@@ -366,20 +404,22 @@ export class ServingEngine {
 
   private deliver(report: StepReport): void {
     const open = this.openSinks;
-    for (const sink of this.stepSinks.keys()) open.push(sink);
+    this.stepSinks.copyInto(open);
     const updates = report.tokenUpdates;
     for (const sink of open) this.callStepSink(sink, () => sink.beginStep(updates.length));
     for (let i = 0; i < updates.length; i++) {
       const update = updates[i];
       const tokens = update.newTokenIds;
+      // One token as a number (a decode step's update): its array is not read.
+      const token = update.token;
       const ticket = update.owner;
       // The owner is this server's ticket for every request it submitted; a request added to the engine otherwise is not its to deliver.
-      if (tokens.length === 0 || !(ticket instanceof Ticket) || ticket.serving !== this || ticket.ended) continue;
+      if ((token === undefined && tokens.length === 0) || !(ticket instanceof Ticket) || ticket.serving !== this || ticket.ended) continue;
       if (!ticket.started) {
         ticket.started = true;
         this.waitingCount--;
       }
-      if (ticket.stepSink !== null) this.toStepSink(ticket, update.reqId, tokens);
+      if (ticket.stepSink !== null) this.toStepSink(ticket, update.reqId, tokens, token);
       else ticket.stream?.push(tokens);
     }
     // Closed before any request ends below: a finish is handed on after the step's tokens.
@@ -396,9 +436,12 @@ export class ServingEngine {
     }
   }
 
-  private toStepSink(ticket: Ticket, id: string, tokens: readonly number[]): void {
+  /** `token`: the one new token as a number, where the engine's update gives it (RequestTokens.token). */
+  private toStepSink(ticket: Ticket, id: string, tokens: readonly number[], token: number | undefined): void {
+    const sink = ticket.stepSink!;
     try {
-      ticket.stepSink!.tokens(ticket.sinkKey, tokens);
+      if (token !== undefined && sink.token !== undefined) sink.token(ticket.sinkKey, token);
+      else sink.tokens(ticket.sinkKey, tokens);
     } catch (error) {
       this.detachStepSink(ticket);
       this.requestAbort(id, sinkFailed(id, error));
@@ -422,9 +465,7 @@ export class ServingEngine {
     const sink = ticket.stepSink;
     if (sink === null) return;
     ticket.stepSink = null;
-    const count = (this.stepSinks.get(sink) ?? 1) - 1;
-    if (count === 0) this.stepSinks.delete(sink);
-    else this.stepSinks.set(sink, count);
+    this.stepSinks.remove(sink);
   }
 
   /** The engine stopped: requests it ended are finished with their error; any other fails with the engine's error. */

@@ -13,6 +13,12 @@ export interface StepTokenSink {
   beginStep(requests: number): void;
   /** The new tokens of the request submitted with `key` (ServingEngine.submit). */
   tokens(key: number, tokens: readonly number[]): void;
+  /**
+   * tokens(key, [token]) for a step that gave the request one token (a
+   * decode step's usual delivery), handed over as a number. Optional: a sink
+   * without it gets tokens().
+   */
+  token?(key: number, token: number): void;
   /** After the step's delivery: what was handed in may be made visible. */
   endStep(): void;
 }

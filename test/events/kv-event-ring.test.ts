@@ -181,6 +181,50 @@ describe('KV event ring', () => {
     expect(copies).toBeLessThan(steps * runs.length);
   });
 
+  it("reports handing over their hashes' words make the batches the same reports by text make, whether they fit the ring or wait for room", () => {
+    const random = new SeededRandom(19);
+    const table = Array.from({ length: 6 }, () => hexHash(random, 16));
+    const tokens = Int32Array.from({ length: 6 * 16 }, () => random.below(128_256));
+    const gone = Array.from({ length: 4 }, () => hexHash(random, 16));
+    const words = (hashes: readonly string[]): Int32Array => {
+      const out = new Int32Array(2 * hashes.length);
+      hashes.forEach((hash, i) => {
+        out[2 * i] = Number.parseInt(hash.slice(0, 8), 16) | 0;
+        out[2 * i + 1] = Number.parseInt(hash.slice(8), 16) | 0;
+      });
+      return out;
+    };
+    const byText: Step = {
+      ts: 5.5,
+      report: (sink) => {
+        for (const hash of gone) sink('GPU', 16).removed(hash);
+        sink('GPU', 16).stored(table.slice(0, 2), null, Array.from(tokens.subarray(0, 32)));
+        sink('GPU', 16).stored(table.slice(2, 6), table[1], Array.from(tokens.subarray(32, 96)));
+        sink('CPU', 16).stored(table.slice(0, 3), null, []);
+        for (const hash of gone) sink('CPU', 16).removed(hash);
+      },
+    };
+    const expected = recorderBytes([byText, byText, byText]);
+    for (const size of [1 << 12, MIN_KV_EVENT_RING_WORDS]) {
+      const { writer, bytes, readAll } = ring(size);
+      const gpu = writer.sinkFor('GPU', 16);
+      const cpu = writer.sinkFor('CPU', 16);
+      const source = tokenSource(tokens, true);
+      for (let step = 0; step < 3; step++) {
+        for (const hash of gone) gpu.removedWords!(hash, ...(Array.from(words([hash])) as [number, number]));
+        // A run's words start with its parent's pair (zeros for none).
+        gpu.storedRun!(table, 0, 2, source, Int32Array.from([0, 0, ...words(table.slice(0, 2))]));
+        gpu.storedRun!(table, 2, 6, source, words(table.slice(1, 6)));
+        cpu.stored(table.slice(0, 3), null, [], words(table.slice(0, 3)));
+        for (const hash of gone) cpu.removedWords!(hash, ...(Array.from(words([hash])) as [number, number]));
+        writer.flush(5.5);
+      }
+      if (size === MIN_KV_EVENT_RING_WORDS) expect(writer.queued).toBeGreaterThan(0);
+      readAll();
+      expect(bytes).toEqual(expected);
+    }
+  });
+
   it('a reader waiting for records wakes once a step ends, and finds at once what was published while it read', async () => {
     const { writer, reader, read } = ring(1 << 10);
     let woke = false;

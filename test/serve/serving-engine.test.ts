@@ -156,6 +156,57 @@ describe('the serving engine', () => {
     expect(calls.filter((c) => c === 'end').length).toBe(calls.filter((c) => c.startsWith('begin')).length);
   });
 
+  it('each step sink is opened once per step while it has requests in flight, and no more once its last has ended', async () => {
+    const s = await startServing();
+    const steps = new Map<string, number>();
+    const lastTokenStep = new Map<string, number>();
+    const sinkNamed = (name: string): StepTokenSink => ({
+      beginStep: () => steps.set(name, (steps.get(name) ?? 0) + 1),
+      tokens: () => lastTokenStep.set(name, steps.get(name) ?? 0),
+      endStep: () => {},
+    });
+    const short = sinkNamed('short');
+    const long = sinkNamed('long');
+    const ends = keyedSinks();
+    // Two requests each: the short sink's end after 3 tokens, the long sink's after 12.
+    s.submit({ promptTokens: tokenPrompt(20, 50), maxTokens: 3 }, 1, short, ends.ends);
+    s.submit({ promptTokens: tokenPrompt(21, 51), maxTokens: 3 }, 2, short, ends.ends);
+    s.submit({ promptTokens: tokenPrompt(22, 52), maxTokens: 12 }, 3, long, ends.ends);
+    s.submit({ promptTokens: tokenPrompt(23, 53), maxTokens: 12 }, 4, long, ends.ends);
+    await until(() => ends.finished.size === 4, 'every request to finish');
+    // The short sink was opened up to the step of its last token, and never after it.
+    expect(steps.get('short')).toBe(lastTokenStep.get('short'));
+    expect(steps.get('long')).toBeGreaterThan(steps.get('short')!);
+    expect(steps.get('long')).toBe(lastTokenStep.get('long'));
+  });
+
+  it('a step sink that takes single tokens as numbers gets every one-token step that way, and the same tokens in order', async () => {
+    const s = await startServing();
+    const prompts = [tokenPrompt(30, 60), tokenPrompt(24, 61)];
+    const received = new Map<number, number[]>();
+    let asNumbers = 0;
+    let asArrays = 0;
+    const sink: StepTokenSink = {
+      beginStep: () => {},
+      tokens: (key, tokens) => {
+        asArrays++;
+        received.set(key, [...(received.get(key) ?? []), ...tokens]);
+      },
+      token: (key, token) => {
+        asNumbers++;
+        received.set(key, [...(received.get(key) ?? []), token]);
+      },
+      endStep: () => {},
+    };
+    const ends = keyedSinks();
+    prompts.forEach((promptTokens, i) => s.submit({ promptTokens, maxTokens: 6 }, 20 + i, sink, ends.ends));
+    await until(() => ends.finished.size === prompts.length, 'both requests to finish');
+    prompts.forEach((prompt, i) => expect(received.get(20 + i)).toEqual(referenceOutput(prompt, 6)));
+    // Each step gives each request one token, its last (finishing) step's included.
+    expect(asNumbers).toBe(12);
+    expect(asArrays).toBe(0);
+  });
+
   it('a step sink that throws for one request aborts that request only; its other requests finish', async () => {
     const s = await startServing();
     const received: number[] = [];

@@ -132,6 +132,37 @@ describe('token ring', () => {
     ]);
   });
 
+  it("an admission a step follows goes out with the step's tokens, ahead of them; one nothing follows is published on its own", async () => {
+    const { writer, events, read } = ring(64);
+    writer.writeAdmitted(2, true);
+    await published();
+    expect(read()).toBe(0);
+    writer.beginStep(1);
+    writer.tokens(5, [50]);
+    writer.endStep();
+    read();
+    expect(events).toEqual([{ admitted: 2 }, { slot: 5, tokens: [50] }]);
+    events.length = 0;
+    writer.writeAdmitted(1);
+    await published();
+    read();
+    expect(events).toEqual([{ admitted: 1 }]);
+  });
+
+  it('a single token handed over as a number makes the record the same token in an array makes, and queues as it does once the step is full', async () => {
+    const { writer, events, readAll } = ring(MIN_RING_WORDS);
+    const steps = 3;
+    for (let step = 0; step < steps; step++) {
+      writer.beginStep(12);
+      for (let slot = 1; slot <= 12; slot++) writer.token(slot, 100 * step + slot);
+      writer.endStep();
+    }
+    expect(writer.queued).toBeGreaterThan(0);
+    await readAll();
+    const expected = Array.from({ length: steps }, (_, step) => Array.from({ length: 12 }, (_, i) => ({ slot: i + 1, tokens: [100 * step + i + 1] }))).flat();
+    expect(events).toEqual(expected);
+  });
+
   it('steps larger than the room left queue as single writes do: nothing lost, nothing overtaking, finishes after their tokens', async () => {
     const { writer, events, read, readAll } = ring(MIN_RING_WORDS);
     const slots = [1, 2, 3, 4, 5];

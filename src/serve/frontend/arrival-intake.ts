@@ -13,7 +13,8 @@ import type { RingWriter } from './token-ring.js';
  * intake hears of its end, both by its slot; no stream or promise per
  * request), or refused; the answers go back in the token ring (a refused
  * record per refusal, its error by message, then one admitted record per
- * poll), so while the loop steps an arrival costs no message either way.
+ * poll, published with the step's tokens when one was queued), so while the
+ * loop steps an arrival costs no message and no publish of its own.
  */
 
 export interface IntakeHooks {
@@ -35,6 +36,8 @@ export class ArrivalIntake implements RequestSource, RequestEndSink {
   /** The engine's request id of each slot in flight. */
   readonly requests = new Map<number, string>();
   private arrivals = 0;
+  /** Arrivals the poll in progress queued on the engine. */
+  private queued = 0;
   private arrivalUs = 0;
   private readonly visit = (slot: number, spec: ArrivalSpec): void => this.admit(slot, spec);
 
@@ -53,8 +56,10 @@ export class ArrivalIntake implements RequestSource, RequestEndSink {
   poll(): void {
     if (!this.reader.pending) return;
     const started = performance.now();
+    this.queued = 0;
     const count = this.reader.drain(this.visit);
-    this.writer.writeAdmitted(count);
+    // A queued one makes the serving loop step next, and its delivery publishes the ring: the answer goes with it.
+    this.writer.writeAdmitted(count, this.queued > 0);
     this.arrivals += count;
     this.arrivalUs += (performance.now() - started) * 1000;
   }
@@ -98,5 +103,6 @@ export class ArrivalIntake implements RequestSource, RequestEndSink {
       return;
     }
     this.requests.set(slot, id);
+    this.queued++;
   }
 }

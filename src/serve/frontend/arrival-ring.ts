@@ -66,7 +66,7 @@ export class ArrivalWriter extends IntRingWriter {
 
   /** The largest record: half the ring, so it fits once the reader caught up. */
   get maxRecordWords(): number {
-    return this.ring.length >> 1;
+    return this.capacity >> 1;
   }
 
   /** Writes one arrival (visible once published). `slot` must be >= 1. */
@@ -165,9 +165,9 @@ export class ArrivalReader extends IntRingReader {
   /** `length` words from ring index `from`: a view where they do not wrap the ring's end, else a copy. */
   private view(from: number, length: number): Int32Array {
     const ring = this.ring;
-    if (from + length <= ring.length) return ring.subarray(from, from + length);
+    if (from + length <= this.capacity) return ring.subarray(from, from + length);
     const out = new Int32Array(length);
-    const first = ring.length - from;
+    const first = this.capacity - from;
     out.set(ring.subarray(from));
     out.set(ring.subarray(0, length - first), first);
     return out;

@@ -20,6 +20,8 @@ import { createIntRingBuffer, IntRingReader, IntRingWriter, nextPowerOfTwo, OWN_
  *   the arrival ring with this slot; the error follows by message.
  * - admitted: [ADMITTED, n]: the next n completions read from the arrival
  *   ring (in its order) are answered: queued, unless refused just before.
+ *   When one of them was queued, it goes out with the next step's tokens
+ *   (the serving loop steps right after reading arrivals), one publish for both.
  *
  * During a step's delivery the writer is the serving loop's StepTokenSink:
  * beginStep looks for room for the whole step once, each one-token record
@@ -103,7 +105,7 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
 
   constructor(buffer: SharedArrayBuffer) {
     super(buffer);
-    this.maxRecordTokens = (this.ring.length >> 1) - TOKENS_HEAD_WORDS;
+    this.maxRecordTokens = (this.capacity >> 1) - TOKENS_HEAD_WORDS;
   }
 
   setState(state: ServingState): void {
@@ -156,7 +158,7 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
     }
     // room() reads the reader's position again only when the last one seen leaves too little.
     this.room(records * ONE_TOKEN_WORDS);
-    this.stepLimit = (this.read + this.ring.length) | 0;
+    this.stepLimit = (this.read + this.capacity) | 0;
   }
 
   /** One request's tokens within a step (StepTokenSink): `slot` as for writeTokens. */
@@ -171,6 +173,20 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
     this.writeTokens(slot, tokens);
     // It may have queued: the rest of the step goes through writeTokens' checks.
     this.stepLimit = this.write;
+  }
+
+  /** One request's one token within a step (StepTokenSink.token): the usual decode delivery, a two-word record. */
+  token(slot: number, token: number): void {
+    const w = this.write;
+    if (((this.stepLimit - w) | 0) >= ONE_TOKEN_WORDS) {
+      const ring = this.ring;
+      const mask = this.mask;
+      ring[w & mask] = slot;
+      ring[(w + 1) & mask] = token;
+      this.write = (w + ONE_TOKEN_WORDS) | 0;
+      return;
+    }
+    this.tokens(slot, [token]);
   }
 
   /** Closes a step's delivery: publishes it (one store, one notify). */
@@ -205,19 +221,26 @@ export class RingWriter extends IntRingWriter implements StepTokenSink {
     this.writeAnswer(RECORD_REFUSED, slot);
   }
 
-  /** Answers the next `count` arrivals: each queued unless refused just before. */
-  writeAdmitted(count: number): void {
-    this.writeAnswer(RECORD_ADMITTED, count);
+  /**
+   * Answers the next `count` arrivals: each queued unless refused just
+   * before. With `stepPublishes`, the caller knows a step's delivery opens
+   * this writer as a step sink next (it queued one of them with this writer
+   * as its step sink, and the serving loop steps next): the answer goes out
+   * with the next publish, that step's (endStep) at the latest, not one of
+   * its own, so the front end is woken once for both.
+   */
+  writeAdmitted(count: number, stepPublishes = false): void {
+    this.writeAnswer(RECORD_ADMITTED, count, stepPublishes);
   }
 
-  private writeAnswer(kind: number, value: number): void {
+  private writeAnswer(kind: number, value: number, stepPublishes = false): void {
     if (this.queue.length === 0 && this.room(ANSWER_WORDS)) {
       const w = this.write;
       this.ring[w & this.mask] = kind;
       this.ring[(w + 1) & this.mask] = value;
       this.write = (w + ANSWER_WORDS) | 0;
     } else this.enqueue(Int32Array.of(kind, value));
-    if (!this.publishScheduled) this.schedulePublish();
+    if (!this.publishScheduled && !stepPublishes) this.schedulePublish();
   }
 
   /**
