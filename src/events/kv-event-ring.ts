@@ -204,7 +204,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       return;
     }
     let w = this.writeStoredHead(kind, n, m, blockSize, parent);
-    w = words === undefined ? this.writeHashes(w, hashes, 0, n) : this.writeWords(w, words, 0, n);
+    w = words === undefined ? this.hashWordsInto(this.ring, w, this.mask, hashes, 0, n) : this.writeWords(w, words, 0, n);
     const ring = this.ring;
     const mask = this.mask;
     for (let i = 0; i < m; i++) ring[(w + i) & mask] = tokens[i];
@@ -226,7 +226,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     let w: number;
     if (words === undefined) {
       w = this.writeStoredHead(kind, n, m, blockSize, from > 0 ? hashes[from - 1] : null);
-      w = this.writeHashes(w, hashes, from, to);
+      w = this.hashWordsInto(this.ring, w, this.mask, hashes, from, n);
     } else {
       // The tier's words: the parent's pair first, then the run's.
       w = this.writeHead(kind, n, m, blockSize, from > 0, words[0], words[1]);
@@ -266,15 +266,14 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     return w;
   }
 
-  /** hashes[from..to) as (high, low) words from ring position `w`; returns the position after them. */
-  private writeHashes(w: number, hashes: readonly BlockHash[], from: number, to: number): number {
-    const ring = this.ring;
-    const mask = this.mask;
+  /** hashes[from, from + n) as (high, low) words into `into` from index `at` (masked by `mask`: -1 for a record array of its own); returns the index after them. */
+  private hashWordsInto(into: Int32Array, at: number, mask: number, hashes: readonly BlockHash[], from: number, n: number): number {
     const hash = this.hash;
-    for (let i = from; i < to; i++) {
+    let w = at;
+    for (let i = from; i < from + n; i++) {
       eventHashWords(hashes[i], hash);
-      ring[w & mask] = hash[0];
-      ring[(w + 1) & mask] = hash[1];
+      into[w & mask] = hash[0];
+      into[(w + 1) & mask] = hash[1];
       w = (w + 2) | 0;
     }
     return w;
@@ -287,19 +286,9 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     const record = new Int32Array(head + 2 * n + m);
     if (parent !== null) eventHashWords(parent, this.hash);
     writeStoredHeadInto(record, 0, -1, kind, n, m, blockSize, parent !== null, this.hash[0], this.hash[1]);
-    this.hashWordsInto(record, head, hashes, 0, n);
+    this.hashWordsInto(record, head, -1, hashes, 0, n);
     record.set(tokens, head + 2 * n);
     return record;
-  }
-
-  /** hashes[from, from + n) as (high, low) words into `record` from `at`. */
-  private hashWordsInto(record: Int32Array, at: number, hashes: readonly BlockHash[], from: number, n: number): void {
-    const hash = this.hash;
-    for (let i = 0; i < n; i++) {
-      eventHashWords(hashes[from + i], hash);
-      record[at + 2 * i] = hash[0];
-      record[at + 2 * i + 1] = hash[1];
-    }
   }
 
   /** An event larger than a record: its head, then its hashes and tokens in records of at most maxRecordWords. */
@@ -315,7 +304,7 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
       record[0] = KIND_STORED_MORE;
       record[1] = n;
       record[2] = m;
-      this.hashWordsInto(record, MORE_HEAD, hashes, h, n);
+      this.hashWordsInto(record, MORE_HEAD, -1, hashes, h, n);
       for (let i = 0; i < m; i++) record[MORE_HEAD + 2 * n + i] = tokens[t + i];
       this.put(record);
       h += n;
