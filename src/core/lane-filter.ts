@@ -35,6 +35,12 @@ export class LaneFilter {
     return this.counters.length / COUNTERS_PER_KEY;
   }
 
+  /** Whether an owner holding `keys` keys should build a larger filter: they exceed its room, and a larger one can be had. */
+  outgrownBy(keys: number): boolean {
+    const room = this.room;
+    return keys > room && room < LANE_FILTER_MAX_ROOM;
+  }
+
   add(a: number, b: number): void {
     const i = this.slot(a, b);
     if (this.counters[i] !== 255) this.counters[i]++;

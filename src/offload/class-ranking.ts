@@ -1,5 +1,5 @@
 import { blockHashLane, type BlockHash } from '../core/block-hash.js';
-import { LANE_FILTER_MAX_ROOM, LaneFilter } from '../core/lane-filter.js';
+import { LaneFilter } from '../core/lane-filter.js';
 import type { ReuseDistances } from './reuse-distances.js';
 import { NO_SLOT, SlotFifo } from './slot-fifo.js';
 
@@ -132,8 +132,7 @@ export class ClassRanking {
       this.keyClass.delete(oldest);
       this.classKnown.remove(blockHashLane(oldest, 0), blockHashLane(oldest, 1));
     }
-    const room = this.classKnown.room;
-    if (this.keyClass.size > room && room < LANE_FILTER_MAX_ROOM) this.growClassKnown();
+    if (this.classKnown.outgrownBy(this.keyClass.size)) this.growClassKnown();
   }
 
   /** Builds the key filter anew for twice the keys the map holds (each key is parsed again, at most once per doubling). */

@@ -1,7 +1,7 @@
 import { blockHashLane, type BlockHash } from '../core/block-hash.js';
 import { BlockHashIndex } from '../core/block-hash-index.js';
 import { ABSENT } from '../core/lane-hash-table.js';
-import { LANE_FILTER_MAX_ROOM, LaneFilter } from '../core/lane-filter.js';
+import { LaneFilter } from '../core/lane-filter.js';
 
 /** Entries the index is sized for up front; it grows as the ring fills. */
 const INITIAL_ENTRIES = 1 << 12;
@@ -75,8 +75,7 @@ export class RememberedParents {
         this.lanes = new Int32Array(Math.min(2 * lanes.length, 2 * this.capacity));
         this.lanes.set(lanes);
       }
-      const room = this.filter.room;
-      if (this.children.length > room && room < LANE_FILTER_MAX_ROOM) this.growFilter();
+      if (this.filter.outgrownBy(this.children.length)) this.growFilter();
     }
     const a = blockHashLane(key, 0);
     const b = blockHashLane(key, 1);

@@ -31,6 +31,13 @@ describe('LaneFilter', () => {
     expect(new LaneFilter(10 * LANE_FILTER_MAX_ROOM).room).toBe(LANE_FILTER_MAX_ROOM);
   });
 
+  it('is outgrown by more keys than its room until it is the largest size', () => {
+    const filter = new LaneFilter(1000);
+    expect(filter.outgrownBy(filter.room)).toBe(false);
+    expect(filter.outgrownBy(filter.room + 1)).toBe(true);
+    expect(new LaneFilter(10 * LANE_FILTER_MAX_ROOM).outgrownBy(100 * LANE_FILTER_MAX_ROOM)).toBe(false);
+  });
+
   it('keeps a key added beside many others with the same counter', () => {
     const filter = new LaneFilter(1);
     // 300 adds of one key saturate its counter; removing 299 must not make the remaining one absent.
