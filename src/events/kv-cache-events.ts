@@ -63,6 +63,26 @@ export interface BlockTokenSource {
   copyTokens?(start: number, end: number, into: Int32Array, at: number): void;
 }
 
+/** A stored event's arrays, as TierEventSink.stored() takes them. */
+export interface StoredArrays {
+  readonly hashes: BlockHash[];
+  readonly parent: BlockHash | null;
+  readonly tokenIds: number[];
+}
+
+/**
+ * The run [from, to) of a block table (TierEventSink.storedRun) in arrays of
+ * its own: hashes[from..to), the parent hashes[from - 1] (none at 0), and the
+ * tokens at positions [from x blockSize, to x blockSize).
+ */
+export function storedRunArrays(hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokenSource, blockSize: number): StoredArrays {
+  return {
+    hashes: hashes.slice(from, to),
+    parent: from > 0 ? hashes[from - 1] : null,
+    tokenIds: tokens.tokensBetween(from * blockSize, to * blockSize),
+  };
+}
+
 /**
  * A hash's value as a KV event carries it, as two 32-bit words (high, low):
  * for kvtier's 16-hex-digit hashes, the two lanes its tables key on

@@ -1,5 +1,4 @@
-import type { BlockHash } from '../core/block-hash.js';
-import type { HashWords, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import { storedRunArrays, type HashWords, type KvEventCollector, type KvMedium, type StoredArrays, type TierEventSink } from './kv-cache-events.js';
 
 /** A tier that reports its events into a sink (the GPU block pool, the CPU tier's manager). */
 export interface EventReportingTier {
@@ -58,20 +57,19 @@ function fanOut(blockSize: number, sinks: readonly TierEventSink[]): TierEventSi
     },
     // A run goes by range to the sinks that take one; the others share one set of arrays, built only if one of them needs it.
     storedRun: (hashes, from, to, tokens, words) => {
-      let arrays: { hashes: BlockHash[]; parent: BlockHash | null; tokenIds: number[]; words: HashWords | undefined } | null = null;
+      let run: StoredArrays | null = null;
+      // stored() takes the run's words without the parent's pair.
+      let runWords: HashWords | undefined;
       for (const sink of sinks) {
         if (sink.storedRun !== undefined) {
           sink.storedRun(hashes, from, to, tokens, words);
           continue;
         }
-        arrays ??= {
-          hashes: hashes.slice(from, to),
-          parent: from > 0 ? hashes[from - 1] : null,
-          tokenIds: tokens.tokensBetween(from * blockSize, to * blockSize),
-          // stored() takes the run's words without the parent's pair.
-          words: words?.slice(2, 2 * (to - from + 1)),
-        };
-        sink.stored(arrays.hashes, arrays.parent, arrays.tokenIds, arrays.words);
+        if (run === null) {
+          run = storedRunArrays(hashes, from, to, tokens, blockSize);
+          runWords = words?.slice(2, 2 * (to - from + 1));
+        }
+        sink.stored(run.hashes, run.parent, run.tokenIds, runWords);
       }
     },
     removed: (hash) => {

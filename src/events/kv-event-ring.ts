@@ -1,6 +1,6 @@
 import type { BlockHash } from '../core/block-hash.js';
 import { createIntRingBuffer, IntRingReader, IntRingWriter, OWN_WORD, SECOND_OWN_WORD, WRITE, waitAsync } from '../core/shared-int-ring.js';
-import type { BlockTokenSource, HashWords, KvEventCollector, KvMedium, TierEventSink } from './kv-cache-events.js';
+import { storedRunArrays, type BlockTokenSource, type HashWords, type KvEventCollector, type KvMedium, type TierEventSink } from './kv-cache-events.js';
 import {
   EVENT_BLOCK_SIZE,
   EVENT_FIELDS,
@@ -219,7 +219,8 @@ export class KvEventRingWriter extends IntRingWriter implements KvEventCollector
     const size = storedHeadWords(n, m, blockSize, from > 0) + 2 * n + m;
     if (size > this.maxRecordWords || this.queue.length > 0 || !this.room(size)) {
       // Split or queued (a full ring, a huge run): the record needs arrays of its own anyway.
-      this.stored(kind, blockSize, hashes.slice(from, to), from > 0 ? hashes[from - 1] : null, tokens.tokensBetween(from * blockSize, to * blockSize));
+      const run = storedRunArrays(hashes, from, to, tokens, blockSize);
+      this.stored(kind, blockSize, run.hashes, run.parent, run.tokenIds);
       return;
     }
     this.recordedInStep = true;

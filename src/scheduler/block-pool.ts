@@ -1,6 +1,6 @@
 import { blockHashLane, blockHashLanesAreValue, formatBlockHash, type BlockHash } from '../core/block-hash.js';
 import { ABSENT, LaneHashTable } from '../core/lane-hash-table.js';
-import type { BlockTokenSource, HashWords, TierEventSink } from '../events/kv-cache-events.js';
+import { storedRunArrays, type BlockTokenSource, type HashWords, type TierEventSink } from '../events/kv-cache-events.js';
 import { FreeBlockQueue } from './free-block-queue.js';
 import { KVBlock } from './kv-block.js';
 
@@ -352,8 +352,8 @@ export class BlockPool {
    */
   private reportStored(sink: TierEventSink, blockIds: readonly number[], hashes: readonly BlockHash[], from: number, to: number, tokens: BlockTokens): void {
     if (sink.storedRun === undefined) {
-      const parent = from > 0 ? hashes[from - 1] : null;
-      sink.stored(hashes.slice(from, to), parent, tokens.tokensBetween(from * sink.blockSize, to * sink.blockSize));
+      const run = storedRunArrays(hashes, from, to, tokens, sink.blockSize);
+      sink.stored(run.hashes, run.parent, run.tokenIds);
       return;
     }
     sink.storedRun(hashes, from, to, tokens, this.runHashWords(blockIds, hashes, from, to));
