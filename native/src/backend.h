@@ -20,6 +20,11 @@ struct Completion {
   CompletionKind kind = CompletionKind::Job;
   int64_t id = 0;  // job id, or the token of a sync / timed copy
   double elapsedMs = 0;
+  // Device time from the origin the backend took when it opened to the
+  // span's start (ms): the CUDA backend's origin event, the host backend's
+  // steady clock at open. Negative: the span was not timed (the work failed
+  // on the device, or the events could not be compared).
+  double startMs = -1;
   std::string error;  // non-empty: the device failed to run it
   std::string copyPath;  // jobs: how the bytes moved (kernel, dma-batch, dma-per-region, memcpy, ...)
   std::vector<uint32_t> digests;

@@ -151,9 +151,14 @@ class CudaBackend final : public Backend {
     // cudaMemset ran on the legacy stream, which the non-blocking streams do
     // not wait for.
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    computePoller_.start();
-    storePoller_.start();
-    loadPoller_.start();
+    // The time origin of every span's startMs: recorded once the device is
+    // idle, and waited for, so the pollers only ever compare later events to it.
+    check(cudaEventCreateWithFlags(&origin_, cudaEventDefault), "cudaEventCreateWithFlags (time origin)");
+    check(cudaEventRecord(origin_, compute_), "cudaEventRecord (time origin)");
+    check(cudaEventSynchronize(origin_), "cudaEventSynchronize (time origin)");
+    computePoller_.start(origin_);
+    storePoller_.start(origin_);
+    loadPoller_.start(origin_);
   }
 
   void submitTransfer(TransferWork&& work) override {
@@ -380,6 +385,8 @@ class CudaBackend final : public Backend {
     for (cudaEvent_t e : eventPool_) cudaEventDestroy(e);
     eventPool_.clear();
     if (computeMark_ != nullptr) cudaEventDestroy(computeMark_);
+    if (origin_ != nullptr) cudaEventDestroy(origin_);
+    origin_ = nullptr;
     for (cudaStream_t stream : {compute_, store_, load_}) {
       if (stream != nullptr) cudaStreamDestroy(stream);
     }
@@ -586,6 +593,8 @@ class CudaBackend final : public Backend {
   cudaStream_t store_ = nullptr;
   cudaStream_t load_ = nullptr;
   cudaEvent_t computeMark_ = nullptr;
+  // Destroyed only after the pollers stopped: they read it from their threads.
+  cudaEvent_t origin_ = nullptr;
   CudaPoller computePoller_;
   CudaPoller storePoller_;
   CudaPoller loadPoller_;

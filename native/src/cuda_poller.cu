@@ -19,7 +19,10 @@ bool SharedCompletion::arrive(Completion& done) {
   return true;
 }
 
-void CudaPoller::start() { thread_ = std::thread([this] { run(); }); }
+void CudaPoller::start(cudaEvent_t origin) {
+  origin_ = origin;
+  thread_ = std::thread([this] { run(); });
+}
 
 void CudaPoller::push(PollEntry entry) {
   {
@@ -72,10 +75,18 @@ void CudaPoller::run() {
     } else {
       if (entry.timingStart != nullptr && !entry.waitFor.empty()) {
         // The work itself succeeded: a span that cannot be timed leaves
-        // elapsedMs at 0 (callers treat that as unmeasured), not a failure.
+        // elapsedMs at 0 and startMs negative (callers treat both as
+        // unmeasured), not a failure.
         float ms = 0;
         if (cudaEventElapsedTime(&ms, entry.timingStart, entry.waitFor.back()) == cudaSuccess) {
           done.elapsedMs = ms;
+          // Events of different streams of one device share its clock.
+          float sinceOrigin = 0;
+          if (origin_ != nullptr && cudaEventElapsedTime(&sinceOrigin, origin_, entry.timingStart) == cudaSuccess) {
+            done.startMs = sinceOrigin;
+          } else {
+            cudaGetLastError();
+          }
         } else {
           cudaGetLastError();
         }

@@ -61,7 +61,9 @@ class CudaPoller {
   CudaPoller& operator=(const CudaPoller&) = delete;
   ~CudaPoller() { stop(); }
 
-  void start();
+  // `origin`: the event every timed span's startMs is measured from (recorded
+  // and completed before this call; timing enabled); null leaves startMs unset.
+  void start(cudaEvent_t origin);
   void push(PollEntry entry);
   // Call after the streams are synchronized. Entries still queued are dropped
   // without a completion.
@@ -72,6 +74,7 @@ class CudaPoller {
 
   int device_;
   CompletionSink& sink_;
+  cudaEvent_t origin_ = nullptr;
   std::mutex mutex_;
   std::condition_variable queued_;
   std::deque<PollEntry> entries_;

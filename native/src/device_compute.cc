@@ -58,6 +58,17 @@ Napi::Value DeviceWrap::lastForwardDeviceMs(const Napi::CallbackInfo& info) {
   return lastForwardMs_ < 0 ? env.Null() : Napi::Number::New(env, lastForwardMs_);
 }
 
+Napi::Value DeviceWrap::lastForwardDeviceSpan(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  requireOpen("lastForwardDeviceSpan");
+  drain(env);
+  if (lastForwardMs_ < 0) return env.Null();
+  Napi::Object span = Napi::Object::New(env);
+  span.Set("startMs", lastForwardStartMs_);
+  span.Set("elapsedMs", lastForwardMs_);
+  return span;
+}
+
 uint32_t DeviceWrap::readBlockId(const Napi::Value& value, const char* operation, uint64_t limit,
                                  const char* limitName) const {
   const std::string name = std::string(operation) + ": blockId";

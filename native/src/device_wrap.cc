@@ -53,6 +53,7 @@ Napi::Function DeviceWrap::defineClass(Napi::Env env) {
                          InstanceMethod<&DeviceWrap::pendingJobs>("pendingJobs"),
                          InstanceMethod<&DeviceWrap::forward>("forward"),
                          InstanceMethod<&DeviceWrap::lastForwardDeviceMs>("lastForwardDeviceMs"),
+                         InstanceMethod<&DeviceWrap::lastForwardDeviceSpan>("lastForwardDeviceSpan"),
                          InstanceMethod<&DeviceWrap::setFaults>("setFaults"),
                          InstanceMethod<&DeviceWrap::faultCounters>("faultCounters"),
                          InstanceMethod<&DeviceWrap::synchronize>("synchronize"),

@@ -60,6 +60,7 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
     std::vector<int32_t> failedGpuBlockIds;
     uint64_t bytes;
     double elapsedMs;
+    double startMs;        // since the device's time origin; negative: not timed
     std::string error;     // the device's failure, if it could not run the job
     std::string copyPath;  // how the bytes moved
   };
@@ -80,6 +81,8 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   Napi::Value forward(const Napi::CallbackInfo& info);
   // The last forward that succeeded, as the device timed it (ms); null before one.
   Napi::Value lastForwardDeviceMs(const Napi::CallbackInfo& info);
+  // The same forward as a span on the device's time axis: { startMs, elapsedMs }; null before one.
+  Napi::Value lastForwardDeviceSpan(const Napi::CallbackInfo& info);
   Napi::Value setFaults(const Napi::CallbackInfo& info);
   Napi::Value faultCounters(const Napi::CallbackInfo& info);
   Napi::Value synchronize(const Napi::CallbackInfo& info);
@@ -164,6 +167,7 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   std::unordered_map<int64_t, std::vector<std::shared_ptr<JobWaiter>>> waitersByJob_;
   std::optional<Napi::Promise::Deferred> forwardDeferred_;
   double lastForwardMs_ = -1;  // -1: no forward has finished yet
+  double lastForwardStartMs_ = -1;  // negative: not timed
   std::unordered_map<int64_t, Napi::Promise::Deferred> tokenWaiters_;
   int64_t nextToken_ = 0;
   FaultInjector faults_;

@@ -77,6 +77,8 @@ class HostBackend final : public Backend {
       progress.totalBytes = geometry_.cpuBytes;
       sink_.post(std::move(progress));
     }
+    // The time origin of every span's startMs, as a GPU records one event once the device is ready.
+    origin_ = std::chrono::steady_clock::now();
     compute_.start();
     store_.start();
     load_.start();
@@ -129,6 +131,7 @@ class HostBackend final : public Backend {
       Completion done;
       done.kind = CompletionKind::TimedCopy;
       done.id = token;
+      done.startMs = sinceOrigin(start);
       done.elapsedMs = millisecondsSince(start);
       sink_.post(std::move(done));
     });
@@ -183,6 +186,7 @@ class HostBackend final : public Backend {
       // Failed on the device before copying: nothing it wrote is trusted, but
       // jobs ordered after it still run, as after a failed CUDA copy.
       done.error = work.injectedError;
+      done.startMs = sinceOrigin(start);
       done.elapsedMs = millisecondsSince(start);
       board_.signal(end);
       sink_.post(std::move(done));
@@ -208,6 +212,7 @@ class HostBackend final : public Backend {
     const bool linkWaited = waitForLink(work.plan, start, otherBusy || other.load() > 0);
     running.fetch_sub(1);
     if (!linkWaited) return;
+    done.startMs = sinceOrigin(start);
     done.elapsedMs = millisecondsSince(start);
     board_.signal(end);
     sink_.post(std::move(done));
@@ -254,8 +259,14 @@ class HostBackend final : public Backend {
       const double perPosition = millisecondsSince(hostStart) * 1e6 / static_cast<double>(positions);
       hostNsPerPosition_ = hostNsPerPosition_ == 0 ? perPosition : 0.8 * hostNsPerPosition_ + 0.2 * perPosition;
     }
+    done.startMs = sinceOrigin(start);
     done.elapsedMs = millisecondsSince(start);
     sink_.post(std::move(done));
+  }
+
+  // A span's start on this device's time axis (ms since open).
+  double sinceOrigin(std::chrono::steady_clock::time_point start) const {
+    return std::chrono::duration<double, std::milli>(start - origin_).count();
   }
 
   // KV positions a forward reads: each request's context, its new tokens included.
@@ -272,6 +283,8 @@ class HostBackend final : public Backend {
 
   DeviceGeometry geometry_;
   HostLink link_;
+  // Set once at open, before any stream thread starts; read-only afterwards.
+  std::chrono::steady_clock::time_point origin_{};
   // This backend's forward work per KV position read, averaged over recent
   // forwards (compute stream thread only).
   double hostNsPerPosition_ = 0;

@@ -93,6 +93,7 @@ export const runInputSchema = z
     compare: flag(),
     json: nonEmptyString('an output file path'),
     html: nonEmptyString('an output file path'),
+    deviceTrace: nonEmptyString('an output file path'),
     maxNumSeqs: engineSetting('maxNumSeqs'),
     maxBatchedTokens: engineSetting('maxNumBatchedTokens'),
     maxModelLen: engineSetting('maxModelLen'),
@@ -164,6 +165,8 @@ export interface RunConfig {
   readonly json: string | null;
   /** Where to write the HTML report, if anywhere. */
   readonly html: string | null;
+  /** Where to write the device trace (Chrome Trace Event Format), if anywhere; with compare, the offload-on run's. */
+  readonly deviceTrace: string | null;
   /** Engine limits; null leaves the engine's default. */
   readonly maxNumSeqs: number | null;
   readonly maxBatchedTokens: number | null;
@@ -227,7 +230,9 @@ const NUMBER_KEYS = [
 ] as const;
 const MULTITURN_ONLY_KEYS = ['requests', 'rounds', 'seed'] as const;
 /** Config file keys holding paths (relative to the file). */
-const PATH_KEYS = ['trace', 'json', 'html', 'remoteSecretFile'] as const;
+const PATH_KEYS = ['trace', 'json', 'html', 'deviceTrace', 'remoteSecretFile'] as const;
+/** Config keys naming files the run writes. */
+const OUTPUT_KEYS = ['json', 'html', 'deviceTrace'] as const;
 
 /**
  * Parses `kvtier run`'s arguments (without the program and command names).
@@ -245,9 +250,14 @@ export function runConfigFromCommand(command: Command): RunConfig {
   const input = configFile === undefined ? flags : mergeInputs(readConfigFile(configFile, PATH_KEYS), flags);
   const config = buildRunConfig(input);
   const inputs = [...(configFile === undefined ? [] : [configFile]), ...(config.workload.kind === 'trace' ? [config.workload.file] : [])];
-  if (config.json !== null) checkNotAnInput(input, 'json', config.json, inputs);
-  if (config.html !== null) checkNotAnInput(input, 'html', config.html, inputs);
-  const outputs = (['json', 'html'] as const).flatMap((key) => (config[key] === null ? [] : [{ flag: originOf(input, key), file: config[key] }]));
+  for (const key of OUTPUT_KEYS) {
+    const file = config[key];
+    if (file !== null) checkNotAnInput(input, key, file, inputs);
+  }
+  const outputs = OUTPUT_KEYS.flatMap((key) => {
+    const file = config[key];
+    return file === null ? [] : [{ flag: originOf(input, key), file }];
+  });
   checkOutputsApart(outputs, []);
   return config;
 }
@@ -285,6 +295,7 @@ export function buildRunConfig(input: LayeredInput): RunConfig {
     compare: given.compare ?? false,
     json: given.json ?? null,
     html: given.html ?? null,
+    deviceTrace: given.deviceTrace ?? null,
     maxNumSeqs: given.maxNumSeqs ?? null,
     maxBatchedTokens: given.maxBatchedTokens ?? null,
     maxModelLen: given.maxModelLen ?? null,

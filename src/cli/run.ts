@@ -20,6 +20,7 @@ import type { TimelineInterval } from '../report/html/run-report.js';
 import { RunTimeline } from './run-timeline.js';
 import { StartupProgress } from './startup-progress.js';
 import { driveWorkload } from '../workload/drive.js';
+import { buildDeviceTrace, type ChromeTrace } from '../report/device-trace.js';
 
 interface RunOutcome {
   readonly report: RunReport;
@@ -28,6 +29,8 @@ interface RunOutcome {
   /** What the HTML report draws. */
   readonly ttftMs: readonly number[];
   readonly timeline: readonly TimelineInterval[];
+  /** The run's device trace; null unless --device-trace asked for this run's. */
+  readonly deviceTrace: ChromeTrace | null;
 }
 
 /**
@@ -42,6 +45,7 @@ export async function runCommand(config: RunConfig): Promise<number> {
   checkHostMemory(resolved);
   if (resolved.json !== null) await checkOutputFile('--json', resolved.json);
   if (resolved.html !== null) await checkOutputFile('--html', resolved.html);
+  if (resolved.deviceTrace !== null) await checkOutputFile('--device-trace', resolved.deviceTrace);
   const monitor = await RunMonitor.start(resolved.monitoring);
   let kvEvents: CommandKvEvents | null = null;
   try {
@@ -69,13 +73,21 @@ async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrup
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
     if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
     await writeHtml(resolved.html, [['offload off', off], ['offload on', on]]);
+    await writeDeviceTrace(resolved.deviceTrace, on.deviceTrace);
     return reportFailures([off, on]);
   }
   const outcome = await runOnce(resolved, resolved.offload, interrupts, sinks);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
   if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
   await writeHtml(resolved.html, [[resolved.offload ? 'offload on' : 'offload off', outcome]]);
+  await writeDeviceTrace(resolved.deviceTrace, outcome.deviceTrace);
   return reportFailures([outcome]);
+}
+
+/** One line of JSON: a long run's trace holds an event per forward and copy job of every rank. */
+async function writeDeviceTrace(file: string | null, trace: ChromeTrace | null): Promise<void> {
+  if (file === null || trace === null) return;
+  await writeTextFile(file, `${JSON.stringify(trace)}\n`, '--device-trace');
 }
 
 async function writeHtml(file: string | null, runs: readonly (readonly [string, RunOutcome])[]): Promise<void> {
@@ -107,12 +119,18 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
   const workload = await createRunWorkload(config.workload, { vocabSize: limits.model.vocabSize, maxModelLen: limits.maxModelLen });
   // --compare makes two runs: each progress line says which one it is.
   const label = config.compare ? (offload ? 'offload on' : 'offload off') : null;
+  // --compare traces the offload-on run only: the one whose copy jobs meet its forwards.
+  const traceDevice = config.deviceTrace !== null && (!config.compare || offload);
   const startup = new StartupProgress(config.tp, limits.startDeadlineMs, label);
   const forgetStartup = interrupts.onInterrupt(() => startup.stop());
   startup.start();
   let engine: Engine;
   try {
-    engine = await Engine.create(engineConfig, { ...monitor.engineOptions(), onRankOpened: () => startup.rankOpened() });
+    engine = await Engine.create(engineConfig, {
+      ...monitor.engineOptions(),
+      onRankOpened: () => startup.rankOpened(),
+      ...(traceDevice ? { deviceTrace: true } : {}),
+    });
   } finally {
     startup.stop();
     forgetStartup();
@@ -170,5 +188,13 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
     failure = `blocks leaked after the run: ${metrics.leaks.gpuBlocks} GPU, ${metrics.leaks.cpuBlocks} CPU`;
   }
   const ttftMs = finished.flatMap((f) => (f.firstTokenMs === null ? [] : [f.firstTokenMs - f.arrivalMs]));
-  return { report, failure, ttftMs, timeline: timeline.intervals() };
+  return { report, failure, ttftMs, timeline: timeline.intervals(), deviceTrace: deviceTraceOf(engine, label) };
+}
+
+/** The engine's recorded device spans as a Chrome trace; null when it kept none (tracing was off). */
+function deviceTraceOf(engine: Engine, label: string | null): ChromeTrace | null {
+  const spans = engine.deviceSpans();
+  if (spans === null) return null;
+  const ranks = engine.ranks.map((r) => ({ rank: r.rank, deviceName: r.deviceName }));
+  return buildDeviceTrace({ spans, ranks, backend: engine.backend, label });
 }

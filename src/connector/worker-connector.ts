@@ -2,6 +2,7 @@ import type { Device, DeviceJobResult } from '../device/types.js';
 import type { WorkerConnectorSwitches } from './worker-connector-switches.js';
 import type {
   CopyJobCounts,
+  CopyJobSpan,
   JobResult,
   KVConnectorOutput,
   OffloadStepMetadata,
@@ -61,6 +62,8 @@ export class WorkerConnector {
   /** Requests the scheduler finished whose stores are still running here. */
   private readonly finishedReqs = new Set<string>();
   private readonly log: TransferLogEntry[] = [];
+  /** Finished copy jobs as the device timed them, until taken; null: not recorded (the default). */
+  private spans: CopyJobSpan[] | null = null;
 
   constructor(
     private readonly device: Device,
@@ -156,6 +159,7 @@ export class WorkerConnector {
       const copyJob = this.inFlight.get(result.jobId);
       if (!copyJob) continue;
       this.inFlight.delete(result.jobId);
+      this.spans?.push(copyJobSpan(copyJob, result));
       copyJobs[copyJob.direction] += 1;
       for (const member of memberResults(copyJob, result)) {
         const { spec } = member;
@@ -212,7 +216,14 @@ export class WorkerConnector {
   async drainAndReset(): Promise<void> {
     const ids = [...this.inFlight.keys()];
     if (ids.length > 0 && !this.switches.resetWithoutDrain) await this.device.waitJobs(ids);
-    this.device.pollFinished();
+    const dropped = this.device.pollFinished();
+    // Their results are dropped, but the device ran them: a trace keeps them.
+    if (this.spans !== null) {
+      for (const result of dropped) {
+        const copyJob = this.inFlight.get(result.jobId);
+        if (copyJob) this.spans.push(copyJobSpan(copyJob, result));
+      }
+    }
     this.inFlight.clear();
     this.copyJobOf.clear();
     this.deferred = [];
@@ -232,6 +243,19 @@ export class WorkerConnector {
 
   transferLog(): readonly TransferLogEntry[] {
     return this.log;
+  }
+
+  /** From now on, keeps every finished copy job as the device timed it, for takeCopyJobSpans. */
+  recordCopyJobSpans(): void {
+    this.spans ??= [];
+  }
+
+  /** The copy jobs finished since the last call, as the device timed them (none unless recordCopyJobSpans was called). */
+  takeCopyJobSpans(): CopyJobSpan[] {
+    const spans = this.spans;
+    if (spans === null || spans.length === 0) return [];
+    this.spans = [];
+    return spans;
   }
 
   /** Oldest in-flight copy job of each direction (Map keeps submission order). */
@@ -319,6 +343,21 @@ export class WorkerConnector {
     }
     return copyJobId;
   }
+}
+
+/** A finished copy job on this rank's device, as the device ran and timed it. */
+function copyJobSpan(copyJob: CopyJob, result: DeviceJobResult): CopyJobSpan {
+  return {
+    copyJobId: result.jobId,
+    transferJobIds: copyJob.members.map((spec) => spec.jobId),
+    direction: copyJob.direction,
+    bytes: result.bytes,
+    ok: result.ok,
+    ...(result.copyPath !== undefined ? { copyPath: result.copyPath } : {}),
+    ...(result.error !== undefined ? { error: result.error } : {}),
+    startMs: result.startMs ?? -1,
+    elapsedMs: result.elapsedMs,
+  };
 }
 
 /**

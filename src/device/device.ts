@@ -8,6 +8,7 @@ import type {
   DeviceInfo,
   DeviceJobResult,
   DeviceOptions,
+  DeviceSpan,
   NativeDeviceOptions,
   FaultCounters,
   ForwardBatch,
@@ -126,6 +127,10 @@ class AddonDevice implements Device {
 
   lastForwardDeviceMs(): number | null {
     return guard(() => this.native.lastForwardDeviceMs());
+  }
+
+  lastForwardDeviceSpan(): DeviceSpan | null {
+    return guard(() => this.native.lastForwardDeviceSpan());
   }
 
   setFaults(faults: DeviceFaults): void {

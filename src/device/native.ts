@@ -9,6 +9,7 @@ import type {
   DeviceFaults,
   DeviceInfo,
   DeviceJobResult,
+  DeviceSpan,
   NativeDeviceOptions,
   FaultCounters,
   ForwardBatch,
@@ -40,6 +41,7 @@ export interface NativeDevice {
   pendingJobs(): number;
   forward(batch: ForwardBatch, options: { readonly after?: readonly number[] }): Promise<Uint32Array>;
   lastForwardDeviceMs(): number | null;
+  lastForwardDeviceSpan(): DeviceSpan | null;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
   synchronize(): Promise<void>;

@@ -94,6 +94,13 @@ export interface TransferSubmission {
  * reported as it is (the worker-side connector passes it on unchanged).
  */
 export type DeviceJobResult = JobResult & {
+  /**
+   * When the job started on the device, in ms of device time since the time
+   * origin the device took when it opened (see DeviceSpan); negative or
+   * absent: not timed (a job the device could not run, or a device that
+   * keeps no time axis).
+   */
+  readonly startMs?: number;
   /** Why the device could not run the job (ok is then false); absent when it ran. */
   readonly error?: string;
   /**
@@ -118,6 +125,18 @@ export interface ForwardBatch {
   readonly tokens: Int32Array;
   /** 1 where a token is sampled after this step. */
   readonly sample: Uint8Array;
+}
+
+/**
+ * A piece of work as the device timed it. `startMs` is device time since the
+ * origin the device took when it opened (CUDA: an event recorded once the
+ * device was synchronized at open; host backend: its steady clock at open),
+ * so spans of one device share an axis; each device has its own origin.
+ * Negative: the start was not timed.
+ */
+export interface DeviceSpan {
+  readonly startMs: number;
+  readonly elapsedMs: number;
 }
 
 export interface ForwardOptions {
@@ -183,6 +202,8 @@ export interface Device {
    * device that does not time its forwards leaves it out.
    */
   lastForwardDeviceMs?(): number | null;
+  /** The same forward as a span on the device's time axis; null before the first. Optional, as lastForwardDeviceMs. */
+  lastForwardDeviceSpan?(): DeviceSpan | null;
   setFaults(faults: DeviceFaults): void;
   faultCounters(): FaultCounters;
   /** Waits until every stream is idle. */

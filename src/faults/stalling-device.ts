@@ -1,4 +1,4 @@
-import type { Device, DeviceFaults, ForwardBatch, ForwardOptions, TransferSubmission } from '../device/types.js';
+import type { Device, DeviceFaults, DeviceSpan, ForwardBatch, ForwardOptions, TransferSubmission } from '../device/types.js';
 
 interface HeldTransfer {
   readonly job: TransferSubmission;
@@ -73,6 +73,10 @@ export class StallingDevice implements Device {
 
   lastForwardDeviceMs(): number | null {
     return this.inner.lastForwardDeviceMs?.() ?? null;
+  }
+
+  lastForwardDeviceSpan(): DeviceSpan | null {
+    return this.inner.lastForwardDeviceSpan?.() ?? null;
   }
 
   setFaults(faults: DeviceFaults): void {

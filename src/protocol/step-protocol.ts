@@ -99,6 +99,49 @@ export interface JobResult {
   readonly elapsedMs: number;
 }
 
+/**
+ * One copy job as one rank's device ran and timed it; recorded only when the
+ * engine traces its devices. Times are device time in ms; `startMs` counts
+ * from the time origin the rank's device took when it opened (each rank,
+ * and each device a restarted rank opens, has its own origin); negative: the
+ * device did not time the job (it could not run it).
+ */
+export interface CopyJobSpan {
+  /** The device job's id: the id of the first transfer job it carries. */
+  readonly copyJobId: number;
+  /** The transfer jobs it carried, in order. */
+  readonly transferJobIds: readonly number[];
+  readonly direction: TransferDirection;
+  /** Bytes this rank's device moved (0 when it could not run the job). */
+  readonly bytes: number;
+  readonly ok: boolean;
+  /** How the bytes moved ('kernel', 'dma', 'dma-batch', 'memcpy', ...), when the device says. */
+  readonly copyPath?: string;
+  /** Why the device could not run it. */
+  readonly error?: string;
+  readonly startMs: number;
+  readonly elapsedMs: number;
+}
+
+/** One rank's forward of a step as its device timed it (same clock and origin as CopyJobSpan). */
+export interface ForwardSpan {
+  readonly requests: number;
+  /** Tokens computed in the step's batch. */
+  readonly tokens: number;
+  readonly startMs: number;
+  readonly elapsedMs: number;
+}
+
+/** What one rank's device ran that a step reports, as the device timed it. */
+export interface RankDeviceSpans {
+  /** Which device of the rank timed them (1: the first; a restarted rank's next device has a new time origin). */
+  readonly deviceOpen: number;
+  /** The step's forward; null when the step computed nothing or the device does not time forwards. */
+  readonly forward: ForwardSpan | null;
+  /** Copy jobs that finished since the rank's previous report. */
+  readonly copyJobs: readonly CopyJobSpan[];
+}
+
 /** Copy jobs a rank's device finished, per direction (one copy job may carry several transfer jobs). */
 export interface CopyJobCounts {
   readonly gpuToCpu: number;
@@ -135,6 +178,8 @@ export interface RankStepOutput {
   readonly forwardMs: number;
   /** Of the GPU blocks whose load failed in this output's jobs, those the fault plan injected (the rest are device errors). */
   readonly injectedLoadFailures?: number;
+  /** The step's forward and copy jobs as the device timed them; present only when the engine traces its devices. */
+  readonly deviceSpans?: RankDeviceSpans;
 }
 
 /** In ModelRunnerOutput.sampledTokens: the request sampled no token this step. */

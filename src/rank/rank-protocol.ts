@@ -32,6 +32,8 @@ export interface RankInit extends RankFaultHistory {
   readonly testSwitches?: WorkerConnectorSwitches;
   /** The remote tier this rank moves its shard to and from; absent without one. */
   readonly remote?: RemoteRankInit;
+  /** Report each step's forward and copy jobs as the device timed them (RankStepOutput.deviceSpans); off by default. */
+  readonly deviceTrace?: boolean;
 }
 
 /** What the engine decides about a rank; the executor adds what changes when the rank restarts. */

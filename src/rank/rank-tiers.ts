@@ -1,6 +1,6 @@
 import { WorkerConnector, type TransferLogEntry, type WorkerConnectorState } from '../connector/worker-connector.js';
 import type { Device } from '../device/types.js';
-import type { KVConnectorOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
+import type { CopyJobSpan, KVConnectorOutput, OffloadStepMetadata } from '../protocol/step-protocol.js';
 import type { RankRemoteTier } from '../remote/rank-remote.js';
 import { RemoteFaults } from '../remote/remote-faults.js';
 import type { RankInit } from './rank-protocol.js';
@@ -53,6 +53,7 @@ export class RankTiers {
   /** The tiers of `init` over this rank's open device (the remote tier connects here). */
   static async open(device: Device, init: RankInit): Promise<RankTiers> {
     const connector = new WorkerConnector(device, init.testSwitches ?? {});
+    if (init.deviceTrace === true) connector.recordCopyJobSpans();
     const peers: RankTierPeer[] = [];
     if (init.remote) {
       // Loaded only with a remote tier: the client library costs every rank thread start-up time otherwise.
@@ -131,5 +132,10 @@ export class RankTiers {
 
   transferLog(): readonly TransferLogEntry[] {
     return this.connector.transferLog();
+  }
+
+  /** The CPU tier's copy jobs finished since the last call, as the device timed them (remote tier reads and writes are not device stream work). */
+  takeCopyJobSpans(): CopyJobSpan[] {
+    return this.connector.takeCopyJobSpans();
   }
 }

@@ -5,7 +5,7 @@ import type { Device, DeviceOptions, ForwardBatch } from '../device/types.js';
 import { InjectedLoadFailures } from '../faults/fault-ledger.js';
 import { RankFaults, type RankDeath } from '../faults/rank-faults.js';
 import { StallingDevice } from '../faults/stalling-device.js';
-import type { RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
+import type { ForwardSpan, RankDeviceSpans, RankStepOutput, ScheduledRequest, SchedulerOutput } from '../protocol/step-protocol.js';
 import type { RankFaultStats, RankInit, RankReady, RankState, RankWorkerApi } from './rank-protocol.js';
 import { RankTiers } from './rank-tiers.js';
 
@@ -42,6 +42,10 @@ export class RankWorker implements RankWorkerApi {
   /** The device behind the `stall` fault, when a rule of this rank stalls. */
   private stalling: StallingDevice | null = null;
   private rank = -1;
+  /** Which device of this rank is open (RankInit.openCount); traced spans name it. */
+  private openCount = 0;
+  /** Whether steps report their device spans (RankInit.deviceTrace). */
+  private traceDevice = false;
   /** Block table of every request the workers know about. */
   private readonly tables = new Map<string, number[]>();
   /** Which of this rank's failed load blocks the fault plan injected. */
@@ -52,6 +56,8 @@ export class RankWorker implements RankWorkerApi {
   async init(init: RankInit): Promise<RankReady> {
     const deviceIndex = init.backend === 'cuda' ? init.rank % Math.max(1, cudaDeviceCount()) : 0;
     this.rank = init.rank;
+    this.openCount = init.openCount;
+    this.traceDevice = init.deviceTrace === true;
     const { geometry } = init;
     const faults = new RankFaults(init.faultRules, init.faultSeed, init.rank, init.loadFailuresBefore);
     const opened = await this.host.openDevice({
@@ -144,7 +150,20 @@ export class RankWorker implements RankWorkerApi {
       stepMs: performance.now() - started,
       forwardMs,
       injectedLoadFailures,
+      ...(this.traceDevice ? { deviceSpans: this.deviceSpans(device, tiers, forward === null ? null : step.requests) } : {}),
     };
+  }
+
+  /** The step's forward (when it ran one) and the copy jobs collected with it, as the device timed them. */
+  private deviceSpans(device: Device, tiers: RankTiers, computed: readonly ScheduledRequest[] | null): RankDeviceSpans {
+    let forward: ForwardSpan | null = null;
+    const timed = computed === null ? null : (device.lastForwardDeviceSpan?.() ?? null);
+    if (computed !== null && timed !== null) {
+      let tokens = 0;
+      for (const req of computed) tokens += req.tokens.length;
+      forward = { requests: computed.length, tokens, startMs: timed.startMs, elapsedMs: timed.elapsedMs };
+    }
+    return { deviceOpen: this.openCount, forward, copyJobs: tiers.takeCopyJobSpans() };
   }
 
   async reset(resetCount: number): Promise<void> {

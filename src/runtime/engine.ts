@@ -29,7 +29,8 @@ import { chooseGpuProfile, describeStepClock, type GpuProfileChoice } from './gp
 import type { RemoteTierConnector } from '../remote/remote-connector.js';
 import { assembleEngine, type EngineAssembly } from './assembly/assemble-engine.js';
 import { engineAssemblyConfig, engineGeometry } from './assembly/engine-config-parts.js';
-import type { StepObserver } from './step-observer.js';
+import { StepObservers, type StepObserver } from './step-observer.js';
+import { DeviceSpanRecorder, type RecordedDeviceSpans } from './device-span-recorder.js';
 import { KvEventRecorder, type KvEventListener } from '../events/kv-event-recorder.js';
 import type { KvEventCollector } from '../events/kv-cache-events.js';
 import { KvEventCollectors, type EventReportingTier } from '../events/kv-event-collectors.js';
@@ -43,6 +44,11 @@ export interface EngineOptions {
   readonly logger?: EngineLogger | null;
   /** Steps slower than this (ms, wall time) are logged as warnings; default: none are. */
   readonly slowStepMs?: number | null;
+  /**
+   * Keep every rank's forwards and copy jobs as its device timed them, for
+   * deviceSpans() (a device trace); off by default, when nothing is kept.
+   */
+  readonly deviceTrace?: boolean;
 }
 
 /** Rounds of restart-and-reset tried after a rank loss before the engine gives up. */
@@ -113,6 +119,8 @@ export class Engine {
     private readonly hashPool: PromptHashPool,
     private readonly startedAt: number,
     private readonly switches: EngineSwitches,
+    /** Every rank's device spans, when the engine traces its devices. */
+    private readonly deviceSpanRecorder: DeviceSpanRecorder | null,
   ) {
     this.scheduler = parts.scheduler;
     this.offloading = parts.tiers.offloading;
@@ -122,7 +130,7 @@ export class Engine {
     this.monitor = parts.monitor;
     this.transfers = parts.transfers;
     this.events = parts.events;
-    this.observer = parts.observer;
+    this.observer = deviceSpanRecorder === null ? parts.observer : new StepObservers([parts.observer, deviceSpanRecorder]);
     registerEngineParts(this, { scheduler: this.scheduler, offloading: this.offloading, executor: this.executor, aggregator: this.aggregator });
   }
 
@@ -136,10 +144,12 @@ export class Engine {
     // Without a GPU, transfers take as long as the profile's host link would.
     const hostLink = backend === 'host' ? gpu.profile.link : null;
     const startedAt = performance.now();
+    const assembly = engineAssemblyConfig(config, backend, faults, hostLink);
+    const deviceSpans = options.deviceTrace === true ? new DeviceSpanRecorder() : null;
     // An unreachable remote stops the engine here, before any rank starts.
     const parts = await assembleEngine(
       engineGeometry(config),
-      engineAssemblyConfig(config, backend, faults, hostLink),
+      deviceSpans === null ? assembly : { ...assembly, device: { ...assembly.device, deviceTrace: true } },
       {
         switches,
         logger: options.logger ?? null,
@@ -161,7 +171,16 @@ export class Engine {
       new PromptHashPool(config.blockSize),
       startedAt,
       switches.engine ?? {},
+      deviceSpans,
     );
+  }
+
+  /**
+   * Every rank's forwards and copy jobs as its device timed them, step by
+   * step; null unless the engine was created with `deviceTrace`.
+   */
+  deviceSpans(): readonly RecordedDeviceSpans[] | null {
+    return this.deviceSpanRecorder?.spans() ?? null;
   }
 
   /** What each rank opened (device name, bytes per block, memory). */

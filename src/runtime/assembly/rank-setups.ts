@@ -12,6 +12,8 @@ export interface RankDeviceConfig {
   readonly copyMethod?: CopyMethod;
   /** Host backend: the GPU host link its transfers are held to. */
   readonly hostLink?: HostLinkProfile;
+  /** Ranks report each step's forward and copy jobs as their device timed them (RankInit.deviceTrace). */
+  readonly deviceTrace?: boolean;
 }
 
 /** One setup per rank: the same geometry, devices and tiers, each rank with its own fault rules. */
@@ -33,6 +35,7 @@ export function rankSetups(
       numCpuBlocks: tiers.numCpuBlocks,
       ...(device.copyMethod === undefined ? {} : { copyMethod: device.copyMethod }),
       ...(device.hostLink === undefined ? {} : { hostLink: device.hostLink }),
+      ...(device.deviceTrace === true ? { deviceTrace: true } : {}),
       faultRules: rulesForRank(faults, rank),
       faultSeed: faults.seed,
       ...(switches === undefined ? {} : { testSwitches: switches }),
