@@ -139,6 +139,22 @@ describe('kvtier run config files', () => {
     expect(config.workload).toMatchObject({ kind: 'trace', file: join(file, '..', 'traces/t.jsonl'), timeWindow: [0, 10] });
   });
 
+  it('takes the device trace path as deviceTrace, relative to the file, and names the key of a bad one', () => {
+    const file = configFile({ deviceTrace: 'out/trace.json' });
+    expect(parseRunArgs(['--config', file]).deviceTrace).toBe(join(file, '..', 'out/trace.json'));
+    expect(parseRunArgs([]).deviceTrace).toBeNull();
+    const empty = configFile({ deviceTrace: '' });
+    expect(usageMessage(['--config', empty])).toBe(`key "deviceTrace" in ${empty}: invalid value "": expected an output file path`);
+    const number = configFile({ deviceTrace: 3 });
+    expect(usageMessage(['--config', number])).toBe(`key "deviceTrace" in ${number}: invalid value 3: expected an output file path`);
+  });
+
+  it('refuses a device trace written to the file of another output', () => {
+    expect(usageMessage(['--json', 'out.json', '--device-trace', 'out.json'])).toBe(
+      '--device-trace out.json: --json out.json is the same file; give each output a file of its own',
+    );
+  });
+
   it('rejects an unknown key, naming it and the file', () => {
     const file = configFile({ gpuBlocks: 8, gpu_blocks: 8 });
     expect(usageMessage(['--config', file])).toBe(`${file}: unknown key "gpu_blocks" (keys are the flags' camelCase names, e.g. "gpuBlocks")`);

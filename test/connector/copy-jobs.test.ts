@@ -195,3 +195,35 @@ describe('copy jobs: completion', () => {
     expect(await h.leaks()).toEqual([]);
   });
 });
+
+describe('copy jobs: device spans', () => {
+  it('are kept only once asked for', () => {
+    const device = new HeldDevice();
+    const connector = new WorkerConnector(device);
+    connector.queueStores(1, meta([job(1, 'a', 'gpuToCpu', [0])]));
+    connector.startTransfers(2, meta([]));
+    device.complete(1);
+    connector.collect();
+    expect(connector.takeCopyJobSpans()).toEqual([]);
+  });
+
+  it('name each finished copy job once with the transfer jobs it carried, also those a reset drops unreported', async () => {
+    const device = new HeldDevice();
+    const connector = new WorkerConnector(device);
+    connector.recordCopyJobSpans();
+    connector.queueStores(1, meta([job(1, 'a', 'gpuToCpu', [0, 1]), job(2, 'b', 'gpuToCpu', [2])]));
+    connector.startTransfers(2, meta([], [job(3, 'c', 'cpuToGpu', [5], [7])]));
+    device.complete(1);
+    connector.collect();
+    // This device keeps no time axis: its spans say so with a negative start.
+    expect(connector.takeCopyJobSpans()).toEqual([
+      { copyJobId: 1, transferJobIds: [1, 2], direction: 'gpuToCpu', bytes: 3072, ok: true, startMs: -1, elapsedMs: 1 },
+    ]);
+    expect(connector.takeCopyJobSpans()).toEqual([]);
+    device.complete(3, false);
+    await connector.drainAndReset();
+    expect(connector.takeCopyJobSpans()).toEqual([
+      { copyJobId: 3, transferJobIds: [3], direction: 'cpuToGpu', bytes: 0, ok: false, error: 'injected device error', startMs: -1, elapsedMs: 1 },
+    ]);
+  });
+});

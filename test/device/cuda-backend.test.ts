@@ -73,6 +73,18 @@ describe.skipIf(!hasGpu)('the cuda backend', () => {
     expect(digests[0]).toBe(rankDigest(TINY_NO_COMPUTE, 1, 0, tokens, tokens.length));
   });
 
+  it('places forwards and copy jobs of different streams on one time axis from the open', async () => {
+    const d = await cudaDevice({ model: SLOW });
+    const jobs = new JobIds();
+    await d.forward(packBatch([{ blockTable: [2], startPosition: 0, tokens: [1], sample: false }]));
+    const forward = d.lastForwardDeviceSpan!()!;
+    // A store ordered after the compute starts on the store stream once the forward has ended.
+    const stored = await runJob(d, store(jobs.take(), [2], [0]));
+    expect(forward.startMs).toBeGreaterThanOrEqual(0);
+    // The tolerance is the events' resolution (about half a microsecond).
+    expect(stored.startMs!).toBeGreaterThanOrEqual(forward.startMs + forward.elapsedMs - 0.01);
+  });
+
   it('times a contiguous copy in each direction', async () => {
     const d = await cudaDevice();
     const bytes = 4 * d.info.bytesPerGpuBlock;

@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { forwardBatch } from '../../src/bench/overlap.js';
-import { openTestDevice, TINY_NO_COMPUTE } from './helpers.js';
+import type { Device } from '../../src/device/types.js';
+import { fillGpuBlocks, JobIds, openTestDevice, store, TINY_NO_COMPUTE } from './helpers.js';
+
+/** A span's end on the device's time axis. */
+const endOf = (span: { startMs: number; elapsedMs: number }) => span.startMs + span.elapsedMs;
+
+/** Runs one small forward and returns its span as the device reports it. */
+async function timedForward(device: Device) {
+  await device.forward(forwardBatch(2, 2, 4, 1, TINY_NO_COMPUTE.vocabSize), { computeNs: 1_000_000 });
+  return device.lastForwardDeviceSpan!()!;
+}
 
 describe('forward device time', () => {
   it('is null before the first forward, then the last forward\'s time on the device, within its wall time', async () => {
@@ -15,6 +25,40 @@ describe('forward device time', () => {
       // Timed from the forward's start to its end on the device, inside the call's wall time.
       expect(deviceMs).toBeGreaterThan(0);
       expect(deviceMs).toBeLessThanOrEqual(wallMs);
+    } finally {
+      device.close();
+    }
+  });
+});
+
+describe("the device's time axis", () => {
+  it('places each forward after the device opened and after the forward before it, as the compute stream ran them', async () => {
+    const device = await openTestDevice();
+    try {
+      expect(device.lastForwardDeviceSpan?.()).toBeNull();
+      const first = await timedForward(device);
+      const second = await timedForward(device);
+      expect(first.startMs).toBeGreaterThanOrEqual(0);
+      // The same forward lastForwardDeviceMs times.
+      expect(second.elapsedMs).toBe(device.lastForwardDeviceMs!());
+      // One stream runs them in turn; the tolerance is the rounding of ms sums, a nanosecond.
+      expect(second.startMs).toBeGreaterThanOrEqual(endOf(first) - 1e-6);
+    } finally {
+      device.close();
+    }
+  });
+
+  it('gives a finished copy job its start since the device opened, jobs of one stream in the order it ran them', async () => {
+    const device = await openTestDevice();
+    try {
+      fillGpuBlocks(device, [0, 1]);
+      const ids = new JobIds();
+      const jobs = [store(ids.take(), [0], [0]), store(ids.take(), [1], [1])];
+      for (const job of jobs) device.submitTransfer(job);
+      await device.waitJobs(jobs.map((j) => j.jobId));
+      const [first, second] = device.pollFinished();
+      expect(first.startMs).toBeGreaterThanOrEqual(0);
+      expect(second.startMs!).toBeGreaterThanOrEqual(endOf({ startMs: first.startMs!, elapsedMs: first.elapsedMs }) - 1e-6);
     } finally {
       device.close();
     }
