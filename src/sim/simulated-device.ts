@@ -373,6 +373,8 @@ export class SimulatedDevice implements Device {
       ok,
       failedGpuBlockIds: job.failedGpuBlockIds.slice(),
       bytes: job.gpuBlockIds.length * this.info.bytesPerGpuBlock,
+      // No device time and no startMs: jobs land by the step clock, not on a
+      // timed stream, so a device trace counts them as untimed.
       elapsedMs: 0,
     });
   }
