@@ -49,7 +49,8 @@ export const TIME_AXIS_NOTE =
   "ts and dur are device time in microseconds. Each rank's ts counts from the time origin its device took when it opened " +
   '(CUDA: an event recorded once the device was synchronized at open; host backend: its steady clock at open), so spans of ' +
   "one rank share an axis but ranks have separate origins: compare spans within a rank, not across ranks. A rank restarted " +
-  'after a failure opens a new device with a new origin (args.deviceOpen).';
+  'after a failure opens a new device with a new origin (args.deviceOpen). CUDA times its spans as float milliseconds, so a ' +
+  'start 100 s after the open is good to about 8 microseconds.';
 
 export function buildDeviceTrace(input: DeviceTraceInput): ChromeTrace {
   const events: ChromeTraceEvent[] = [];
