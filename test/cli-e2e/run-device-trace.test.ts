@@ -94,6 +94,15 @@ describe('kvtier run --device-trace', () => {
     expect(trace.otherData.untimedSpans).toBe(0);
   });
 
+  it('with --compare, traces the offload-on run, the one with copy jobs', { timeout: 90_000 }, async () => {
+    const file = join(scratchDir(), 'trace.json');
+    const result = await kvtier(['run', ...SMALL_CHAT, '--compare', '--device-trace', file]);
+    expect(result.code).toBe(0);
+    const trace = JSON.parse(readFileSync(file, 'utf8')) as Trace;
+    expect(trace.otherData.run).toBe('offload on');
+    expect(spansOn(trace, 0, threadNamed(trace, 0, 'load')).length).toBeGreaterThan(0);
+  });
+
   it('refuses an empty path or a folder before running anything, naming the option', async () => {
     const dir = scratchDir();
     expect(expectUsageFailure(await kvtier(['run', ...SMALL_CHAT, '--device-trace', dir]))).toBe(
