@@ -230,6 +230,7 @@ describe('a closed device', () => {
     expectDeviceError(() => d.pollFinished(), 'device is closed');
     expectDeviceError(() => d.pendingJobs(), 'device is closed');
     expectDeviceError(() => d.setFaults({}), 'device is closed');
+    expectDeviceError(() => d.lastForwardDeviceSpan!(), 'lastForwardDeviceSpan: device is closed');
     await expect(d.synchronize()).rejects.toThrow('device is closed');
     await expect(d.waitJobs([1])).rejects.toThrow('device is closed');
     expect(() => d.close()).not.toThrow();
