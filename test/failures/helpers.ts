@@ -143,14 +143,3 @@ export async function stepUntilPartiallyReported(engine: Engine, maxSteps = 10_0
   for (let i = 0; i < maxSteps && probe(engine).holdings().partialJobs === 0; i++) await engine.step();
   expect(probe(engine).holdings().partialJobs).toBeGreaterThan(0);
 }
-
-/** Steps until the engine has recovered from a rank loss; returns what the ranks held before the step that lost one. */
-export async function stepUntilRestarted(engine: Engine, finished: FinishedRequest[]): Promise<RankState[]> {
-  let before: RankState[] = [];
-  while (engine.hasPendingWork() && engine.metrics().rankRestarts === 0) {
-    before = await probe(engine).rankStates();
-    finished.push(...(await engine.step()).finished);
-  }
-  expect(engine.metrics().rankRestarts).toBe(1);
-  return before;
-}

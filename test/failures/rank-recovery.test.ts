@@ -11,17 +11,26 @@ import {
   runUntilStopped,
   runWaves,
   SMALL_GPU,
-  stepUntilRestarted,
   withFailingEngine,
 } from './helpers.js';
 import { DEATH_CONFIG, deathWorkload, WALL_BOUND_MS } from './rank-deaths.js';
-import { probe } from '../../src/testing/index.js';
+import { probe, type RankState } from '../../src/testing/index.js';
 
 /**
  * What a rank restart must leave behind: the restarted rank, the other ranks
  * and the scheduler agree that the lost rank's GPU blocks and CPU tier are
  * gone, and the recovery itself survives ranks dying while it runs.
  */
+
+/** Steps until rank `rank` holds device jobs between steps; the states seen then. */
+async function stepUntilRankHoldsJobs(engine: Engine, rank: number, finished: FinishedRequest[]): Promise<RankState[]> {
+  for (;;) {
+    const states = await probe(engine).rankStates();
+    if (states[rank].deviceJobs > 0) return states;
+    expect(engine.hasPendingWork()).toBe(true);
+    finished.push(...(await engine.step()).finished);
+  }
+}
 
 async function finishRun(engine: Engine, finished: FinishedRequest[]): Promise<void> {
   while (engine.hasPendingWork()) finished.push(...(await engine.step()).finished);
@@ -49,11 +58,16 @@ describe('after a rank restart, every rank and the scheduler agree that nothing 
   });
 
   it('a rank lost while another rank has slow transfers in flight: the reset waits for them, then all is forgotten', async () => {
-    await withFailingEngine({ ...SMALL_GPU, tp: 2, rankRestart: true, faults: 'delay:rank=0,ms=50;stall:rank=0,after=30,steps=12;crash:rank=1,step=40' }, async (engine) => {
+    // Rank 0's transfers are slow (50 ms each) and, from step 30, held for 12 steps, so some step boundary finds it
+    // holding some however fast the steps run; rank 1 dies at the first such boundary the test sees.
+    await withFailingEngine({ ...SMALL_GPU, tp: 2, rankRestart: true, faults: 'delay:rank=0,ms=50;stall:rank=0,after=30,steps=12' }, async (engine) => {
       await engine.addRequests(evictThenReuse(8).flat());
       const finished: FinishedRequest[] = [];
-      const beforeLoss = await stepUntilRestarted(engine, finished);
+      const beforeLoss = await stepUntilRankHoldsJobs(engine, 0, finished);
       expect(beforeLoss[0].deviceJobs).toBeGreaterThan(0);
+      await probe(engine).killRank(1);
+      await engine.step();
+      expect(engine.metrics().rankRestarts).toBe(1);
       await expectEverythingForgotten(engine);
       await finishRun(engine, finished);
       expectCorrectOutputs(finished, 16);
