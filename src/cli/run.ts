@@ -11,7 +11,7 @@ import { checkOutputFile, writeJsonFile, writeTextFile } from './output-file.js'
 import { ProgressLine, snapshotFromMetrics } from './progress.js';
 import { buildRunReport, type RunReport } from '../report/report.js';
 import { runConfiguration } from '../report/run-configuration.js';
-import { formatComparison, formatRunReport } from '../report/report-format.js';
+import { formatComparison, formatDeviceTraceSummary, formatRunReport } from '../report/report-format.js';
 import { resolveRunConfig, toEngineConfig, type ResolvedRunConfig, type RunConfig } from './run-config.js';
 import { createRunWorkload } from './run-workload.js';
 import { RunMonitor } from './run-monitor.js';
@@ -20,7 +20,8 @@ import type { TimelineInterval } from '../report/html/run-report.js';
 import { RunTimeline } from './run-timeline.js';
 import { StartupProgress } from './startup-progress.js';
 import { driveWorkload } from '../workload/drive.js';
-import { buildDeviceTrace, type ChromeTrace } from '../report/device-trace.js';
+import { buildDeviceTrace, type DeviceTrace } from '../report/device-trace.js';
+import type { DeviceTraceSummary } from '../report/device-trace-summary.js';
 
 interface RunOutcome {
   readonly report: RunReport;
@@ -30,7 +31,7 @@ interface RunOutcome {
   readonly ttftMs: readonly number[];
   readonly timeline: readonly TimelineInterval[];
   /** The run's device trace; null unless --device-trace asked for this run's. */
-  readonly deviceTrace: ChromeTrace | null;
+  readonly deviceTrace: DeviceTrace | null;
 }
 
 /**
@@ -71,21 +72,33 @@ async function runAndReport(resolved: ResolvedRunConfig, interrupts: RunInterrup
     const off = await runOnce(resolved, false, interrupts, sinks);
     const on = await runOnce(resolved, true, interrupts, sinks);
     process.stdout.write(`${formatComparison(off.report, on.report)}\n`);
-    if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: on.report });
+    printDeviceTraceSummary(on.deviceTrace);
+    if (resolved.json !== null) await writeJsonFile(resolved.json, { offloadOff: off.report, offloadOn: reportJson(on) });
     await writeHtml(resolved.html, [['offload off', off], ['offload on', on]]);
     await writeDeviceTrace(resolved.deviceTrace, on.deviceTrace);
     return reportFailures([off, on]);
   }
   const outcome = await runOnce(resolved, resolved.offload, interrupts, sinks);
   process.stdout.write(`${formatRunReport(outcome.report)}\n`);
-  if (resolved.json !== null) await writeJsonFile(resolved.json, outcome.report);
+  printDeviceTraceSummary(outcome.deviceTrace);
+  if (resolved.json !== null) await writeJsonFile(resolved.json, reportJson(outcome));
   await writeHtml(resolved.html, [[resolved.offload ? 'offload on' : 'offload off', outcome]]);
   await writeDeviceTrace(resolved.deviceTrace, outcome.deviceTrace);
   return reportFailures([outcome]);
 }
 
+/** After the report: the device trace's summary, when the run was traced. */
+function printDeviceTraceSummary(trace: DeviceTrace | null): void {
+  if (trace !== null) process.stdout.write(`\n${formatDeviceTraceSummary(trace.otherData.summary)}\n`);
+}
+
+/** The run report as --json writes it: with the device trace's summary when, and only when, the run was traced. */
+function reportJson(outcome: RunOutcome): RunReport & { readonly deviceTraceSummary?: DeviceTraceSummary } {
+  return outcome.deviceTrace === null ? outcome.report : { ...outcome.report, deviceTraceSummary: outcome.deviceTrace.otherData.summary };
+}
+
 /** One line of JSON: a long run's trace holds an event per forward and copy job of every rank. */
-async function writeDeviceTrace(file: string | null, trace: ChromeTrace | null): Promise<void> {
+async function writeDeviceTrace(file: string | null, trace: DeviceTrace | null): Promise<void> {
   if (file === null || trace === null) return;
   await writeTextFile(file, `${JSON.stringify(trace)}\n`, '--device-trace');
 }
@@ -192,7 +205,7 @@ async function runOnce(config: ResolvedRunConfig, offload: boolean, interrupts: 
 }
 
 /** The engine's recorded device spans as a Chrome trace; null when it kept none (tracing was off). */
-function deviceTraceOf(engine: Engine, label: string | null): ChromeTrace | null {
+function deviceTraceOf(engine: Engine, label: string | null): DeviceTrace | null {
   const spans = engine.deviceSpans();
   if (spans === null) return null;
   const ranks = engine.ranks.map((r) => ({ rank: r.rank, deviceName: r.deviceName }));

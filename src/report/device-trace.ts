@@ -1,5 +1,6 @@
 import type { CopyJobSpan, ForwardSpan } from '../protocol/step-protocol.js';
 import type { RecordedDeviceSpans } from '../runtime/device-span-recorder.js';
+import { isTimedSpan, summarizeDeviceTrace, type DeviceTraceSummary } from './device-trace-summary.js';
 
 /**
  * A run's device trace in the Chrome Trace Event Format (the object form,
@@ -28,6 +29,11 @@ export interface ChromeTrace {
   readonly otherData: Readonly<Record<string, unknown>>;
 }
 
+/** The trace of a run: its otherData carries the summary of its copy jobs against its forwards. */
+export interface DeviceTrace extends ChromeTrace {
+  readonly otherData: Readonly<Record<string, unknown>> & { readonly summary: DeviceTraceSummary };
+}
+
 /** A rank as the trace names it. */
 export interface TracedRank {
   readonly rank: number;
@@ -52,7 +58,7 @@ export const TIME_AXIS_NOTE =
   'after a failure opens a new device with a new origin (args.deviceOpen). CUDA times its spans as float milliseconds, so a ' +
   'start 100 s after the open is good to about 8 microseconds.';
 
-export function buildDeviceTrace(input: DeviceTraceInput): ChromeTrace {
+export function buildDeviceTrace(input: DeviceTraceInput): DeviceTrace {
   const events: ChromeTraceEvent[] = [];
   for (const { rank, deviceName } of input.ranks) events.push(...rankMetadata(rank, deviceName));
   let untimed = 0;
@@ -80,6 +86,7 @@ export function buildDeviceTrace(input: DeviceTraceInput): ChromeTrace {
       timeAxis: TIME_AXIS_NOTE,
       // Work the device ran but could not time (a copy job that failed on the device) has no place on the axis.
       untimedSpans: untimed,
+      summary: summarizeDeviceTrace(input),
     },
   };
 }
@@ -99,12 +106,8 @@ function rankMetadata(rank: number, deviceName: string): ChromeTraceEvent[] {
   ];
 }
 
-function timed(startMs: number, elapsedMs: number): boolean {
-  return Number.isFinite(startMs) && startMs >= 0 && Number.isFinite(elapsedMs) && elapsedMs >= 0;
-}
-
 function forwardEvent(rank: number, step: number, deviceOpen: number, span: ForwardSpan): ChromeTraceEvent | null {
-  if (!timed(span.startMs, span.elapsedMs)) return null;
+  if (!isTimedSpan(span.startMs, span.elapsedMs)) return null;
   return {
     name: `forward (step ${step})`,
     cat: 'forward',
@@ -118,7 +121,7 @@ function forwardEvent(rank: number, step: number, deviceOpen: number, span: Forw
 }
 
 function copyJobEvent(rank: number, step: number, deviceOpen: number, job: CopyJobSpan): ChromeTraceEvent | null {
-  if (!timed(job.startMs, job.elapsedMs)) return null;
+  if (!isTimedSpan(job.startMs, job.elapsedMs)) return null;
   const stream = job.direction === 'cpuToGpu' ? 'load' : 'store';
   return {
     name: `${stream} job ${job.copyJobId}`,

@@ -5,6 +5,7 @@ import { CLOCK_OVERRUN_WARNING, type ClockReport, type RunReport, type TransferR
 import { labeledRows } from './text-rows.js';
 import { slowReplayWarning, type ReplayLoad } from './replay-load.js';
 import { configurationRows } from './run-configuration.js';
+import type { CopyDirectionSummary, CopyJobTotals, DeviceTraceSummary } from './device-trace-summary.js';
 
 /** Human-readable renderings of RunReport: one run, or --compare's two side by side. */
 
@@ -139,5 +140,46 @@ export function formatComparison(off: RunReport, on: RunReport): string {
     `kvtier run --compare: ${on.backend} backend, tp ${on.tp}${on.workload === null ? '' : `, ${on.workload}`}, step clock ${on.clock.description}\n` +
     configuration +
     `${lines.join('\n')}${[...new Set(notes)].map((w) => `\nwarning: ${w}`).join('')}`
+  );
+}
+
+/** Bytes in powers of 1000, as the rates beside them (GB/s is 1e9 bytes a second). */
+function decimalBytes(bytes: number): string {
+  const [divisor, unit] = bytes >= 1e9 ? [1e9, 'GB'] : bytes >= 1e6 ? [1e6, 'MB'] : bytes >= 1e3 ? [1e3, 'kB'] : [1, 'B'];
+  return divisor === 1 ? `${bytes} B` : `${(bytes / divisor).toFixed(1)} ${unit}`;
+}
+
+const percent = (x: number | null) => (x === null ? '-' : `${(100 * x).toFixed(0)}%`);
+
+const jobs = (n: number) => `${count(n)} job${n === 1 ? '' : 's'}`;
+
+/** "beside forwards 150 jobs at 29.80 GB/s"; later classes drop the word "jobs" (the first says what the numbers count). */
+function copyClass(name: string, totals: CopyJobTotals | null, first: boolean): string {
+  return totals === null ? `${name} none` : `${name} ${first ? jobs(totals.jobs) : count(totals.jobs)} at ${rate(totals.gbps)}`;
+}
+
+function copyDirection(d: CopyDirectionSummary): string {
+  if (d.jobs === 0) return 'no timed copy jobs';
+  const failed = d.failedJobs > 0 ? ` (${count(d.failedJobs)} failed)` : '';
+  const { beside, alone, mixed } = d.byForwards;
+  const concurrent = d.stream.concurrentMs > 0 ? `; jobs overlapped each other for ${ms(d.stream.concurrentMs)}` : '';
+  return (
+    `${jobs(d.jobs)}${failed}, ${decimalBytes(d.bytes)}, ${rate(d.gbps)}; ` +
+    `${copyClass('beside forwards', beside, true)}, ${copyClass('alone', alone, false)}, ${copyClass('mixed', mixed, false)}; ` +
+    `${percent(d.besideForwardsShare)} of busy time beside forwards; stream idle ${percent(d.stream.idleShare)} of its span${concurrent}`
+  );
+}
+
+/** The device trace's summary: a line per rank and direction, then what the classes mean. */
+export function formatDeviceTraceSummary(summary: DeviceTraceSummary): string {
+  const lines = summary.ranks.flatMap((r) => {
+    const rank = `device trace rank ${r.rank}${r.deviceOpens > 1 ? ` (${r.deviceOpens} device opens)` : ''}`;
+    return [`${rank} loads: ${copyDirection(r.load)}`, `${rank} stores: ${copyDirection(r.store)}`];
+  });
+  return (
+    `${lines.join('\n')}\n` +
+    `Copy jobs beside forwards ran at least ${percent(summary.besideAtLeast)} of their span beside a forward of their rank, alone at most ` +
+    `${percent(summary.aloneAtMost)}, mixed in between; rates are bytes over each class's device busy time; ` +
+    "stream idle is the time between a direction's jobs, from its first job's start to its last job's end."
   );
 }
