@@ -149,7 +149,7 @@ function decimalBytes(bytes: number): string {
   return divisor === 1 ? `${bytes} B` : `${(bytes / divisor).toFixed(1)} ${unit}`;
 }
 
-const percent = (x: number | null) => (x === null ? '-' : `${(100 * x).toFixed(0)}%`);
+const percent = (x: number | null) => (x === null ? '-' : `${(100 * x).toFixed(1)}%`);
 
 const jobs = (n: number) => `${count(n)} job${n === 1 ? '' : 's'}`;
 
@@ -178,8 +178,8 @@ export function formatDeviceTraceSummary(summary: DeviceTraceSummary): string {
   });
   return (
     `${lines.join('\n')}\n` +
-    `Copy jobs beside forwards ran at least ${percent(summary.besideAtLeast)} of their span beside a forward of their rank, alone at most ` +
-    `${percent(summary.aloneAtMost)}, mixed in between; rates are bytes over each class's device busy time; ` +
+    `Copy jobs beside forwards ran at least ${100 * summary.besideAtLeast}% of their span beside a forward of their rank, alone at most ` +
+    `${100 * summary.aloneAtMost}%, mixed in between; rates are bytes over each class's device busy time; ` +
     "stream idle is the time between a direction's jobs, from its first job's start to its last job's end."
   );
 }

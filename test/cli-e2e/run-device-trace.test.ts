@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RunReport } from '../../src/report/report.js';
+import type { CopyDirectionSummary, DeviceTraceSummary } from '../../src/report/device-trace-summary.js';
 import { expectUsageFailure, kvtier, scratchDir } from './cli.js';
 
 /** A small chat on two host ranks whose second round loads from the CPU tier (as in the --html test). */
@@ -19,8 +20,10 @@ interface TraceEvent {
 
 interface Trace {
   readonly traceEvents: readonly TraceEvent[];
-  readonly otherData: Record<string, unknown>;
+  readonly otherData: Record<string, unknown> & { readonly summary: DeviceTraceSummary };
 }
+
+type TracedReport = RunReport & { readonly deviceTraceSummary?: DeviceTraceSummary };
 
 /** The thread of `pid` the trace names `name` (fails the test when it names none). */
 function threadNamed(trace: Trace, pid: number, name: string): number {
@@ -33,14 +36,37 @@ function spansOn(trace: Trace, pid: number, tid: number): TraceEvent[] {
   return trace.traceEvents.filter((e) => e.ph === 'X' && e.pid === pid && e.tid === tid);
 }
 
-async function tracedRun(): Promise<{ report: RunReport; trace: Trace }> {
+let sharedRun: ReturnType<typeof runTraced> | null = null;
+
+/** One traced run, shared by the tests that read it. */
+function tracedRun(): ReturnType<typeof runTraced> {
+  sharedRun ??= runTraced();
+  return sharedRun;
+}
+
+async function runTraced(): Promise<{ report: TracedReport; trace: Trace; stdout: string }> {
   const dir = scratchDir();
   const result = await kvtier(['run', ...SMALL_CHAT, '--json', join(dir, 'report.json'), '--device-trace', join(dir, 'trace.json')]);
   if (result.code !== 0) throw new Error(`kvtier run exited ${result.code}:\n${result.stderr}`);
   return {
-    report: JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as RunReport,
+    stdout: result.stdout,
+    report: JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as TracedReport,
     trace: JSON.parse(readFileSync(join(dir, 'trace.json'), 'utf8')) as Trace,
   };
+}
+
+/** A direction's summary counts the trace's events of that stream: their jobs, bytes and busy time, split into classes that add up. */
+function expectDirectionMatches(summary: CopyDirectionSummary, events: readonly TraceEvent[]): void {
+  expect(summary.jobs).toBe(events.length);
+  expect(summary.jobs).toBeGreaterThan(0);
+  expect(summary.bytes).toBe(events.reduce((sum, e) => sum + (e.args?.bytes as number), 0));
+  // Tolerance: the trace's microseconds are the summary's milliseconds times 1000, rounded in the last bits.
+  expect(summary.busyMs).toBeCloseTo(events.reduce((sum, e) => sum + e.dur!, 0) / 1000, 6);
+  const classes = [summary.byForwards.beside, summary.byForwards.alone, summary.byForwards.mixed].flatMap((c) => (c === null ? [] : [c]));
+  expect(classes.reduce((sum, c) => sum + c.jobs, 0)).toBe(summary.jobs);
+  expect(classes.reduce((sum, c) => sum + c.bytes, 0)).toBe(summary.bytes);
+  expect(summary.besideForwardsMs).toBeLessThanOrEqual(summary.busyMs);
+  expect(summary.stream.idleMs).toBeLessThanOrEqual(summary.stream.spanMs);
 }
 
 describe('kvtier run --device-trace', () => {
@@ -94,13 +120,40 @@ describe('kvtier run --device-trace', () => {
     expect(trace.otherData.untimedSpans).toBe(0);
   });
 
+  it("prints the trace's summary after the report and puts it in the trace and the JSON report, agreeing with the trace's events", { timeout: 90_000 }, async () => {
+    const { report, trace, stdout } = await tracedRun();
+    const { summary } = trace.otherData;
+    expect(report.deviceTraceSummary).toEqual(summary);
+    expect(summary.ranks.map((r) => r.rank)).toEqual([0, 1]);
+    const printed = stdout.split('\n').filter((line) => line.startsWith('device trace rank '));
+    for (const rank of summary.ranks) {
+      expect(rank.deviceOpens).toBe(1);
+      expect(rank.forwards.count).toBe(spansOn(trace, rank.rank, threadNamed(trace, rank.rank, 'compute')).length);
+      for (const [stream, direction, word] of [['load', rank.load, 'loads'], ['store', rank.store, 'stores']] as const) {
+        const events = spansOn(trace, rank.rank, threadNamed(trace, rank.rank, stream));
+        expectDirectionMatches(direction, events);
+        const line = printed.find((l) => l.startsWith(`device trace rank ${rank.rank} ${word}: `));
+        expect(line, `a printed line for rank ${rank.rank} ${word}`).toBeDefined();
+        expect(line).toMatch(new RegExp(`: ${direction.jobs} jobs?, `));
+        expect(line).toMatch(/of busy time beside forwards; stream idle [\d.]+% of its span/);
+      }
+    }
+    expect(printed).toHaveLength(2 * summary.ranks.length);
+  });
+
   it('with --compare, traces the offload-on run, the one with copy jobs', { timeout: 90_000 }, async () => {
-    const file = join(scratchDir(), 'trace.json');
-    const result = await kvtier(['run', ...SMALL_CHAT, '--compare', '--device-trace', file]);
+    const dir = scratchDir();
+    const file = join(dir, 'trace.json');
+    const result = await kvtier(['run', ...SMALL_CHAT, '--compare', '--json', join(dir, 'report.json'), '--device-trace', file]);
     expect(result.code).toBe(0);
     const trace = JSON.parse(readFileSync(file, 'utf8')) as Trace;
     expect(trace.otherData.run).toBe('offload on');
     expect(spansOn(trace, 0, threadNamed(trace, 0, 'load')).length).toBeGreaterThan(0);
+    // The summary is the traced run's: printed once, and in that run's report only.
+    const json = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as { offloadOff: TracedReport; offloadOn: TracedReport };
+    expect(json.offloadOn.deviceTraceSummary).toEqual(trace.otherData.summary);
+    expect(json.offloadOff).not.toHaveProperty('deviceTraceSummary');
+    expect(result.stdout.split('\n').filter((line) => line.startsWith('device trace rank 0 loads: '))).toHaveLength(1);
   });
 
   it('refuses an empty path or a folder before running anything, naming the option', async () => {

@@ -133,9 +133,9 @@ describe("the device trace's summary", () => {
     const lines = text.split('\n');
     expect(lines.slice(0, 4)).toEqual([
       'device trace rank 0 loads: 3 jobs, 40.0 MB, 3.33 GB/s; beside forwards 1 job at 2.00 GB/s, alone 1 at 5.00 GB/s, mixed 1 at 3.00 GB/s; ' +
-        '50% of busy time beside forwards; stream idle 60% of its span',
+        '50.0% of busy time beside forwards; stream idle 60.0% of its span',
       'device trace rank 0 stores: 1 job, 1.0 MB, 200.0 MB/s; beside forwards none, alone 1 at 200.0 MB/s, mixed none; ' +
-        '0% of busy time beside forwards; stream idle 0% of its span',
+        '0.0% of busy time beside forwards; stream idle 0.0% of its span',
       'device trace rank 1 loads: no timed copy jobs',
       'device trace rank 1 stores: no timed copy jobs',
     ]);
