@@ -57,7 +57,7 @@ export function createRunCommand(): Command {
     .option('--compare', 'run the workload with offloading off, then on, and report them side by side')
     .option('--json <file>', 'also write the report as JSON')
     .option('--html <file>', 'also write an HTML report: TTFT distribution, hit shares and transfer rates over time')
-    .option('--device-trace <file>', "also write a Chrome trace (JSON; open it in Perfetto or chrome://tracing) of every forward and copy job each rank's device ran, as the device timed them: one process per rank, one thread per stream (compute, load, store); each rank's times count from its own device's open, so compare spans within a rank; with --compare, of the offload-on run")
+    .option('--device-trace <file>', "also write a Chrome trace (JSON; open it in Perfetto or chrome://tracing) of every forward and copy job each rank's device ran, as the device timed them: one process per rank, one thread per stream (compute, load, store); each rank's times count from its own device's open, so compare spans within a rank; with --compare, of the offload-on run. A summary of each rank's copy jobs beside and apart from its forwards follows the report")
     .option('--max-num-seqs <n>', 'scheduler: most requests running at once')
     .option('--max-batched-tokens <n>', 'scheduler: most tokens per step')
     .option('--max-model-len <n>', 'longest prompt plus output the engine accepts')
