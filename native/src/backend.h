@@ -25,6 +25,14 @@ struct Completion {
   // steady clock at open. Negative: the span was not timed (the work failed
   // on the device, or the events could not be compared).
   double startMs = -1;
+  // The host's side of a job's or forward's span. submitMs: host steady-clock
+  // time at which the backend's submit call began, on the axis of startMs
+  // (since the host time at which the device's origin completed). enqueueMs:
+  // host time the submit spent enqueueing the work's own device work after
+  // its start mark, which lies inside the device span when the stream was
+  // idle. Negative: not measured.
+  double submitMs = -1;
+  double enqueueMs = -1;
   std::string error;  // non-empty: the device failed to run it
   std::string copyPath;  // jobs: how the bytes moved (kernel, dma-batch, dma-per-region, memcpy, ...)
   std::vector<uint32_t> digests;

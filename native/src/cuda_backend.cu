@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -156,12 +157,17 @@ class CudaBackend final : public Backend {
     check(cudaEventCreateWithFlags(&origin_, cudaEventDefault), "cudaEventCreateWithFlags (time origin)");
     check(cudaEventRecord(origin_, compute_), "cudaEventRecord (time origin)");
     check(cudaEventSynchronize(origin_), "cudaEventSynchronize (time origin)");
+    // The same origin on the host's steady clock, for submitMs: the event
+    // completed just before the sync returned, so the host axis runs behind
+    // the device's by the sync's wake-up latency (microseconds).
+    hostOrigin_ = std::chrono::steady_clock::now();
     computePoller_.start(origin_);
     storePoller_.start(origin_);
     loadPoller_.start(origin_);
   }
 
   void submitTransfer(TransferWork&& work) override {
+    const double submitMs = hostSinceOrigin(std::chrono::steady_clock::now());
     useDevice();
     const bool store = work.direction == Direction::GpuToCpu;
     cudaStream_t stream = store ? store_ : load_;
@@ -192,8 +198,12 @@ class CudaBackend final : public Backend {
       throw;
     }
     // From here on the job is submitted: whatever fails now is reported by
-    // its one completion, after what was queued has run, never thrown.
+    // its one completion, after what was queued has run, never thrown. On an
+    // idle stream the start event may already have run: the host time from
+    // here to the end event's record lies inside the job's device span.
+    const auto enqueueFrom = std::chrono::steady_clock::now();
     PollEntry entry;
+    entry.submitMs = submitMs;
     entry.kind = CompletionKind::Job;
     entry.id = work.jobId;
     entry.timingStart = events.start;
@@ -222,6 +232,7 @@ class CudaBackend final : public Backend {
       if (entry.error.empty()) entry.error = cudaMessage("cudaEventRecord (job end)", ended);
       entry.syncStream = stream;
     }
+    entry.enqueueMs = millisecondsSince(enqueueFrom);
     jobs_[work.jobId] = std::move(events);
     (store ? storePoller_ : loadPoller_).push(std::move(entry));
   }
@@ -242,6 +253,7 @@ class CudaBackend final : public Backend {
   // transfers on the copy engines. One forward at a time (the device
   // wrapper refuses a second), so the staging buffers are free to reuse.
   void submitForward(ForwardWork&& work) override {
+    const double submitMs = hostSinceOrigin(std::chrono::steady_clock::now());
     useDevice();
     const ForwardBatchData& b = work.batch;
     const uint32_t n = b.numRequests;
@@ -268,7 +280,10 @@ class CudaBackend final : public Backend {
     // From the start event on, a failure is the forward's completion (it
     // rejects once what was queued has run), never a throw: the staging
     // buffers stay busy until then, so the next forward cannot reuse them
-    // under kernels still queued.
+    // under kernels still queued. The launches from here to the end event
+    // are host time inside the forward's span when the stream was idle.
+    const auto enqueueFrom = std::chrono::steady_clock::now();
+    entry.submitMs = submitMs;
     try {
       check(launchStage(compute_, deviceStaging_.device, hostStaging_.device, layout.stagedBytes),
             "stage kernel launch (forward inputs)");
@@ -291,6 +306,7 @@ class CudaBackend final : public Backend {
       entry.waitFor.clear();
       entry.syncStream = compute_;
     }
+    entry.enqueueMs = millisecondsSince(enqueueFrom);
     const uint32_t* digests = reinterpret_cast<const uint32_t*>(hostDigests_.data);
     entry.finish = [digests, n](Completion& done) { done.digests.assign(digests, digests + n); };
     computePoller_.push(std::move(entry));
@@ -558,6 +574,15 @@ class CudaBackend final : public Backend {
 
   void useDevice() { check(cudaSetDevice(device_), "cudaSetDevice"); }
 
+  // A host time on the axis of startMs (ms since the origin event completed).
+  double hostSinceOrigin(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(t - hostOrigin_).count();
+  }
+
+  static double millisecondsSince(std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
+  }
+
   cudaEvent_t takeEvent() {
     if (eventPool_.empty()) return createEvent();
     cudaEvent_t event = eventPool_.back();
@@ -595,6 +620,8 @@ class CudaBackend final : public Backend {
   cudaEvent_t computeMark_ = nullptr;
   // Destroyed only after the pollers stopped: they read it from their threads.
   cudaEvent_t origin_ = nullptr;
+  // Host steady clock when origin_ had completed; set at open, before any submit.
+  std::chrono::steady_clock::time_point hostOrigin_{};
   CudaPoller computePoller_;
   CudaPoller storePoller_;
   CudaPoller loadPoller_;

@@ -58,6 +58,8 @@ void CudaPoller::run() {
     done.kind = entry.kind;
     done.id = entry.id;
     done.copyPath = entry.copyPath;
+    done.submitMs = entry.submitMs;
+    done.enqueueMs = entry.enqueueMs;
     cudaError_t error = cudaSuccess;
     for (cudaEvent_t e : entry.waitFor) {
       const cudaError_t status = cudaEventSynchronize(e);

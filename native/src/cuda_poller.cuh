@@ -50,6 +50,9 @@ struct PollEntry {
   // Set when the end event could not be recorded: wait for the whole stream.
   cudaStream_t syncStream = nullptr;
   std::string copyPath;  // jobs: how the bytes moved
+  // Host side of the span (Completion::submitMs, enqueueMs); negative: not measured.
+  double submitMs = -1;
+  double enqueueMs = -1;
 
   void destroyOwnedEvents();
 };

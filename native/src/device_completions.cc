@@ -71,7 +71,7 @@ void DeviceWrap::handleJob(Napi::Env env, const Completion& c) {
   InFlightJob job = std::move(it->second);
   inFlight_.erase(it);
   FinishedJob done{c.id, job.direction, job.ok, std::move(job.failedGpuBlockIds), job.bytes, c.elapsedMs, c.startMs,
-                   c.error, c.copyPath};
+                   c.submitMs, c.enqueueMs, c.error, c.copyPath};
   if (!c.error.empty()) {
     // The device could not run it: nothing it wrote can be trusted.
     done.ok = false;
@@ -100,6 +100,8 @@ void DeviceWrap::handleForward(Napi::Env env, const Completion& c) {
   }
   lastForwardMs_ = c.elapsedMs;
   lastForwardStartMs_ = c.startMs;
+  lastForwardSubmitMs_ = c.submitMs;
+  lastForwardEnqueueMs_ = c.enqueueMs;
   Napi::Uint32Array digests = Napi::Uint32Array::New(env, c.digests.size());
   if (!c.digests.empty()) std::memcpy(digests.Data(), c.digests.data(), c.digests.size() * sizeof(uint32_t));
   deferred.Resolve(digests);

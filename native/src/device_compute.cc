@@ -66,6 +66,8 @@ Napi::Value DeviceWrap::lastForwardDeviceSpan(const Napi::CallbackInfo& info) {
   Napi::Object span = Napi::Object::New(env);
   span.Set("startMs", lastForwardStartMs_);
   span.Set("elapsedMs", lastForwardMs_);
+  span.Set("submitMs", lastForwardSubmitMs_);
+  span.Set("enqueueMs", lastForwardEnqueueMs_);
   return span;
 }
 

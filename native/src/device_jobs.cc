@@ -106,6 +106,8 @@ Napi::Value DeviceWrap::pollFinished(const Napi::CallbackInfo& info) {
     o.Set("bytes", static_cast<double>(job.bytes));
     o.Set("elapsedMs", job.elapsedMs);
     o.Set("startMs", job.startMs);
+    o.Set("submitMs", job.submitMs);
+    o.Set("enqueueMs", job.enqueueMs);
     if (!job.error.empty()) o.Set("error", job.error);
     if (!job.copyPath.empty()) o.Set("copyPath", job.copyPath);
     results.Set(static_cast<uint32_t>(i), o);

@@ -61,6 +61,8 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
     uint64_t bytes;
     double elapsedMs;
     double startMs;        // since the device's time origin; negative: not timed
+    double submitMs;       // host time the submit began, on startMs's axis; negative: not measured
+    double enqueueMs;      // host enqueue time inside the span; negative: not measured
     std::string error;     // the device's failure, if it could not run the job
     std::string copyPath;  // how the bytes moved
   };
@@ -81,7 +83,7 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   Napi::Value forward(const Napi::CallbackInfo& info);
   // The last forward that succeeded, as the device timed it (ms); null before one.
   Napi::Value lastForwardDeviceMs(const Napi::CallbackInfo& info);
-  // The same forward as a span on the device's time axis: { startMs, elapsedMs }; null before one.
+  // The same forward as a span on the device's time axis: { startMs, elapsedMs, submitMs, enqueueMs }; null before one.
   Napi::Value lastForwardDeviceSpan(const Napi::CallbackInfo& info);
   Napi::Value setFaults(const Napi::CallbackInfo& info);
   Napi::Value faultCounters(const Napi::CallbackInfo& info);
@@ -168,6 +170,8 @@ class DeviceWrap final : public Napi::ObjectWrap<DeviceWrap>, private Completion
   std::optional<Napi::Promise::Deferred> forwardDeferred_;
   double lastForwardMs_ = -1;  // -1: no forward has finished yet
   double lastForwardStartMs_ = -1;  // negative: not timed
+  double lastForwardSubmitMs_ = -1;  // negative: not measured
+  double lastForwardEnqueueMs_ = -1;  // negative: not measured
   std::unordered_map<int64_t, Napi::Promise::Deferred> tokenWaiters_;
   int64_t nextToken_ = 0;
   FaultInjector faults_;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -37,6 +38,23 @@ HostMemory allocateZeroed(uint64_t bytes, const char* what) {
 double millisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
+
+// The host's side of one job or forward (Completion::submitMs, enqueueMs).
+// Here the stream thread takes the start mark, so the host's enqueue of the
+// work is the hand-off of its task to the stream; the task may start and even
+// finish before that call returns, so it reads the figures under the lock the
+// submit holds until both are set.
+struct HostSubmission {
+  std::mutex mutex;
+  double submitMs = -1;
+  double enqueueMs = -1;
+
+  void stamp(Completion& done) {
+    std::lock_guard<std::mutex> lock(mutex);
+    done.submitMs = submitMs;
+    done.enqueueMs = enqueueMs;
+  }
+};
 
 class HostBackend final : public Backend {
  public:
@@ -77,7 +95,9 @@ class HostBackend final : public Backend {
       progress.totalBytes = geometry_.cpuBytes;
       sink_.post(std::move(progress));
     }
-    // The time origin of every span's startMs, as a GPU records one event once the device is ready.
+    // The time origin of every span's startMs, as a GPU records one event
+    // once the device is ready; on this clock it is also the host origin of
+    // submitMs, so both share one axis exactly.
     origin_ = std::chrono::steady_clock::now();
     compute_.start();
     store_.start();
@@ -85,6 +105,8 @@ class HostBackend final : public Backend {
   }
 
   void submitTransfer(TransferWork&& work) override {
+    auto submission = std::make_shared<HostSubmission>();
+    submission->submitMs = sinceOrigin(std::chrono::steady_clock::now());
     std::vector<std::shared_ptr<HostEvent>> waits = eventsOf(work.after);
     if (work.direction == Direction::GpuToCpu && work.orderAfterCompute) {
       // A mark behind everything submitted to compute so far.
@@ -95,15 +117,18 @@ class HostBackend final : public Backend {
     auto end = std::make_shared<HostEvent>();
     jobEnds_[work.jobId] = end;
     auto shared = std::make_shared<TransferWork>(std::move(work));
-    streamFor(shared->direction).enqueue([this, shared, waits, end] { runTransfer(*shared, waits, *end); });
+    handOff(streamFor(shared->direction), *submission,
+            [this, shared, waits, end, submission] { runTransfer(*shared, waits, *end, *submission); });
   }
 
   void releaseJob(int64_t jobId) override { jobEnds_.erase(jobId); }
 
   void submitForward(ForwardWork&& work) override {
+    auto submission = std::make_shared<HostSubmission>();
+    submission->submitMs = sinceOrigin(std::chrono::steady_clock::now());
     std::vector<std::shared_ptr<HostEvent>> waits = eventsOf(work.after);
     auto shared = std::make_shared<ForwardWork>(std::move(work));
-    compute_.enqueue([this, shared, waits] { runForward(*shared, waits); });
+    handOff(compute_, *submission, [this, shared, waits, submission] { runForward(*shared, waits, *submission); });
   }
 
   void submitSync(int64_t token) override {
@@ -158,6 +183,14 @@ class HostBackend final : public Backend {
  private:
   HostStream& streamFor(Direction direction) { return direction == Direction::GpuToCpu ? store_ : load_; }
 
+  // Enqueues a job's or forward's task, timing the hand-off as its enqueueMs.
+  static void handOff(HostStream& stream, HostSubmission& submission, HostStream::Task task) {
+    std::lock_guard<std::mutex> lock(submission.mutex);
+    const auto from = std::chrono::steady_clock::now();
+    stream.enqueue(std::move(task));
+    submission.enqueueMs = millisecondsSince(from);
+  }
+
   std::vector<std::shared_ptr<HostEvent>> eventsOf(const std::vector<int64_t>& jobIds) {
     std::vector<std::shared_ptr<HostEvent>> events;
     for (int64_t id : jobIds) {
@@ -174,7 +207,8 @@ class HostBackend final : public Backend {
     return true;
   }
 
-  void runTransfer(const TransferWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits, HostEvent& end) {
+  void runTransfer(const TransferWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits, HostEvent& end,
+                   HostSubmission& submission) {
     if (!waitAll(waits)) return;
     const auto start = std::chrono::steady_clock::now();
     if (work.delayMs > 0 && !board_.sleepFor(static_cast<uint64_t>(work.delayMs * 1e6))) return;
@@ -188,6 +222,7 @@ class HostBackend final : public Backend {
       done.error = work.injectedError;
       done.startMs = sinceOrigin(start);
       done.elapsedMs = millisecondsSince(start);
+      submission.stamp(done);
       board_.signal(end);
       sink_.post(std::move(done));
       return;
@@ -214,6 +249,7 @@ class HostBackend final : public Backend {
     if (!linkWaited) return;
     done.startMs = sinceOrigin(start);
     done.elapsedMs = millisecondsSince(start);
+    submission.stamp(done);
     board_.signal(end);
     sink_.post(std::move(done));
   }
@@ -233,7 +269,8 @@ class HostBackend final : public Backend {
     return board_.sleepFor(static_cast<uint64_t>(linkNs - spentNs));
   }
 
-  void runForward(const ForwardWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits) {
+  void runForward(const ForwardWork& work, const std::vector<std::shared_ptr<HostEvent>>& waits,
+                  HostSubmission& submission) {
     if (!waitAll(waits)) return;
     const auto start = std::chrono::steady_clock::now();
     // The emulated compute comes before the writes, so a store that does not
@@ -261,6 +298,7 @@ class HostBackend final : public Backend {
     }
     done.startMs = sinceOrigin(start);
     done.elapsedMs = millisecondsSince(start);
+    submission.stamp(done);
     sink_.post(std::move(done));
   }
 

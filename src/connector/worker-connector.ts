@@ -356,6 +356,8 @@ function copyJobSpan(copyJob: CopyJob, result: DeviceJobResult): CopyJobSpan {
     ...(result.copyPath !== undefined ? { copyPath: result.copyPath } : {}),
     ...(result.error !== undefined ? { error: result.error } : {}),
     startMs: result.startMs ?? -1,
+    submitMs: result.submitMs ?? -1,
+    enqueueMs: result.enqueueMs ?? -1,
     elapsedMs: result.elapsedMs,
   };
 }

@@ -101,6 +101,9 @@ export type DeviceJobResult = JobResult & {
    * keeps no time axis).
    */
   readonly startMs?: number;
+  /** The host's side of the job (see HostSideTiming); negative or absent: not measured. */
+  readonly submitMs?: number;
+  readonly enqueueMs?: number;
   /** Why the device could not run the job (ok is then false); absent when it ran. */
   readonly error?: string;
   /**
@@ -128,6 +131,22 @@ export interface ForwardBatch {
 }
 
 /**
+ * The host's side of a job or forward beside its device span. `submitMs`:
+ * host steady-clock time at which the backend's submit call began, on the
+ * axis of `startMs` (host time since the device's time origin completed;
+ * CUDA: taken when the open's wait on the origin event returned, so the host
+ * axis lags the device's by that wake-up, microseconds). `enqueueMs`: host
+ * ms the submit spent enqueueing the work's own device work after its start
+ * mark (CUDA: from the start event's record to the end event's; host
+ * backend: the hand-off of its task to the stream), which lies inside the
+ * device span when the stream was idle. Negative: not measured.
+ */
+export interface HostSideTiming {
+  readonly submitMs: number;
+  readonly enqueueMs: number;
+}
+
+/**
  * A piece of work as the device timed it. `startMs` is device time since the
  * origin the device took when it opened (CUDA: an event recorded once the
  * device was synchronized at open; host backend: its steady clock at open),
@@ -135,7 +154,7 @@ export interface ForwardBatch {
  * Negative: the start was not timed. CUDA gives event times as float ms, so
  * a start 100 s after the open is good to about 8 us (about 60 us at 1,000 s).
  */
-export interface DeviceSpan {
+export interface DeviceSpan extends HostSideTiming {
   readonly startMs: number;
   readonly elapsedMs: number;
 }

@@ -104,7 +104,11 @@ export interface JobResult {
  * engine traces its devices. Times are device time in ms; `startMs` counts
  * from the time origin the rank's device took when it opened (each rank,
  * and each device a restarted rank opens, has its own origin); negative: the
- * device did not time the job (it could not run it).
+ * device did not time the job (it could not run it). `submitMs` and
+ * `enqueueMs` are the host's side: when the rank's submit call began, on the
+ * same axis, and the host ms it spent enqueueing the job's own device work
+ * after the job's start mark (inside the device span when the stream was
+ * idle); negative: not measured.
  */
 export interface CopyJobSpan {
   /** The device job's id: the id of the first transfer job it carries. */
@@ -121,15 +125,19 @@ export interface CopyJobSpan {
   readonly error?: string;
   readonly startMs: number;
   readonly elapsedMs: number;
+  readonly submitMs: number;
+  readonly enqueueMs: number;
 }
 
-/** One rank's forward of a step as its device timed it (same clock and origin as CopyJobSpan). */
+/** One rank's forward of a step as its device timed it (same clock, origin and host side as CopyJobSpan). */
 export interface ForwardSpan {
   readonly requests: number;
   /** Tokens computed in the step's batch. */
   readonly tokens: number;
   readonly startMs: number;
   readonly elapsedMs: number;
+  readonly submitMs: number;
+  readonly enqueueMs: number;
 }
 
 /** What one rank's device ran that a step reports, as the device timed it. */

@@ -161,7 +161,8 @@ export class RankWorker implements RankWorkerApi {
     if (computed !== null && timed !== null) {
       let tokens = 0;
       for (const req of computed) tokens += req.tokens.length;
-      forward = { requests: computed.length, tokens, startMs: timed.startMs, elapsedMs: timed.elapsedMs };
+      const { startMs, elapsedMs, submitMs, enqueueMs } = timed;
+      forward = { requests: computed.length, tokens, startMs, elapsedMs, submitMs, enqueueMs };
     }
     return { deviceOpen: this.openCount, forward, copyJobs: tiers.takeCopyJobSpans() };
   }
