@@ -1,4 +1,4 @@
-import type { CopyJobSpan, TransferDirection } from '../protocol/step-protocol.js';
+import type { CopyJobSpan, ForwardSpan, TransferDirection } from '../protocol/step-protocol.js';
 import type { RecordedDeviceSpans } from '../runtime/device-span-recorder.js';
 
 /**
@@ -22,12 +22,50 @@ import type { RecordedDeviceSpans } from '../runtime/device-span-recorder.js';
  *   time is measured against the union of the jobs' spans, so an overlap
  *   never makes a gap negative, and `concurrentMs` (busy time less that
  *   union) says how much overlap there was.
+ * - The host's side of each timed span (its submitMs and enqueueMs) is
+ *   summed beside it, for copy jobs per direction and class and for the
+ *   rank's forwards: host enqueue time and its share of the busy time of the
+ *   spans it was measured for (host work inside the device span when the
+ *   stream was idle), and the mean time from the submit call to the device's
+ *   start (queued). A value the device did not measure (negative) is left
+ *   out of its figure and counted. Queued times may be slightly negative:
+ *   the host's and the device's clocks drift apart over a run and CUDA's
+ *   float start times round; they are kept as they are.
  */
 
 /** A job at least this share of whose span ran beside a forward is "beside". */
 export const BESIDE_AT_LEAST = 0.9;
 /** A job at most this share of whose span ran beside a forward is "alone". */
 export const ALONE_AT_MOST = 0.1;
+
+/** Host time the submits spent enqueueing the spans' own device work after their start marks. */
+export interface HostEnqueueTotals {
+  /** Spans it was measured for. */
+  readonly spans: number;
+  /** Spans it was not measured for, left out. */
+  readonly unmeasured: number;
+  readonly totalMs: number;
+  /** null when no span was measured. */
+  readonly meanMs: number | null;
+  /** totalMs / the device busy time of the measured spans; null when that is zero. */
+  readonly busyShare: number | null;
+}
+
+/** Time from each span's submit call to its start on the device (startMs - submitMs). */
+export interface QueuedTotals {
+  /** Spans whose submit time was measured. */
+  readonly spans: number;
+  /** Spans whose submit time was not measured, left out. */
+  readonly unmeasured: number;
+  /** null when no span was measured; may be slightly negative (clock drift, rounding). */
+  readonly meanMs: number | null;
+}
+
+/** The host's side of a set of timed spans. */
+export interface HostSideTotals {
+  readonly enqueue: HostEnqueueTotals;
+  readonly queued: QueuedTotals;
+}
 
 /** Copy jobs of one class (or all of a direction). */
 export interface CopyJobTotals {
@@ -37,6 +75,7 @@ export interface CopyJobTotals {
   readonly busyMs: number;
   /** bytes / busy time, GB/s; null when the busy time is zero. */
   readonly gbps: number | null;
+  readonly host: HostSideTotals;
 }
 
 /** The jobs of one direction split by the share of each job's span that ran beside a forward; null: no such job. */
@@ -75,7 +114,7 @@ export interface RankTraceSummary {
   readonly rank: number;
   /** Device opens whose timed spans the rank reported (more than one: the rank was restarted). */
   readonly deviceOpens: number;
-  readonly forwards: { readonly count: number; readonly busyMs: number };
+  readonly forwards: { readonly count: number; readonly busyMs: number; readonly host: HostSideTotals };
   readonly load: CopyDirectionSummary;
   readonly store: CopyDirectionSummary;
   /** Spans the device did not time, left out of everything above. */
@@ -100,6 +139,16 @@ interface TimedJob extends Interval {
   readonly job: CopyJobSpan;
 }
 
+interface TimedForward extends Interval {
+  readonly forward: ForwardSpan;
+}
+
+/** A timed span with its host side, as hostSide reads it. */
+interface HostTimedSpan extends Interval {
+  readonly submitMs: number;
+  readonly enqueueMs: number;
+}
+
 export function isTimedSpan(startMs: number, elapsedMs: number): boolean {
   return Number.isFinite(startMs) && startMs >= 0 && Number.isFinite(elapsedMs) && elapsedMs >= 0;
 }
@@ -114,13 +163,13 @@ export function summarizeDeviceTrace(input: { readonly spans: readonly RecordedD
 }
 
 function summarizeRank(rank: number, spans: readonly RecordedDeviceSpans[]): RankTraceSummary {
-  const forwards = new Map<number, Interval[]>();
+  const forwards = new Map<number, TimedForward[]>();
   const jobs: TimedJob[] = [];
   let untimed = 0;
   for (const { deviceOpen, forward, copyJobs } of spans) {
     if (forward !== null) {
       if (!isTimedSpan(forward.startMs, forward.elapsedMs)) untimed += 1;
-      else listOf(forwards, deviceOpen).push({ start: forward.startMs, end: forward.startMs + forward.elapsedMs });
+      else listOf(forwards, deviceOpen).push({ start: forward.startMs, end: forward.startMs + forward.elapsedMs, forward });
     }
     for (const job of copyJobs) {
       if (!isTimedSpan(job.startMs, job.elapsedMs)) untimed += 1;
@@ -133,7 +182,11 @@ function summarizeRank(rank: number, spans: readonly RecordedDeviceSpans[]): Ran
   return {
     rank,
     deviceOpens: opens.size,
-    forwards: { count: allForwards.length, busyMs: allForwards.reduce((sum, f) => sum + (f.end - f.start), 0) },
+    forwards: {
+      count: allForwards.length,
+      busyMs: allForwards.reduce((sum, f) => sum + (f.end - f.start), 0),
+      host: hostSide(allForwards.map((f) => ({ start: f.start, end: f.end, submitMs: f.forward.submitMs, enqueueMs: f.forward.enqueueMs }))),
+    },
     load: summarizeDirection(jobs, 'cpuToGpu', merged),
     store: summarizeDirection(jobs, 'gpuToCpu', merged),
     untimedSpans: untimed,
@@ -169,7 +222,32 @@ function summarizeDirection(all: readonly TimedJob[], direction: TransferDirecti
 function copyJobTotals(jobs: readonly TimedJob[]): CopyJobTotals {
   const bytes = jobs.reduce((sum, j) => sum + j.job.bytes, 0);
   const busyMs = jobs.reduce((sum, j) => sum + (j.end - j.start), 0);
-  return { jobs: jobs.length, bytes, busyMs, gbps: busyMs > 0 ? bytes / 1e9 / (busyMs / 1000) : null };
+  const host = hostSide(jobs.map((j) => ({ start: j.start, end: j.end, submitMs: j.job.submitMs, enqueueMs: j.job.enqueueMs })));
+  return { jobs: jobs.length, bytes, busyMs, gbps: busyMs > 0 ? bytes / 1e9 / (busyMs / 1000) : null, host };
+}
+
+const isMeasured = (x: number) => Number.isFinite(x) && x >= 0;
+
+function hostSide(spans: readonly HostTimedSpan[]): HostSideTotals {
+  const enqueued = spans.filter((s) => isMeasured(s.enqueueMs));
+  const totalMs = enqueued.reduce((sum, s) => sum + s.enqueueMs, 0);
+  const busyMs = enqueued.reduce((sum, s) => sum + (s.end - s.start), 0);
+  const submitted = spans.filter((s) => isMeasured(s.submitMs));
+  const queuedMs = submitted.reduce((sum, s) => sum + (s.start - s.submitMs), 0);
+  return {
+    enqueue: {
+      spans: enqueued.length,
+      unmeasured: spans.length - enqueued.length,
+      totalMs,
+      meanMs: enqueued.length > 0 ? totalMs / enqueued.length : null,
+      busyShare: busyMs > 0 ? totalMs / busyMs : null,
+    },
+    queued: {
+      spans: submitted.length,
+      unmeasured: spans.length - submitted.length,
+      meanMs: submitted.length > 0 ? queuedMs / submitted.length : null,
+    },
+  };
 }
 
 /** Idle time between a direction's jobs, per device open (each has its own axis), summed. */

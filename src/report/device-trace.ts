@@ -56,7 +56,10 @@ export const TIME_AXIS_NOTE =
   '(CUDA: an event recorded once the device was synchronized at open; host backend: its steady clock at open), so spans of ' +
   "one rank share an axis but ranks have separate origins: compare spans within a rank, not across ranks. A rank restarted " +
   'after a failure opens a new device with a new origin (args.deviceOpen). CUDA times its spans as float milliseconds, so a ' +
-  'start 100 s after the open is good to about 8 microseconds.';
+  "start 100 s after the open is good to about 8 microseconds. args.queuedUs is the time from the host's submit call to the " +
+  "span's start (the host clock is put on the same axis when the device's origin completed, so it may be slightly negative " +
+  "from clock drift and rounding); args.enqueueUs is the host time the submit spent enqueueing the span's own work after its " +
+  'start mark, which lies inside the span when the stream was idle; null: not measured.';
 
 export function buildDeviceTrace(input: DeviceTraceInput): DeviceTrace {
   const events: ChromeTraceEvent[] = [];
@@ -116,7 +119,7 @@ function forwardEvent(rank: number, step: number, deviceOpen: number, span: Forw
     tid: STREAM_THREADS.compute,
     ts: span.startMs * 1000,
     dur: span.elapsedMs * 1000,
-    args: { step, requests: span.requests, tokens: span.tokens, deviceOpen },
+    args: { step, requests: span.requests, tokens: span.tokens, deviceOpen, ...hostArgs(span) },
   };
 }
 
@@ -141,6 +144,16 @@ function copyJobEvent(rank: number, step: number, deviceOpen: number, job: CopyJ
       // The step whose report carried it (it may have finished during an earlier step's forward).
       reportedAtStep: step,
       deviceOpen,
+      ...hostArgs(job),
     },
+  };
+}
+
+/** A timed span's host side in microseconds, as the time axis note explains; null: not measured. */
+function hostArgs(span: ForwardSpan | CopyJobSpan): { queuedUs: number | null; enqueueUs: number | null } {
+  const measured = (x: number) => Number.isFinite(x) && x >= 0;
+  return {
+    queuedUs: measured(span.submitMs) ? (span.startMs - span.submitMs) * 1000 : null,
+    enqueueUs: measured(span.enqueueMs) ? span.enqueueMs * 1000 : null,
   };
 }

@@ -5,7 +5,7 @@ import { CLOCK_OVERRUN_WARNING, type ClockReport, type RunReport, type TransferR
 import { labeledRows } from './text-rows.js';
 import { slowReplayWarning, type ReplayLoad } from './replay-load.js';
 import { configurationRows } from './run-configuration.js';
-import type { CopyDirectionSummary, CopyJobTotals, DeviceTraceSummary } from './device-trace-summary.js';
+import type { CopyDirectionSummary, CopyJobTotals, DeviceTraceSummary, HostSideTotals, RankTraceSummary } from './device-trace-summary.js';
 
 /** Human-readable renderings of RunReport: one run, or --compare's two side by side. */
 
@@ -166,20 +166,37 @@ function copyDirection(d: CopyDirectionSummary): string {
   return (
     `${jobs(d.jobs)}${failed}, ${decimalBytes(d.bytes)}, ${rate(d.gbps)}; ` +
     `${copyClass('beside forwards', beside, true)}, ${copyClass('alone', alone, false)}, ${copyClass('mixed', mixed, false)}; ` +
-    `${percent(d.besideForwardsShare)} of busy time beside forwards; stream idle ${percent(d.stream.idleShare)} of its span${concurrent}`
+    `${percent(d.besideForwardsShare)} of busy time beside forwards; stream idle ${percent(d.stream.idleShare)} of its span${concurrent}` +
+    hostSide(d.host)
   );
+}
+
+/** "; host enqueue 12.0% of busy time, queued before start mean 0.40 ms" ('-' for a figure not measured). */
+function hostSide(h: HostSideTotals): string {
+  if (h.enqueue.spans === 0 && h.queued.spans === 0) return '; host side not measured';
+  return `; host enqueue ${percent(h.enqueue.busyShare)} of busy time, queued before start mean ${ms(h.queued.meanMs)}`;
+}
+
+function forwardsLine(r: RankTraceSummary): string {
+  const f = r.forwards;
+  if (f.count === 0) return 'no timed forwards';
+  const { enqueue, queued } = f.host;
+  if (enqueue.spans === 0 && queued.spans === 0) return `${count(f.count)} timed; host side not measured`;
+  return `${count(f.count)} timed, host enqueue mean ${ms(enqueue.meanMs)}, queued before start mean ${ms(queued.meanMs)}`;
 }
 
 /** The device trace's summary: a line per rank and direction, then what the classes mean. */
 export function formatDeviceTraceSummary(summary: DeviceTraceSummary): string {
   const lines = summary.ranks.flatMap((r) => {
     const rank = `device trace rank ${r.rank}${r.deviceOpens > 1 ? ` (${r.deviceOpens} device opens)` : ''}`;
-    return [`${rank} loads: ${copyDirection(r.load)}`, `${rank} stores: ${copyDirection(r.store)}`];
+    return [`${rank} loads: ${copyDirection(r.load)}`, `${rank} stores: ${copyDirection(r.store)}`, `${rank} forwards: ${forwardsLine(r)}`];
   });
   return (
     `${lines.join('\n')}\n` +
     `Copy jobs beside forwards ran at least ${100 * summary.besideAtLeast}% of their span beside a forward of their rank, alone at most ` +
     `${100 * summary.aloneAtMost}%, mixed in between; rates are bytes over each class's device busy time; ` +
-    "stream idle is the time between a direction's jobs, from its first job's start to its last job's end."
+    "stream idle is the time between a direction's jobs, from its first job's start to its last job's end; " +
+    "host enqueue is the host's time enqueueing a span's own work after its start mark (inside the span when the stream was idle), " +
+    'queued the time from its submit call to its start on the device.'
   );
 }

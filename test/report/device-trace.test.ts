@@ -8,12 +8,15 @@ const RANKS = [
   { rank: 1, deviceName: 'host (x86_64)' },
 ];
 
-function forward(startMs: number, elapsedMs: number): ForwardSpan {
-  return { requests: 2, tokens: 9, startMs, elapsedMs };
+/** Submitted 0.25 ms before its start, 0.125 ms of host enqueue. */
+function forward(startMs: number, elapsedMs: number, extra: Partial<ForwardSpan> = {}): ForwardSpan {
+  return { requests: 2, tokens: 9, startMs, elapsedMs, submitMs: startMs - 0.25, enqueueMs: 0.125, ...extra };
 }
 
+/** Submitted 0.5 ms before its start, 0.0625 ms of host enqueue. */
 function copyJob(copyJobId: number, direction: CopyJobSpan['direction'], startMs: number, extra: Partial<CopyJobSpan> = {}): CopyJobSpan {
-  return { copyJobId, transferJobIds: [copyJobId], direction, bytes: 4096, ok: true, copyPath: 'memcpy', startMs, elapsedMs: 0.25, ...extra };
+  const host = { submitMs: startMs - 0.5, enqueueMs: 0.0625 };
+  return { copyJobId, transferJobIds: [copyJobId], direction, bytes: 4096, ok: true, copyPath: 'memcpy', startMs, elapsedMs: 0.25, ...host, ...extra };
 }
 
 function recorded(rank: number, step: number, fwd: ForwardSpan | null, copyJobs: CopyJobSpan[] = []): RecordedDeviceSpans {
@@ -50,7 +53,7 @@ describe('the device trace', () => {
       label: 'offload on',
     });
     expect(complete(trace.traceEvents)).toEqual([
-      { name: 'forward (step 4)', cat: 'forward', ph: 'X', pid: 0, tid: STREAM_THREADS.compute, ts: 1500, dur: 2000, args: { step: 4, requests: 2, tokens: 9, deviceOpen: 1 } },
+      { name: 'forward (step 4)', cat: 'forward', ph: 'X', pid: 0, tid: STREAM_THREADS.compute, ts: 1500, dur: 2000, args: { step: 4, requests: 2, tokens: 9, deviceOpen: 1, queuedUs: 250, enqueueUs: 125 } },
       {
         name: 'load job 7',
         cat: 'load',
@@ -59,7 +62,7 @@ describe('the device trace', () => {
         tid: STREAM_THREADS.load,
         ts: 500,
         dur: 250,
-        args: { jobId: 7, transferJobIds: [7, 8], bytes: 4096, ok: true, copyPath: 'memcpy', reportedAtStep: 4, deviceOpen: 1 },
+        args: { jobId: 7, transferJobIds: [7, 8], bytes: 4096, ok: true, copyPath: 'memcpy', reportedAtStep: 4, deviceOpen: 1, queuedUs: 500, enqueueUs: 62.5 },
       },
       {
         name: 'store job 9',
@@ -69,7 +72,7 @@ describe('the device trace', () => {
         tid: STREAM_THREADS.store,
         ts: 3000,
         dur: 250,
-        args: { jobId: 9, transferJobIds: [9], bytes: 0, ok: false, error: 'injected', reportedAtStep: 4, deviceOpen: 1 },
+        args: { jobId: 9, transferJobIds: [9], bytes: 0, ok: false, error: 'injected', reportedAtStep: 4, deviceOpen: 1, queuedUs: 500, enqueueUs: 62.5 },
       },
     ]);
     expect(trace.otherData).toMatchObject({ run: 'offload on', backend: 'host', ranks: 2, untimedSpans: 0 });
@@ -84,6 +87,20 @@ describe('the device trace', () => {
     });
     expect(complete(trace.traceEvents).map((e) => e.name)).toEqual(['load job 4']);
     expect(trace.otherData.untimedSpans).toBe(2);
+  });
+
+  it("gives a span's host side null where the device did not measure it, and a queued time before the start as it is", () => {
+    const trace = buildDeviceTrace({
+      spans: [recorded(0, 1, forward(2, 1, { submitMs: -1, enqueueMs: -1 }), [copyJob(5, 'cpuToGpu', 1, { submitMs: 1.25 })])],
+      ranks: RANKS,
+      backend: 'cuda',
+      label: null,
+    });
+    const [fwd, load] = complete(trace.traceEvents);
+    expect(fwd.args).toMatchObject({ queuedUs: null, enqueueUs: null });
+    // The host's clock may run a little ahead of the device's: the submit lands after the start.
+    expect(load.args).toMatchObject({ queuedUs: -250, enqueueUs: 62.5 });
+    expect(trace.otherData.timeAxis).toMatch(/args\.queuedUs .* slightly negative/);
   });
 
   it("says that each rank's times count from its own device's open", () => {
