@@ -40,19 +40,20 @@ double millisecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // The host's side of one job or forward (Completion::submitMs, enqueueMs).
-// Here the stream thread takes the start mark, so the host's enqueue of the
-// work is the hand-off of its task to the stream; the task may start and even
-// finish before that call returns, so it reads the figures under the lock the
-// submit holds until both are set.
+// Here the stream thread takes the start mark once the submit has handed the
+// task over, so the only host enqueue work after the mark is what is left of
+// that hand-off call when the task starts: usually none, at most microseconds.
+// The task may start and even finish before the call returns, so it reads the
+// return time under the lock the submit holds until it is set.
 struct HostSubmission {
   std::mutex mutex;
   double submitMs = -1;
-  double enqueueMs = -1;
+  std::chrono::steady_clock::time_point handedOff{};
 
-  void stamp(Completion& done) {
+  void stamp(Completion& done, std::chrono::steady_clock::time_point start) {
     std::lock_guard<std::mutex> lock(mutex);
     done.submitMs = submitMs;
-    done.enqueueMs = enqueueMs;
+    done.enqueueMs = std::max(0.0, std::chrono::duration<double, std::milli>(handedOff - start).count());
   }
 };
 
@@ -183,12 +184,11 @@ class HostBackend final : public Backend {
  private:
   HostStream& streamFor(Direction direction) { return direction == Direction::GpuToCpu ? store_ : load_; }
 
-  // Enqueues a job's or forward's task, timing the hand-off as its enqueueMs.
+  // Enqueues a job's or forward's task, noting when the hand-off returned.
   static void handOff(HostStream& stream, HostSubmission& submission, HostStream::Task task) {
     std::lock_guard<std::mutex> lock(submission.mutex);
-    const auto from = std::chrono::steady_clock::now();
     stream.enqueue(std::move(task));
-    submission.enqueueMs = millisecondsSince(from);
+    submission.handedOff = std::chrono::steady_clock::now();
   }
 
   std::vector<std::shared_ptr<HostEvent>> eventsOf(const std::vector<int64_t>& jobIds) {
@@ -222,7 +222,7 @@ class HostBackend final : public Backend {
       done.error = work.injectedError;
       done.startMs = sinceOrigin(start);
       done.elapsedMs = millisecondsSince(start);
-      submission.stamp(done);
+      submission.stamp(done, start);
       board_.signal(end);
       sink_.post(std::move(done));
       return;
@@ -249,7 +249,7 @@ class HostBackend final : public Backend {
     if (!linkWaited) return;
     done.startMs = sinceOrigin(start);
     done.elapsedMs = millisecondsSince(start);
-    submission.stamp(done);
+    submission.stamp(done, start);
     board_.signal(end);
     sink_.post(std::move(done));
   }
@@ -298,7 +298,7 @@ class HostBackend final : public Backend {
     }
     done.startMs = sinceOrigin(start);
     done.elapsedMs = millisecondsSince(start);
-    submission.stamp(done);
+    submission.stamp(done, start);
     sink_.post(std::move(done));
   }
 

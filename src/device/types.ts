@@ -137,9 +137,11 @@ export interface ForwardBatch {
  * CUDA: taken when the open's wait on the origin event returned, so the host
  * axis lags the device's by that wake-up, microseconds). `enqueueMs`: host
  * ms the submit spent enqueueing the work's own device work after its start
- * mark (CUDA: from the start event's record to the end event's; host
- * backend: the hand-off of its task to the stream), which lies inside the
- * device span when the stream was idle. Negative: not measured.
+ * mark (CUDA: from the start event's record to the end event's, which lies
+ * inside the device span when the stream was idle; host backend, whose
+ * stream takes the start mark itself: what was left of the hand-off of its
+ * task to the stream once the task started, usually none). Negative: not
+ * measured.
  */
 export interface HostSideTiming {
   readonly submitMs: number;

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RunReport } from '../../src/report/report.js';
-import type { CopyDirectionSummary, DeviceTraceSummary } from '../../src/report/device-trace-summary.js';
+import type { CopyDirectionSummary, DeviceTraceSummary, HostSideTotals } from '../../src/report/device-trace-summary.js';
 import { expectUsageFailure, kvtier, scratchDir } from './cli.js';
 
 /** A small chat on two host ranks whose second round loads from the CPU tier (as in the --html test). */
@@ -67,6 +67,17 @@ function expectDirectionMatches(summary: CopyDirectionSummary, events: readonly 
   expect(classes.reduce((sum, c) => sum + c.bytes, 0)).toBe(summary.bytes);
   expect(summary.besideForwardsMs).toBeLessThanOrEqual(summary.busyMs);
   expect(summary.stream.idleMs).toBeLessThanOrEqual(summary.stream.spanMs);
+  expectHostSideMatches(summary.host, events);
+}
+
+/** The host side of a set of spans: measured for every one (the host backend measures all), with the events' mean queued and total enqueue time. */
+function expectHostSideMatches(host: HostSideTotals, events: readonly TraceEvent[]): void {
+  expect(host.enqueue).toMatchObject({ spans: events.length, unmeasured: 0 });
+  expect(host.queued).toMatchObject({ spans: events.length, unmeasured: 0 });
+  const arg = (e: TraceEvent, name: string) => e.args?.[name] as number;
+  expect(host.enqueue.totalMs).toBeCloseTo(events.reduce((sum, e) => sum + arg(e, 'enqueueUs'), 0) / 1000, 6);
+  expect(host.queued.meanMs!).toBeCloseTo(events.reduce((sum, e) => sum + arg(e, 'queuedUs'), 0) / 1000 / events.length, 6);
+  expect(host.enqueue.busyShare).not.toBeNull();
 }
 
 describe('kvtier run --device-trace', () => {
@@ -83,6 +94,9 @@ describe('kvtier run --device-trace', () => {
       if (event.ph === 'X') {
         expect(event.ts).toBeGreaterThanOrEqual(0);
         expect(event.dur).toBeGreaterThanOrEqual(0);
+        // The host backend's device clock is the host's: a span starts no earlier than its submit call.
+        expect(event.args?.queuedUs as number).toBeGreaterThanOrEqual(0);
+        expect(event.args?.enqueueUs as number).toBeGreaterThanOrEqual(0);
       }
     }
     let loadBytes = 0;
@@ -128,7 +142,12 @@ describe('kvtier run --device-trace', () => {
     const printed = stdout.split('\n').filter((line) => line.startsWith('device trace rank '));
     for (const rank of summary.ranks) {
       expect(rank.deviceOpens).toBe(1);
-      expect(rank.forwards.count).toBe(spansOn(trace, rank.rank, threadNamed(trace, rank.rank, 'compute')).length);
+      const forwards = spansOn(trace, rank.rank, threadNamed(trace, rank.rank, 'compute'));
+      expect(rank.forwards.count).toBe(forwards.length);
+      expectHostSideMatches(rank.forwards.host, forwards);
+      expect(printed).toContainEqual(
+        expect.stringMatching(new RegExp(`^device trace rank ${rank.rank} forwards: ${forwards.length} timed, host enqueue mean [\\d.]+ ms, queued before start mean [\\d.]+ ms$`)),
+      );
       for (const [stream, direction, word] of [['load', rank.load, 'loads'], ['store', rank.store, 'stores']] as const) {
         const events = spansOn(trace, rank.rank, threadNamed(trace, rank.rank, stream));
         expectDirectionMatches(direction, events);
@@ -136,9 +155,10 @@ describe('kvtier run --device-trace', () => {
         expect(line, `a printed line for rank ${rank.rank} ${word}`).toBeDefined();
         expect(line).toMatch(new RegExp(`: ${direction.jobs} jobs?, `));
         expect(line).toMatch(/of busy time beside forwards; stream idle [\d.]+% of its span/);
+        expect(line).toMatch(/; host enqueue [\d.]+% of busy time, queued before start mean [\d.]+ ms$/);
       }
     }
-    expect(printed).toHaveLength(2 * summary.ranks.length);
+    expect(printed).toHaveLength(3 * summary.ranks.length);
   });
 
   it('with --compare, traces the offload-on run, the one with copy jobs', { timeout: 90_000 }, async () => {

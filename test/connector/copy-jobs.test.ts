@@ -215,15 +215,37 @@ describe('copy jobs: device spans', () => {
     connector.startTransfers(2, meta([], [job(3, 'c', 'cpuToGpu', [5], [7])]));
     device.complete(1);
     connector.collect();
-    // This device keeps no time axis: its spans say so with a negative start.
+    // This device keeps no time axis: its spans say so with a negative start and host side.
     expect(connector.takeCopyJobSpans()).toEqual([
-      { copyJobId: 1, transferJobIds: [1, 2], direction: 'gpuToCpu', bytes: 3072, ok: true, startMs: -1, elapsedMs: 1 },
+      { copyJobId: 1, transferJobIds: [1, 2], direction: 'gpuToCpu', bytes: 3072, ok: true, startMs: -1, elapsedMs: 1, submitMs: -1, enqueueMs: -1 },
     ]);
     expect(connector.takeCopyJobSpans()).toEqual([]);
     device.complete(3, false);
     await connector.drainAndReset();
     expect(connector.takeCopyJobSpans()).toEqual([
-      { copyJobId: 3, transferJobIds: [3], direction: 'cpuToGpu', bytes: 0, ok: false, error: 'injected device error', startMs: -1, elapsedMs: 1 },
+      {
+        copyJobId: 3,
+        transferJobIds: [3],
+        direction: 'cpuToGpu',
+        bytes: 0,
+        ok: false,
+        error: 'injected device error',
+        startMs: -1,
+        elapsedMs: 1,
+        submitMs: -1,
+        enqueueMs: -1,
+      },
     ]);
+  });
+
+  it("carry the device's start and the host's submit and enqueue times of each copy job as the device reported them", () => {
+    const device = new HeldDevice();
+    const connector = new WorkerConnector(device);
+    connector.recordCopyJobSpans();
+    connector.queueStores(1, meta([job(1, 'a', 'gpuToCpu', [0])]));
+    connector.startTransfers(2, meta([]));
+    device.complete(1, true, { startMs: 5.5, submitMs: 4.25, enqueueMs: 0.125 });
+    connector.collect();
+    expect(connector.takeCopyJobSpans()).toMatchObject([{ copyJobId: 1, startMs: 5.5, elapsedMs: 1, submitMs: 4.25, enqueueMs: 0.125 }]);
   });
 });

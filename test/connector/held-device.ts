@@ -19,8 +19,8 @@ export class HeldDevice implements Device {
     this.pending.set(job.jobId, job);
   }
 
-  /** Finishes job `jobId`: ok, or failed (a load then reports every block it carried). */
-  complete(jobId: number, ok = true): void {
+  /** Finishes job `jobId`: ok, or failed (a load then reports every block it carried); `timing`: the times a timing device would report. */
+  complete(jobId: number, ok = true, timing: Pick<DeviceJobResult, 'startMs' | 'submitMs' | 'enqueueMs'> = {}): void {
     const job = this.pending.get(jobId);
     if (job === undefined) throw new Error(`job ${jobId} is not in flight`);
     this.pending.delete(jobId);
@@ -33,6 +33,7 @@ export class HeldDevice implements Device {
       bytes: ok ? job.gpuBlockIds.length * this.info.bytesPerGpuBlock : 0,
       elapsedMs: 1,
       ...(ok ? {} : { error: 'injected device error' }),
+      ...timing,
     });
     for (const waiter of [...this.waiters]) {
       waiter.ids.delete(jobId);

@@ -85,6 +85,18 @@ describe.skipIf(!hasGpu)('the cuda backend', () => {
     expect(stored.startMs!).toBeGreaterThanOrEqual(forward.startMs + forward.elapsedMs - 0.01);
   });
 
+  it("gives forwards and copy jobs the host's submit time on the same axis, in submission order, and their host enqueue time", async () => {
+    const d = await cudaDevice({ model: SLOW });
+    const jobs = new JobIds();
+    await d.forward(packBatch([{ blockTable: [2], startPosition: 0, tokens: [1], sample: false }]));
+    const forward = d.lastForwardDeviceSpan!()!;
+    const stored = await runJob(d, store(jobs.take(), [2], [0]));
+    expect(forward.submitMs).toBeGreaterThanOrEqual(0);
+    expect(forward.enqueueMs).toBeGreaterThanOrEqual(0);
+    expect(stored.submitMs!).toBeGreaterThanOrEqual(forward.submitMs);
+    expect(stored.enqueueMs!).toBeGreaterThanOrEqual(0);
+  });
+
   it('times a contiguous copy in each direction', async () => {
     const d = await cudaDevice();
     const bytes = 4 * d.info.bytesPerGpuBlock;

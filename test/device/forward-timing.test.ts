@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { forwardBatch } from '../../src/bench/overlap.js';
 import type { Device } from '../../src/device/types.js';
-import { fillGpuBlocks, JobIds, openTestDevice, store, TINY_NO_COMPUTE } from './helpers.js';
+import { fillGpuBlocks, JobIds, load, openTestDevice, store, TINY_NO_COMPUTE } from './helpers.js';
 
 /** A span's end on the device's time axis. */
 const endOf = (span: { startMs: number; elapsedMs: number }) => span.startMs + span.elapsedMs;
@@ -59,6 +59,57 @@ describe("the device's time axis", () => {
       const [first, second] = device.pollFinished();
       expect(first.startMs).toBeGreaterThanOrEqual(0);
       expect(second.startMs!).toBeGreaterThanOrEqual(endOf({ startMs: first.startMs!, elapsedMs: first.elapsedMs }) - 1e-6);
+    } finally {
+      device.close();
+    }
+  });
+});
+
+describe("the host's side of device spans", () => {
+  // The host backend's device clock is the host's steady clock, and a stream
+  // starts work only once its submit handed it over: a submit never comes
+  // after its start there (on a GPU the two clocks may differ a little).
+  it('gives a finished copy job its submit time on the device\'s axis, no later than its start, and its host enqueue time', async () => {
+    const device = await openTestDevice();
+    try {
+      fillGpuBlocks(device, [0]);
+      const job = store(new JobIds().take(), [0], [0]);
+      device.submitTransfer(job);
+      await device.waitJobs([job.jobId]);
+      const [done] = device.pollFinished();
+      expect(done.submitMs!).toBeGreaterThanOrEqual(0);
+      expect(done.submitMs!).toBeLessThanOrEqual(done.startMs!);
+      expect(done.enqueueMs!).toBeGreaterThanOrEqual(0);
+    } finally {
+      device.close();
+    }
+  });
+
+  it('gives a forward its submit time, no later than its start, and its host enqueue time', async () => {
+    const device = await openTestDevice();
+    try {
+      const span = await timedForward(device);
+      expect(span.submitMs).toBeGreaterThanOrEqual(0);
+      expect(span.submitMs).toBeLessThanOrEqual(span.startMs);
+      expect(span.enqueueMs).toBeGreaterThanOrEqual(0);
+    } finally {
+      device.close();
+    }
+  });
+
+  it('orders submit times as the jobs and the forward were submitted, on one stream and across streams', async () => {
+    const device = await openTestDevice();
+    try {
+      fillGpuBlocks(device, [0, 1]);
+      const ids = new JobIds();
+      const jobs = [store(ids.take(), [0], [0]), store(ids.take(), [1], [1]), load(ids.take(), [3], [2])];
+      for (const job of jobs) device.submitTransfer(job);
+      const forwarded = device.forward(forwardBatch(2, 2, 4, 1, TINY_NO_COMPUTE.vocabSize), { computeNs: 1_000_000 });
+      await Promise.all([device.waitJobs(jobs.map((j) => j.jobId)), forwarded]);
+      const finished = new Map(device.pollFinished().map((r) => [r.jobId, r]));
+      const submits = [...jobs.map((j) => finished.get(j.jobId)!.submitMs!), device.lastForwardDeviceSpan!()!.submitMs];
+      expect(submits.every((t) => t >= 0)).toBe(true);
+      expect(submits).toEqual([...submits].sort((a, b) => a - b));
     } finally {
       device.close();
     }
