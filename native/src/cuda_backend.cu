@@ -157,9 +157,10 @@ class CudaBackend final : public Backend {
     check(cudaEventCreateWithFlags(&origin_, cudaEventDefault), "cudaEventCreateWithFlags (time origin)");
     check(cudaEventRecord(origin_, compute_), "cudaEventRecord (time origin)");
     check(cudaEventSynchronize(origin_), "cudaEventSynchronize (time origin)");
-    // The same origin on the host's steady clock, for submitMs: the event
-    // completed just before the sync returned, so the host axis runs behind
-    // the device's by the sync's wake-up latency (microseconds).
+    // The same origin on the host's steady clock, for submitMs. The event
+    // completed just before the sync returned: the host origin is late by the
+    // sync's wake-up latency (microseconds), so submit times read that much
+    // early against the device's start times.
     hostOrigin_ = std::chrono::steady_clock::now();
     computePoller_.start(origin_);
     storePoller_.start(origin_);

@@ -134,8 +134,8 @@ export interface ForwardBatch {
  * The host's side of a job or forward beside its device span. `submitMs`:
  * host steady-clock time at which the backend's submit call began, on the
  * axis of `startMs` (host time since the device's time origin completed;
- * CUDA: taken when the open's wait on the origin event returned, so the host
- * axis lags the device's by that wake-up, microseconds). `enqueueMs`: host
+ * CUDA: taken when the open's wait on the origin event returned, so submit
+ * times read early by that wake-up, microseconds). `enqueueMs`: host
  * ms the submit spent enqueueing the work's own device work after its start
  * mark (CUDA: from the start event's record to the end event's, which lies
  * inside the device span when the stream was idle; host backend, whose
