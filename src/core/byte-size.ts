@@ -36,6 +36,12 @@ export function formatBytes(bytes: number): string {
   return unit === 0 ? `${value} B` : `${value.toFixed(2)} ${units[unit]}`;
 }
 
+/** "34.2 GB"-style rendering in powers of 1000, for byte counts shown beside GB/s rates (1e9 bytes a second). */
+export function formatDecimalBytes(bytes: number): string {
+  const [divisor, unit] = bytes >= 1e9 ? [1e9, 'GB'] : bytes >= 1e6 ? [1e6, 'MB'] : bytes >= 1e3 ? [1e3, 'kB'] : [1, 'B'];
+  return divisor === 1 ? `${bytes} B` : `${(bytes / divisor).toFixed(1)} ${unit}`;
+}
+
 /** A transfer rate given in GB/s (1e9 bytes), shown in MB/s below 1 GB/s so small rates stay readable. */
 export function formatRate(gbps: number | null): string {
   if (gbps === null) return '-';

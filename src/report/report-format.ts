@@ -1,4 +1,4 @@
-import { formatBytes, formatRate } from '../core/byte-size.js';
+import { formatBytes, formatDecimalBytes, formatRate } from '../core/byte-size.js';
 import { remoteReportRows } from '../remote/remote-report.js';
 import type { Percentiles } from './percentiles.js';
 import { CLOCK_OVERRUN_WARNING, type ClockReport, type RunReport, type TransferReport } from './report.js';
@@ -143,12 +143,6 @@ export function formatComparison(off: RunReport, on: RunReport): string {
   );
 }
 
-/** Bytes in powers of 1000, as the rates beside them (GB/s is 1e9 bytes a second). */
-function decimalBytes(bytes: number): string {
-  const [divisor, unit] = bytes >= 1e9 ? [1e9, 'GB'] : bytes >= 1e6 ? [1e6, 'MB'] : bytes >= 1e3 ? [1e3, 'kB'] : [1, 'B'];
-  return divisor === 1 ? `${bytes} B` : `${(bytes / divisor).toFixed(1)} ${unit}`;
-}
-
 const percent = (x: number | null) => (x === null ? '-' : `${(100 * x).toFixed(1)}%`);
 
 const jobs = (n: number) => `${count(n)} job${n === 1 ? '' : 's'}`;
@@ -164,7 +158,7 @@ function copyDirection(d: CopyDirectionSummary): string {
   const { beside, alone, mixed } = d.byForwards;
   const concurrent = d.stream.concurrentMs > 0 ? `; jobs overlapped each other for ${ms(d.stream.concurrentMs)}` : '';
   return (
-    `${jobs(d.jobs)}${failed}, ${decimalBytes(d.bytes)}, ${rate(d.gbps)}; ` +
+    `${jobs(d.jobs)}${failed}, ${formatDecimalBytes(d.bytes)}, ${rate(d.gbps)}; ` +
     `${copyClass('beside forwards', beside, true)}, ${copyClass('alone', alone, false)}, ${copyClass('mixed', mixed, false)}; ` +
     `${percent(d.besideForwardsShare)} of busy time beside forwards; stream idle ${percent(d.stream.idleShare)} of its span${concurrent}` +
     hostSide(d.host)

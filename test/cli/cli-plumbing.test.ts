@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { formatBytes, parseByteSize } from '../../src/core/byte-size.js';
+import { formatBytes, formatDecimalBytes, parseByteSize } from '../../src/core/byte-size.js';
 import { cliExitFor } from '../../src/cli/exit-codes.js';
 import { BenchOptions } from '../../src/cli/bench-options.js';
 import { looseFlagInput, originOf } from '../../src/cli/config-input.js';
@@ -27,6 +27,12 @@ describe('byte sizes', () => {
   it('renders sizes with binary units', () => {
     expect(formatBytes(512)).toBe('512 B');
     expect(formatBytes(1.5 * 2 ** 30)).toBe('1.50 GiB');
+  });
+
+  it('renders sizes shown beside GB/s rates in powers of 1000', () => {
+    expect(formatDecimalBytes(999)).toBe('999 B');
+    expect(formatDecimalBytes(436_200)).toBe('436.2 kB');
+    expect(formatDecimalBytes(34_200_000_000)).toBe('34.2 GB');
   });
 });
 
