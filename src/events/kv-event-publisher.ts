@@ -50,6 +50,13 @@ const DEFAULT_HWM = 100_000;
 const CLOSE_LINGER_MS = 1_000;
 const ENDPOINT_PATTERN = /^(tcp|ipc|inproc):\/\/.+/;
 
+/**
+ * How long a replay waits for a client that stopped reading before it gives
+ * that client's replay up (ms). Until then the ROUTER socket holds back
+ * rather than drops: a late subscriber reading slowly still gets every batch.
+ */
+const REPLAY_SEND_TIMEOUT_MS = 10_000;
+
 /** The end-of-replay marker: sequence -1 as 8 signed bytes. */
 const END_SEQ = Buffer.alloc(8, 0xff);
 
@@ -133,7 +140,9 @@ export class KvEventPublisher {
       }
       let replayBound: string | null = null;
       if (replay !== null) {
-        router = new zmq.Router({ linger: 0 });
+        // Mandatory: a reply to a client whose queue is full waits (up to the send timeout) instead of being
+        // dropped, which a plain ROUTER does silently once a replay outruns the client's high-water mark.
+        router = new zmq.Router({ linger: 0, mandatory: true, sendTimeout: REPLAY_SEND_TIMEOUT_MS });
         await router.bind(replay);
         replayBound = router.lastEndpoint ?? replay;
       }
@@ -210,11 +219,16 @@ export class KvEventPublisher {
         const end = this.nextSeq;
         const first = Math.max(0, end - this.bufferSteps);
         const buffered = Array.from({ length: end - first }, (_, i) => this.replayBuffer[(first + i) % this.bufferSteps]);
-        for (let i = 0; i < buffered.length; i++) {
-          const seq = first + i;
-          if (BigInt(seq) >= start) await router.send([client, '', seqBytes(seq), buffered[i]]);
+        try {
+          for (let i = 0; i < buffered.length; i++) {
+            const seq = first + i;
+            if (BigInt(seq) >= start) await router.send([client, '', seqBytes(seq), buffered[i]]);
+          }
+          await router.send([client, '', END_SEQ, '']);
+        } catch {
+          // The client left or stopped reading: its replay ends, the next request is served.
+          if (this.closed) return;
         }
-        await router.send([client, '', END_SEQ, '']);
       }
     } catch (error) {
       // Closing the socket ends the loop; any other failure stops replays only.

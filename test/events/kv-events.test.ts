@@ -150,6 +150,18 @@ describe('KV event contents', () => {
     });
   });
 
+  it('a replay client that reads slowly still gets every batch, none dropped for want of room in its queue', async () => {
+    const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 5000 });
+    cleanups.push(() => publisher.close());
+    const removal = (i: number): KvEventBatch => ({ ts: i, events: [{ type: 'BlockRemoved', blockHashes: [i.toString(16).padStart(16, '0')], medium: 'GPU' }] });
+    for (let i = 0; i < 5000; i++) publisher.publish(removal(i));
+    await publisher.drain();
+    const replayed = await replayFrom(publisher.replayEndpoint as string, 0n, true);
+    expect(replayed.map((r) => r.seq)).toEqual(Array.from({ length: 5000 }, (_, i) => BigInt(i)));
+    // The slow client did not stop the socket: the next request is answered too.
+    expect((await replayFrom(publisher.replayEndpoint as string, 4998n)).map((r) => r.seq)).toEqual([4998n, 4999n]);
+  });
+
   it('replay keeps the last bufferSteps batches, oldest first, once more were published', async () => {
     const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 3 });
     cleanups.push(() => publisher.close());

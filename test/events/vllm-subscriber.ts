@@ -135,8 +135,13 @@ export class BackgroundSubscriber {
 }
 
 /** Asks a replay endpoint for every batch from `start` on, as vLLM's subscriber does; stops at the end marker. */
-export async function replayFrom(endpoint: string, start: bigint): Promise<{ seq: bigint; payload: Uint8Array }[]> {
-  const dealer = new Dealer({ linger: 0 });
+/**
+ * Asks the replay socket at `endpoint` for every batch from `start` on and reads the answer to its end marker.
+ * `slowly`: the client queues at most a few messages and yields to the event loop between reads, so a
+ * server that does not hold back for it would drop most of a long replay.
+ */
+export async function replayFrom(endpoint: string, start: bigint, slowly = false): Promise<{ seq: bigint; payload: Uint8Array }[]> {
+  const dealer = new Dealer(slowly ? { linger: 0, receiveHighWaterMark: 4 } : { linger: 0 });
   dealer.connect(endpoint);
   try {
     const request = Buffer.alloc(8);
@@ -151,6 +156,7 @@ export async function replayFrom(endpoint: string, start: bigint): Promise<{ seq
         return out;
       }
       out.push({ seq: value, payload });
+      if (slowly) await new Promise((resolve) => setImmediate(resolve));
     }
   } finally {
     dealer.close();
