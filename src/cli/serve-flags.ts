@@ -44,7 +44,7 @@ export function createServeCommand(): Command {
     .option('--served-model-name <name>', 'the model name clients send and /v1/models lists (default: the --model preset)')
     .option('--max-waiting <n>', `most requests waiting for their first token; more are refused with 429 (default ${DEFAULT_MAX_WAITING})`)
     .option('--drain-timeout-ms <ms>', `on SIGTERM or SIGINT: how long requests in flight may take to finish before they are aborted (default ${DEFAULT_DRAIN_TIMEOUT_MS})`)
-    .option('--stream-interval <tokens>', 'tokens per server-sent event of a streamed completion; more mean fewer socket writes and later tokens (default 1)')
+    .option('--stream-interval <tokens>', 'fewest tokens per server-sent event of a streamed completion (the last may carry fewer; tokens that reach the server together share an event); more mean fewer socket writes and later tokens (default 1)')
     .option(
       '--http-thread <on|off>',
       'on: the HTTP server (parsing, tokenizing, server-sent events, socket writes) runs on a front-end thread of its own, fed tokens through shared memory, so it costs the scheduler\'s thread almost nothing per step; off: it runs on the main thread beside the scheduler (default on)',

@@ -27,7 +27,7 @@ export class SseWriter implements TokenSink {
     private readonly response: ServerResponse,
     header: CompletionHeader,
     private readonly decoder: IncrementalDecoder | null,
-    /** Tokens per event (the last event may carry fewer). */
+    /** Fewest tokens per event: one goes out once this many are held, with all of them (the last may carry fewer). */
     private readonly interval: number,
     /** stream_options.include_usage: every chunk carries "usage":null. */
     private readonly usageNull: boolean,

@@ -70,7 +70,7 @@ describe('completions through the openai client', () => {
     expect(usage).toEqual(whole.usage);
   });
 
-  it('with a stream interval, events carry that many tokens and add up to the whole completion', async () => {
+  it('with a stream interval, events carry at least that many tokens and add up to the whole completion', async () => {
     server = await startTestServer({ streamInterval: 4 });
     const client = openaiClient(server);
     const prompt = tokenPrompt(40, 9);
@@ -83,7 +83,10 @@ describe('completions through the openai client', () => {
         ids.push(...tokenIdsOf(choice));
       }
     }
-    expect(sizes).toEqual([4, 4, 2]);
+    // Every event but the last holds at least the interval; tokens the front end received together (a step's
+    // delivery that lagged) stay in one event, so how many events there are depends on the delivery's pace.
+    expect(sizes.slice(0, -1).every((n) => n >= 4)).toBe(true);
+    expect(sizes.length).toBeLessThanOrEqual(3);
     expect(ids).toEqual(referenceOutput(prompt, 10));
   });
 
