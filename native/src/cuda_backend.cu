@@ -22,6 +22,7 @@
 #include "cuda_staging.cuh"
 #include "forward_pack.h"
 #include "poison.h"
+#include "steady_ms.h"
 
 namespace kvtier {
 
@@ -577,11 +578,7 @@ class CudaBackend final : public Backend {
 
   // A host time on the axis of startMs (ms since the origin event completed).
   double hostSinceOrigin(std::chrono::steady_clock::time_point t) const {
-    return std::chrono::duration<double, std::milli>(t - hostOrigin_).count();
-  }
-
-  static double millisecondsSince(std::chrono::steady_clock::time_point from) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
+    return millisecondsBetween(hostOrigin_, t);
   }
 
   cudaEvent_t takeEvent() {

@@ -15,6 +15,7 @@
 #include "host_model.h"
 #include "host_stream.h"
 #include "poison.h"
+#include "steady_ms.h"
 
 namespace kvtier {
 
@@ -35,10 +36,6 @@ HostMemory allocateZeroed(uint64_t bytes, const char* what) {
   return HostMemory(static_cast<uint8_t*>(p));
 }
 
-double millisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
 // The host's side of one job or forward (Completion::submitMs, enqueueMs).
 // Here the stream thread takes the start mark once the submit has handed the
 // task over, so the only host enqueue work after the mark is what is left of
@@ -53,7 +50,7 @@ struct HostSubmission {
   void stamp(Completion& done, std::chrono::steady_clock::time_point start) {
     std::lock_guard<std::mutex> lock(mutex);
     done.submitMs = submitMs;
-    done.enqueueMs = std::max(0.0, std::chrono::duration<double, std::milli>(handedOff - start).count());
+    done.enqueueMs = std::max(0.0, millisecondsBetween(start, handedOff));
   }
 };
 
@@ -304,7 +301,7 @@ class HostBackend final : public Backend {
 
   // A span's start on this device's time axis (ms since open).
   double sinceOrigin(std::chrono::steady_clock::time_point start) const {
-    return std::chrono::duration<double, std::milli>(start - origin_).count();
+    return millisecondsBetween(origin_, start);
   }
 
   // KV positions a forward reads: each request's context, its new tokens included.
