@@ -149,8 +149,13 @@ interface HostTimedSpan extends Interval {
   readonly enqueueMs: number;
 }
 
+/** A time the device or host reported: negative (or not finite) means it was not measured. */
+export function isMeasured(ms: number): boolean {
+  return Number.isFinite(ms) && ms >= 0;
+}
+
 export function isTimedSpan(startMs: number, elapsedMs: number): boolean {
-  return Number.isFinite(startMs) && startMs >= 0 && Number.isFinite(elapsedMs) && elapsedMs >= 0;
+  return isMeasured(startMs) && isMeasured(elapsedMs);
 }
 
 export function summarizeDeviceTrace(input: { readonly spans: readonly RecordedDeviceSpans[]; readonly ranks: readonly { readonly rank: number }[] }): DeviceTraceSummary {
@@ -225,8 +230,6 @@ function copyJobTotals(jobs: readonly TimedJob[]): CopyJobTotals {
   const host = hostSide(jobs.map((j) => ({ start: j.start, end: j.end, submitMs: j.job.submitMs, enqueueMs: j.job.enqueueMs })));
   return { jobs: jobs.length, bytes, busyMs, gbps: busyMs > 0 ? bytes / 1e9 / (busyMs / 1000) : null, host };
 }
-
-const isMeasured = (x: number) => Number.isFinite(x) && x >= 0;
 
 function hostSide(spans: readonly HostTimedSpan[]): HostSideTotals {
   const enqueued = spans.filter((s) => isMeasured(s.enqueueMs));

@@ -1,6 +1,6 @@
 import type { CopyJobSpan, ForwardSpan } from '../protocol/step-protocol.js';
 import type { RecordedDeviceSpans } from '../runtime/device-span-recorder.js';
-import { isTimedSpan, summarizeDeviceTrace, type DeviceTraceSummary } from './device-trace-summary.js';
+import { isMeasured, isTimedSpan, summarizeDeviceTrace, type DeviceTraceSummary } from './device-trace-summary.js';
 
 /**
  * A run's device trace in the Chrome Trace Event Format (the object form,
@@ -151,9 +151,8 @@ function copyJobEvent(rank: number, step: number, deviceOpen: number, job: CopyJ
 
 /** A timed span's host side in microseconds, as the time axis note explains; null: not measured. */
 function hostArgs(span: ForwardSpan | CopyJobSpan): { queuedUs: number | null; enqueueUs: number | null } {
-  const measured = (x: number) => Number.isFinite(x) && x >= 0;
   return {
-    queuedUs: measured(span.submitMs) ? (span.startMs - span.submitMs) * 1000 : null,
-    enqueueUs: measured(span.enqueueMs) ? span.enqueueMs * 1000 : null,
+    queuedUs: isMeasured(span.submitMs) ? (span.startMs - span.submitMs) * 1000 : null,
+    enqueueUs: isMeasured(span.enqueueMs) ? span.enqueueMs * 1000 : null,
   };
 }
