@@ -35,6 +35,16 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
+/** A publisher with a replay socket keeping `bufferSteps` batches, after `count` one-removal batches were published and sent. */
+async function replayingPublisher(bufferSteps: number, count: number): Promise<KvEventPublisher> {
+  const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps });
+  cleanups.push(() => publisher.close());
+  const removal = (i: number): KvEventBatch => ({ ts: i, events: [{ type: 'BlockRemoved', blockHashes: [i.toString(16).padStart(16, '0')], medium: 'GPU' }] });
+  for (let i = 0; i < count; i++) publisher.publish(removal(i));
+  await publisher.drain();
+  return publisher;
+}
+
 async function startPublisher(encoding: KvEventEncoding): Promise<KvEventPublisher> {
   const publisher = await KvEventPublisher.start({
     endpoint: 'tcp://127.0.0.1:*',
@@ -151,11 +161,7 @@ describe('KV event contents', () => {
   });
 
   it('a replay client that reads slowly still gets every batch, none dropped for want of room in its queue', async () => {
-    const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 5000 });
-    cleanups.push(() => publisher.close());
-    const removal = (i: number): KvEventBatch => ({ ts: i, events: [{ type: 'BlockRemoved', blockHashes: [i.toString(16).padStart(16, '0')], medium: 'GPU' }] });
-    for (let i = 0; i < 5000; i++) publisher.publish(removal(i));
-    await publisher.drain();
+    const publisher = await replayingPublisher(5000, 5000);
     const replayed = await replayFrom(publisher.replayEndpoint as string, 0n, true);
     expect(replayed.map((r) => r.seq)).toEqual(Array.from({ length: 5000 }, (_, i) => BigInt(i)));
     // The slow client did not stop the socket: the next request is answered too.
@@ -163,11 +169,7 @@ describe('KV event contents', () => {
   });
 
   it('replay keeps the last bufferSteps batches, oldest first, once more were published', async () => {
-    const publisher = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 3 });
-    cleanups.push(() => publisher.close());
-    const removal = (i: number): KvEventBatch => ({ ts: i, events: [{ type: 'BlockRemoved', blockHashes: [i.toString(16).padStart(16, '0')], medium: 'GPU' }] });
-    for (let i = 0; i < 7; i++) publisher.publish(removal(i));
-    await publisher.drain();
+    const publisher = await replayingPublisher(3, 7);
     const replayed = await replayFrom(publisher.replayEndpoint as string, 0n);
     expect(replayed.map((r) => r.seq)).toEqual([4n, 5n, 6n]);
     expect(replayed.map((r) => decodeBatch(r.payload).ts)).toEqual([4, 5, 6]);
