@@ -17,10 +17,14 @@ const FATAL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 export async function startPrivateServer(what = 'bench remote'): Promise<PrivateServer> {
   const port = await freeLoopbackPort();
+  // Watched before it is spawned: a signal that arrives while spawn() runs (the server already exec'd) is
+  // handled once spawn returns, instead of ending this process by default and leaving the server behind.
+  let spawned: ChildProcess | null = null;
+  const release = killWithParent(() => spawned);
   const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: 'ignore',
   });
-  const release = killWithParent(child);
+  spawned = child;
   const failed = new Promise<never>((_, reject) => {
     child.once('error', () => reject(new Error('redis-server was not found (install it: apt-get install redis-server), or pass --url')));
   });
@@ -44,14 +48,15 @@ export async function startPrivateServer(what = 'bench remote'): Promise<Private
 }
 
 /**
- * Kills `child` when this process exits or a fatal signal arrives. A signal
- * that nothing else in the process listens for is then raised again, so the
- * process still ends as the signal would have ended it. Returns a function
- * that stops watching.
+ * Kills the child `current` names (none yet: nothing to kill) when this
+ * process exits or a fatal signal arrives. A signal that nothing else in the
+ * process listens for is then raised again, so the process still ends as the
+ * signal would have ended it. Returns a function that stops watching.
  */
-function killWithParent(child: ChildProcess): () => void {
+function killWithParent(current: () => ChildProcess | null): () => void {
   const kill = (): void => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    const child = current();
+    if (child !== null && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
   const handlers = new Map<NodeJS.Signals, () => void>();
   const release = (): void => {
